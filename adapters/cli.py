@@ -1,0 +1,422 @@
+"""The `cronsource` command line: tables for people, `-o json|yaml` for machines.
+
+Bad input exits non-zero with the field named and stores nothing: manifests are admitted in
+full (every document of a file) before the first one is applied.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, NoReturn
+from zoneinfo import ZoneInfo
+
+import click
+import yaml
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from adapters.engine import Engine, build_engine, migrate
+from adapters.store import StoreConfig, StoreURLError
+from domain.manifest import CronWorkflowManifest, ManifestError, parse_manifest
+from domain.service import NotFound
+from projections.readmodel import rfc3339
+
+OUTPUT = click.Choice(["table", "json", "yaml"])
+err_console = Console(stderr=True)
+
+
+def now() -> datetime:
+    """The real clock, read here at the edge and passed into every domain command."""
+    return datetime.now(UTC)
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    err_console.print(f"[red]error:[/red] {message}", highlight=False, markup=True)
+    sys.exit(code)
+
+
+def parse_time(value: str, field: str) -> datetime:
+    try:
+        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        fail(f"{field}: {value!r} is not an RFC 3339 time (e.g. 2026-05-04T10:00:00Z)")
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+def load_documents(path: str) -> list[tuple[str, object]]:
+    """YAML documents of a file ('-' is stdin), each with a source label for messages."""
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    except OSError as e:
+        fail(f"{path}: {e.strerror}")
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as e:
+        fail(f"{path}: not valid YAML: {e}")
+    if not docs:
+        fail(f"{path}: no documents")
+    return [(f"{path}#{i}" if len(docs) > 1 else path, d) for i, d in enumerate(docs)]
+
+
+def admit(paths: list[str]) -> list[CronWorkflowManifest]:
+    manifests, problems = [], []
+    for path in paths:
+        for source, doc in load_documents(path):
+            try:
+                manifests.append(parse_manifest(doc, source))
+            except ManifestError as e:
+                problems += [f"{source}: {p}" for p in e.problems]
+    if problems:
+        for p in problems:
+            err_console.print(f"[red]error:[/red] {p}", highlight=False)
+        sys.exit(1)
+    return manifests
+
+
+def emit(data: Any, output: str, table: Callable[[], Table]) -> None:
+    if output == "json":
+        click.echo(json.dumps(data, indent=2, default=str))
+    elif output == "yaml":
+        click.echo(yaml.safe_dump(json.loads(json.dumps(data, default=str)), sort_keys=False))
+    else:
+        Console().print(table())
+
+
+class Ctx:
+    def __init__(self, store: str | None, namespace: str) -> None:
+        self.store = store
+        self.namespace = namespace
+
+    @contextmanager
+    def engine(self) -> Iterator[Engine]:
+        try:
+            config = StoreConfig.parse(self.store)
+        except StoreURLError as e:
+            fail(str(e))
+        try:
+            engine = build_engine(config)
+        except Exception as e:  # the store is unreachable or broken: say so, exit non-zero
+            fail(f"cannot open store {config.url}: {e}")
+        try:
+            engine.catch_up()
+            yield engine
+        finally:
+            engine.close()
+
+
+@click.group()
+@click.option("--store", envvar="CRONSOURCE_STORE", default=None, help="sqlite:///PATH (default ./cronsource.db), postgresql://..., memory:")
+@click.option("-n", "--namespace", default="default", show_default=True)
+@click.pass_context
+def cli(ctx: click.Context, store: str | None, namespace: str) -> None:
+    """cronsource: an event-sourced scheduler for Argo CronWorkflows."""
+    ctx.obj = Ctx(store, namespace)
+
+
+# ---------------------------------------------------------------------- admission
+
+
+@cli.command()
+@click.argument("files", nargs=-1, required=True)
+def lint(files: tuple[str, ...]) -> None:
+    """Validate manifests; exit 1 with path-qualified messages."""
+    ms = admit(list(files))
+    click.echo(f"{len(ms)} CronWorkflow(s) valid")
+
+
+@cli.command()
+@click.option("-f", "--filename", "files", multiple=True, required=True)
+@click.pass_obj
+def apply(obj: Ctx, files: tuple[str, ...]) -> None:
+    """Create or update CronWorkflows from YAML (multi-document)."""
+    manifests = admit(list(files))
+    with obj.engine() as engine:
+        for m in manifests:
+            _, what = engine.service.apply(m, now())
+            click.echo(f"cronworkflow.argoproj.io/{m.metadata.name} {what}")
+        engine.catch_up()
+
+
+@cli.command(name="migrate")
+@click.pass_obj
+def migrate_cmd(obj: Ctx) -> None:
+    """Create or upgrade the store schema."""
+    try:
+        config = StoreConfig.parse(obj.store)
+        migrate(config)
+    except StoreURLError as e:
+        fail(str(e))
+    except Exception as e:
+        fail(f"cannot migrate {obj.store}: {e}")
+    click.echo(f"store {config.url} ready")
+
+
+# ---------------------------------------------------------------------- reading
+
+
+def _cron_object(c: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "CronWorkflow",
+        "metadata": c["metadata"],
+        "spec": c["spec"],
+        "status": c["status"],
+    }
+
+
+def _next_run(c: dict[str, Any]) -> str:
+    return rfc3339(c["nextDue"]) or "-"
+
+
+@cli.command(name="list")
+@click.option("-o", "--output", type=OUTPUT, default="table")
+@click.option("-A", "--all-namespaces", is_flag=True)
+@click.pass_obj
+def list_cmd(obj: Ctx, output: str, all_namespaces: bool) -> None:
+    """CronWorkflows with schedules, timezone, suspended, last and next run."""
+    with obj.engine() as engine:
+        rows = engine.view.statuses(None if all_namespaces else obj.namespace)
+
+    def table() -> Table:
+        t = Table("NAMESPACE", "NAME", "SCHEDULES", "TIMEZONE", "SUSPENDED", "LAST RUN", "NEXT RUN", "ACTIVE")
+        for c in rows:
+            spec = c["spec"]
+            t.add_row(
+                c["namespace"],
+                c["name"],
+                ", ".join(spec.get("schedules") or [spec.get("schedule", "")]),
+                spec.get("timezone") or "UTC",
+                str(spec.get("suspend", False)).lower(),
+                c["status"].get("lastScheduledTime") or "-",
+                _next_run(c),
+                str(len(c["status"].get("active") or [])),
+            )
+        return t
+
+    emit([_cron_object(c) for c in rows], output, table)
+
+
+def _get(engine: Engine, namespace: str, name: str) -> dict[str, Any]:
+    for c in engine.view.statuses(namespace):
+        if c["name"] == name:
+            return c
+    fail(f"cronworkflow {namespace}/{name} not found")
+
+
+@cli.command()
+@click.argument("name")
+@click.option("-o", "--output", type=OUTPUT, default="table")
+@click.pass_obj
+def get(obj: Ctx, name: str, output: str) -> None:
+    """One CronWorkflow, as `argo cron get`."""
+    with obj.engine() as engine:
+        c = _get(engine, obj.namespace, name)
+
+    def table() -> Table:
+        t = Table("FIELD", "VALUE", show_header=False)
+        spec, st = c["spec"], c["status"]
+        t.add_row("Name", c["name"])
+        t.add_row("Namespace", c["namespace"])
+        t.add_row("Schedules", ", ".join(spec.get("schedules") or [spec.get("schedule", "")]))
+        t.add_row("Timezone", spec.get("timezone") or "UTC")
+        t.add_row("Concurrency", spec.get("concurrencyPolicy", "Allow"))
+        t.add_row("Suspended", str(spec.get("suspend", False)).lower())
+        t.add_row("Phase", st.get("phase", ""))
+        t.add_row("LastScheduledTime", st.get("lastScheduledTime") or "-")
+        t.add_row("NextScheduledTime", _next_run(c))
+        t.add_row("Active", ", ".join(a["name"] for a in st.get("active") or []) or "-")
+        t.add_row("Succeeded/Failed", f"{st.get('succeeded', 0)}/{st.get('failed', 0)}")
+        for cond in st.get("conditions") or []:
+            t.add_row(f"Condition {cond['type']}", cond.get("message", ""))
+        return t
+
+    emit(_cron_object(c), output, table)
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--since", default=None)
+@click.option("--until", default=None)
+@click.option("--type", "types", multiple=True, help="event type, e.g. ScheduleFired (repeatable)")
+@click.option("-o", "--output", type=OUTPUT, default="table")
+@click.pass_obj
+def history(obj: Ctx, name: str, since: str | None, until: str | None, types: tuple[str, ...], output: str) -> None:
+    """The audit log of one CronWorkflow: every fire and skip, and why."""
+    s = parse_time(since, "--since") if since else None
+    u = parse_time(until, "--until") if until else None
+    with obj.engine() as engine:
+        rows = engine.view.audit(obj.namespace, name, since=s, until=u, types=types)
+    events = [r.as_event() for r in rows]
+
+    def table() -> Table:
+        t = Table("VERSION", "TYPE", "AT", "SCHEDULED", "WORKFLOW", "REASON")
+        for e in events:
+            t.add_row(str(e["version"]), e["type"], e["at"], e["scheduledTime"] or "-", e["workflow"] or "-", e["reason"] or "-")
+        return t
+
+    emit(events, output, table)
+
+
+@cli.command(name="next")
+@click.argument("name")
+@click.option("-c", "--count", default=5, show_default=True, type=click.IntRange(1, 1000))
+@click.option("-o", "--output", type=OUTPUT, default="table")
+@click.pass_obj
+def next_cmd(obj: Ctx, name: str, count: int, output: str) -> None:
+    """The next N fire times, in the CronWorkflow's zone and in UTC."""
+    with obj.engine() as engine:
+        try:
+            agg = engine.service.find(obj.namespace, name)
+        except NotFound as e:
+            fail(str(e))
+        tz = agg.spec_model.timezone
+        zone = ZoneInfo(tz or "UTC")
+        t = max(now(), agg.decided_until)
+        times = []
+        for _ in range(count):
+            t = agg.schedule.next_after(t)
+            times.append(t)
+    data = [{"local": t.astimezone(zone).isoformat(), "utc": rfc3339(t)} for t in times]
+
+    def table() -> Table:
+        tb = Table(f"LOCAL ({tz or 'UTC'})", "UTC")
+        for d in data:
+            tb.add_row(d["local"], d["utc"])
+        return tb
+
+    emit(data, output, table)
+
+
+# ---------------------------------------------------------------------- commands
+
+
+def _command(obj: Ctx, name: str, do: Callable[[Engine, Any], str]) -> None:
+    with obj.engine() as engine:
+        try:
+            agg = engine.service.find(obj.namespace, name)
+        except NotFound as e:
+            fail(str(e))
+        click.echo(do(engine, agg.id))
+        engine.catch_up()
+
+
+@cli.command()
+@click.argument("name")
+@click.pass_obj
+def suspend(obj: Ctx, name: str) -> None:
+    """Suspend: no tick runs until resumed."""
+    _command(obj, name, lambda e, i: (e.service.suspend(i, now(), by="cli"), f"{name} suspended")[1])
+
+
+@cli.command()
+@click.argument("name")
+@click.pass_obj
+def resume(obj: Ctx, name: str) -> None:
+    """Resume: the ticks of the suspension are decided, at most one runs."""
+    _command(obj, name, lambda e, i: (e.service.resume(i, now(), by="cli"), f"{name} resumed")[1])
+
+
+@cli.command()
+@click.argument("name")
+@click.pass_obj
+def delete(obj: Ctx, name: str) -> None:
+    """Delete; the history stays queryable."""
+    _command(obj, name, lambda e, i: (e.service.delete(i, now()), f"{name} deleted")[1])
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--request-id", default=None, help="idempotency key; a retried request starts no second run")
+@click.pass_obj
+def trigger(obj: Ctx, name: str, request_id: str | None) -> None:
+    """Run now (a manual fire)."""
+    rid = request_id or uuid.uuid4().hex
+
+    def do(e: Engine, i: Any) -> str:
+        wf = e.service.trigger(i, now(), rid)
+        return f"workflow {wf} triggered" if wf else f"request {rid} already triggered"
+
+    _command(obj, name, do)
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--start", required=True)
+@click.option("--end", required=True)
+@click.option("--dry-run", is_flag=True)
+@click.option("-o", "--output", type=OUTPUT, default="table")
+@click.pass_obj
+def backfill(obj: Ctx, name: str, start: str, end: str, dry_run: bool, output: str) -> None:
+    """Fire every tick in [start, end] that never fired."""
+    s, e = parse_time(start, "--start"), parse_time(end, "--end")
+    if e < s:
+        fail(f"--end {end} is before --start {start}")
+    with obj.engine() as engine:
+        try:
+            agg = engine.service.find(obj.namespace, name)
+        except NotFound as ex:
+            fail(str(ex))
+        with Progress(console=err_console, transient=True) as progress:
+            task = progress.add_task(f"backfill {name}", total=None)
+            times = engine.service.backfill(
+                agg.id, s, e, now(), dry_run=dry_run,
+                progress=lambda done, total: progress.update(task, completed=done, total=total),
+            )
+        engine.catch_up()
+    data = [{"scheduledTime": rfc3339(t), "workflow": f"{name}-{int(t.timestamp())}"} for t in times]
+
+    def table() -> Table:
+        t = Table("SCHEDULED", "WORKFLOW", title=("would fire" if dry_run else "fired"))
+        for d in data:
+            t.add_row(d["scheduledTime"], d["workflow"])
+        return t
+
+    emit(data, output, table)
+
+
+@cli.command()
+@click.argument("scenario")
+@click.option("-o", "--output", type=OUTPUT, default="table")
+@click.pass_obj
+def simulate(obj: Ctx, scenario: str, output: str) -> None:
+    """Run the real engine on a virtual clock (DESIGN.md 7.1)."""
+    from adapters.simulate import ScenarioError, load_scenario
+    from adapters.simulate import simulate as run_simulation
+
+    try:
+        data = yaml.safe_load(Path(scenario).read_text())
+    except OSError as e:
+        fail(f"{scenario}: {e.strerror}", 2)
+    except yaml.YAMLError as e:
+        fail(f"{scenario}: not valid YAML: {e}", 2)
+    try:
+        sc = load_scenario(data)
+    except ScenarioError as e:
+        fail(f"{scenario}: {e}", 2)
+    try:
+        result = run_simulation(sc, obj.store)
+    except StoreURLError as e:
+        fail(str(e), 2)
+
+    def table() -> Table:
+        t = Table("WORKFLOW", "CRONWORKFLOW", "SCHEDULED", "CREATED", "PHASE", "FINISHED", "DELETED", "TRIGGER")
+        for w in result["workflows"]:
+            t.add_row(w["name"], w["cronWorkflow"], w["scheduledTime"] or "-", w["createdAt"], w["phase"], w["finishedAt"] or "-", w["deletedAt"] or "-", w["trigger"])
+        return t
+
+    emit(result, output, table)
+
+
+def main() -> None:
+    cli(prog_name="cronsource")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""The one composition root: a store URL in, the service and its projections out.
+
+The CLI, `simulate`, the scheduler and the tests all build through `build_engine`, so there is
+one place that decides which store, which views and which target are wired together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import Tracking
+
+from adapters.sqlview import SqlReadModel
+from adapters.store import StoreConfig
+from domain.cronworkflow import CronWorkflow
+from domain.decisions import DEFAULT_LATE_TOLERANCE
+from domain.service import CronService
+from projections.dispatch import Dispatcher, WorkflowTarget
+from projections.readmodel import AggregateFollower, ReadModelProjection
+
+
+@dataclass
+class Engine:
+    config: StoreConfig
+    service: CronService
+    view: SqlReadModel
+    readmodel: ReadModelProjection
+    dispatcher: Dispatcher | None = None
+    extra_replicas: list[CronService] = field(default_factory=list)
+
+    def _load_at(self, cron_id: UUID, version: int) -> CronWorkflow:
+        return self.service.repository.get(cron_id, version=version)  # type: ignore[no-any-return]
+
+    def _pending(self, projection: str, limit: int) -> list[tuple[Any, Tracking]]:
+        app = self.service
+        start = (self.view.max_tracking_id(app.name, projection) or 0) + 1
+        notes = app.recorder.select_notifications(start=start, limit=limit)
+        return [
+            (app.mapper.to_domain_event(n), Tracking(app.name, n.id)) for n in notes
+        ]
+
+    def catch_up(self, at: datetime | None = None, batch: int = 1000) -> int:
+        """Process every event not yet projected; returns how many. Used where the caller
+        needs the views current before going on (simulate, CLI commands, tests)."""
+        done = 0
+        while True:
+            pending = self._pending("readmodel", batch)
+            for ev, tracking in pending:
+                self.readmodel.process_event(ev, tracking)
+            done += len(pending)
+            if len(pending) < batch:
+                break
+        if self.dispatcher is not None:
+            now = at or datetime.now(UTC)
+            while True:
+                pending = self._pending("dispatch", batch)
+                for ev, tracking in pending:
+                    self.dispatcher.process_event(ev, tracking, now)
+                if len(pending) < batch:
+                    break
+        return done
+
+    def replica(self) -> CronService:
+        """Another service instance on the same store (its own cache), as a second process
+        would have; `simulate` uses these to interleave replicas."""
+        svc = CronService(env=self.config.env(create_table=False))
+        svc.late_tolerance = self.service.late_tolerance
+        self.extra_replicas.append(svc)
+        return svc
+
+    @property
+    def rejected_writes(self) -> int:
+        return self.service.rejected_writes + sum(r.rejected_writes for r in self.extra_replicas)
+
+    def close(self) -> None:
+        for svc in [self.service, *self.extra_replicas]:
+            svc.close()
+        self.view.close()
+
+
+def migrate(config: StoreConfig) -> None:
+    """Create the event store and read-model tables once (`cronsource migrate`)."""
+    svc = CronService(env=config.env(create_table=True))
+    svc.close()
+    view = config.read_model()
+    view.create_tables()
+    view.close()
+
+
+def build_engine(
+    store: str | StoreConfig | None = None,
+    *,
+    target: WorkflowTarget | None = None,
+    create_tables: bool | None = None,
+    late_tolerance: timedelta = DEFAULT_LATE_TOLERANCE,
+    service_factory: Callable[[dict[str, str]], CronService] = CronService,
+) -> Engine:
+    config = store if isinstance(store, StoreConfig) else StoreConfig.parse(store)
+    if create_tables is None:
+        # Embedded stores have one writer process at a time; PostgreSQL is migrated once.
+        create_tables = config.kind != "postgresql"
+    env = config.env(create_table=create_tables)
+    service = service_factory(env)
+    service.late_tolerance = late_tolerance
+    view = config.read_model()
+    if create_tables or config.kind != "postgresql":
+        view.create_tables()
+    follower = AggregateFollower(
+        lambda cid, v: service.repository.get(cid, version=v)  # type: ignore[no-any-return]
+    )
+    engine = Engine(config, service, view, ReadModelProjection(view, follower))
+    if target is not None:
+        dfollower = AggregateFollower(
+            lambda cid, v: service.repository.get(cid, version=v)  # type: ignore[no-any-return]
+        )
+        engine.dispatcher = Dispatcher(target, view, dfollower)
+    return engine

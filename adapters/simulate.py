@@ -1,0 +1,376 @@
+"""`cronsource simulate`: the real engine on a virtual clock, with a simulated local target.
+
+The domain, the store and the projections are the production ones; only time and the place
+Workflows run are simulated. The scheduler step mirrors `cronsource run`: read due ids from
+the due index, decide, save in one transaction per replica, project. With several replicas,
+every replica loads and decides before any saves (the worst interleaving), so the version
+check, not luck, is what keeps a tick from firing twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from adapters.engine import Engine, build_engine
+from adapters.store import StoreConfig
+from domain.durations import parse_duration
+from domain.manifest import ManifestError, parse_manifest, scheduling_options
+from projections.dispatch import LABEL_CRON
+from projections.readmodel import rfc3339
+
+
+class ScenarioError(ValueError):
+    pass
+
+
+def _aware(v: Any) -> Any:
+    if isinstance(v, datetime) and v.tzinfo is None:
+        raise ValueError("needs a time zone offset, e.g. 2026-03-07T00:00:00Z")
+    return v
+
+
+class CompleteAction(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    workflow: str
+    phase: Literal["Succeeded", "Failed", "Error"] = "Succeeded"
+
+
+class Action(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    at: datetime
+    suspend: str | None = None
+    resume: str | None = None
+    apply: dict[str, Any] | None = None
+    delete: str | None = None
+    outage: str | None = None
+    complete: CompleteAction | None = None
+    remove_workflow: str | None = Field(default=None, alias="removeWorkflow")
+
+    _at = field_validator("at")(_aware)
+
+    @field_validator("outage")
+    @classmethod
+    def _duration(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_duration(v)
+        return v
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Action:
+        kinds = [k for k in ("suspend", "resume", "apply", "delete", "outage", "complete", "remove_workflow") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError(
+                "an action needs exactly one of suspend, resume, apply, delete, outage, "
+                f"complete, removeWorkflow (got {len(kinds)})"
+            )
+        return self
+
+
+class Scenario(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    start: datetime
+    end: datetime
+    replicas: int = Field(default=1, ge=1, le=16)
+    run_duration: str = Field(default="30s", alias="runDuration")
+    run_phase: Literal["Succeeded", "Failed", "Error"] = Field(default="Succeeded", alias="runPhase")
+    cron_workflows: list[dict[str, Any]] = Field(default_factory=list, alias="cronWorkflows")
+    actions: list[Action] = Field(default_factory=list)
+
+    _times = field_validator("start", "end")(_aware)
+
+    @field_validator("run_duration")
+    @classmethod
+    def _duration(cls, v: str) -> str:
+        parse_duration(v)
+        return v
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Scenario:
+        if self.end < self.start:
+            raise ValueError("end must not be before start")
+        return self
+
+
+def load_scenario(data: object) -> Scenario:
+    """Read a scenario; ScenarioError names the field, as `lint` does for manifests."""
+    if not isinstance(data, dict):
+        raise ScenarioError("<scenario>: a scenario must be a mapping")
+    try:
+        sc = Scenario.model_validate(data)
+    except ValidationError as e:
+        msgs = []
+        for err in e.errors():
+            path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".")
+            msgs.append(f"{path}: {str(err['msg']).removeprefix('Value error, ')}")
+        raise ScenarioError("; ".join(msgs)) from None
+    for i, m in enumerate(sc.cron_workflows):
+        try:
+            parse_manifest(m)
+        except ManifestError as e:
+            raise ScenarioError("; ".join(f"cronWorkflows[{i}].{p}" for p in e.problems)) from None
+    for i, a in enumerate(sc.actions):
+        if a.apply is not None:
+            try:
+                parse_manifest(a.apply)
+            except ManifestError as e:
+                raise ScenarioError("; ".join(f"actions[{i}].apply.{p}" for p in e.problems)) from None
+    return sc
+
+
+@dataclass
+class SimWorkflow:
+    namespace: str
+    name: str
+    cron: str
+    cron_id: str
+    scheduled_time: datetime | None
+    created_at: datetime
+    trigger: str
+    ends_at: datetime
+    end_phase: str
+    phase: str = "Running"
+    finished_at: datetime | None = None
+    deleted_at: datetime | None = None
+    reported: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "cronWorkflow": self.cron,
+            "scheduledTime": rfc3339(self.scheduled_time),
+            "createdAt": rfc3339(self.created_at),
+            "phase": self.phase,
+            "finishedAt": rfc3339(self.finished_at),
+            "deletedAt": rfc3339(self.deleted_at),
+            "trigger": self.trigger,
+        }
+
+
+@dataclass
+class SimTarget:
+    """The local target on a virtual clock: Workflows run for their duration, then complete."""
+
+    default_duration: timedelta
+    default_phase: str
+    workflows: dict[tuple[str, str], SimWorkflow] = field(default_factory=dict)
+    durations: dict[str, tuple[timedelta | None, str | None]] = field(default_factory=dict)
+
+    def create(self, workflow: dict[str, Any], *, cron_id: str, trigger: str, at: datetime) -> None:
+        meta = workflow["metadata"]
+        key = (meta["namespace"], meta["name"])
+        if key in self.workflows:  # a replayed dispatch: the Workflow exists already
+            return
+        duration, phase = self.durations.get(cron_id, (None, None))
+        sched = meta["annotations"].get("workflows.argoproj.io/scheduled-time")
+        self.workflows[key] = SimWorkflow(
+            namespace=key[0],
+            name=key[1],
+            cron=meta["labels"][LABEL_CRON],
+            cron_id=cron_id,
+            scheduled_time=datetime.fromisoformat(sched.replace("Z", "+00:00")) if sched else None,
+            created_at=at,
+            trigger=trigger,
+            ends_at=at + (duration or self.default_duration),
+            end_phase=phase or self.default_phase,
+        )
+
+    def terminate(self, namespace: str, name: str, at: datetime) -> None:
+        wf = self.workflows.get((namespace, name))
+        if wf is not None and wf.phase == "Running":  # finished already: not an error (Argo #11377)
+            wf.phase, wf.finished_at, wf.ends_at = "Failed", at, at
+
+    def delete(self, namespace: str, name: str, at: datetime) -> None:
+        wf = self.workflows.get((namespace, name))
+        if wf is not None and wf.deleted_at is None:
+            wf.deleted_at = at
+
+    def finish_due(self, now: datetime) -> None:
+        for wf in self.workflows.values():
+            if wf.phase == "Running" and wf.deleted_at is None and wf.ends_at <= now:
+                wf.phase, wf.finished_at = wf.end_phase, wf.ends_at
+
+    def next_change(self) -> datetime | None:
+        times = [
+            wf.ends_at
+            for wf in self.workflows.values()
+            if wf.deleted_at is None and (wf.phase == "Running" or not wf.reported)
+        ]
+        return min(times, default=None)
+
+
+@contextlib.contextmanager
+def _scratch_store(config: StoreConfig) -> Iterator[StoreConfig]:
+    """A store that lives as long as the simulation and never touches the user's own data."""
+    if config.kind == "postgresql":
+        import psycopg
+
+        schema = f"cronsource_sim_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(config.pg_conninfo, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+        try:
+            yield config.with_schema(schema)
+        finally:
+            with psycopg.connect(config.pg_conninfo, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    elif config.kind == "memory":
+        yield config
+    else:
+        tmp = tempfile.mkdtemp(prefix="cronsource-sim-")
+        try:
+            yield StoreConfig.parse(f"sqlite:///{Path(tmp, 'sim.db')}")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+class Simulation:
+    def __init__(self, scenario: Scenario, engine: Engine, target: SimTarget) -> None:
+        self.sc = scenario
+        self.engine = engine
+        self.target = target
+        self.replicas = [engine.service] + [engine.replica() for _ in range(scenario.replicas - 1)]
+        self.outage_until: datetime | None = None
+
+    @property
+    def svc(self) -> Any:
+        return self.engine.service
+
+    def _find(self, ref: str) -> UUID:
+        ns, _, name = ref.rpartition("/")
+        return self.svc.find(ns or "default", name).id  # type: ignore[no-any-return]
+
+    def _apply(self, manifest: dict[str, Any], at: datetime) -> None:
+        m = parse_manifest(manifest)
+        cron_id, _ = self.svc.apply(m, at)
+        opts = scheduling_options(dict(m.metadata.annotations))
+        self.target.durations[str(cron_id)] = (opts.run_duration, opts.run_phase)
+
+    def _act(self, a: Action) -> None:
+        at = a.at
+        if a.suspend:
+            self.svc.suspend(self._find(a.suspend), at, by="simulate")
+        elif a.resume:
+            self.svc.resume(self._find(a.resume), at, by="simulate")
+        elif a.apply is not None:
+            self._apply(a.apply, at)
+        elif a.delete:
+            self.svc.delete(self._find(a.delete), at)
+        elif a.outage:
+            self.outage_until = at + parse_duration(a.outage)
+        elif a.complete is not None:
+            for wf in self.target.workflows.values():
+                if wf.name == a.complete.workflow and wf.phase == "Running":
+                    wf.phase, wf.finished_at, wf.ends_at = a.complete.phase, at, at
+        elif a.remove_workflow:
+            for wf in self.target.workflows.values():
+                if wf.name == a.remove_workflow and wf.deleted_at is None:
+                    wf.deleted_at = at
+                    if wf.phase == "Running":
+                        wf.phase = "Deleted"
+                        wf.reported = False
+
+    def _observe_runs(self, now: datetime) -> None:
+        """What the Workflow watcher would report: completions and hand deletions."""
+        self.target.finish_due(now)
+        for wf in sorted(self.target.workflows.values(), key=lambda w: (w.finished_at or now, w.name)):
+            if wf.reported or (wf.phase == "Running"):
+                continue
+            wf.reported = True
+            cron_id = UUID(wf.cron_id)
+            if wf.phase == "Deleted":
+                self.svc.run_vanished(cron_id, wf.name, now)
+            else:
+                assert wf.finished_at is not None
+                self.svc.run_completed(cron_id, wf.name, wf.phase, wf.finished_at, now)
+
+    def _schedule(self, now: datetime) -> None:
+        due = [UUID(i) for i in self.engine.view.due(now)]
+        if not due:
+            return
+        # Worst interleaving: every replica decides on the same state before any saves.
+        decided = [r.decide(due, now) for r in self.replicas]
+        for replica, aggs in zip(self.replicas, decided, strict=True):
+            replica.commit(aggs, now)
+
+    def run(self) -> None:
+        sc = self.sc
+        for m in sc.cron_workflows:
+            self._apply(m, sc.start)
+        self.engine.catch_up(sc.start)
+        actions = sorted(enumerate(sc.actions), key=lambda ia: (ia[1].at, ia[0]))
+        now = sc.start
+        steps_at_instant = 0
+        while True:
+            candidates = []
+            if actions:
+                candidates.append(actions[0][1].at)
+            if self.outage_until is not None:
+                candidates.append(self.outage_until)
+            else:
+                for c in (self.target.next_change(), self.engine.view.next_due()):
+                    if c is not None:
+                        candidates.append(c)
+            if not candidates:
+                break
+            t = max(min(candidates), now)
+            if t > sc.end:
+                break
+            steps_at_instant = steps_at_instant + 1 if t == now else 0
+            if steps_at_instant > 50:
+                raise RuntimeError(f"simulation does not advance at {rfc3339(t)}")
+            now = t
+            while actions and actions[0][1].at <= now:
+                self._act(actions.pop(0)[1])
+                self.engine.catch_up(now)
+            if self.outage_until is not None and now >= self.outage_until:
+                self.outage_until = None
+            if self.outage_until is None:
+                self._observe_runs(now)
+                self.engine.catch_up(now)
+                self._schedule(now)
+                self.engine.catch_up(now)
+                self._observe_runs(now)  # terminations by Replace happen at once
+                self.engine.catch_up(now)
+
+    def result(self) -> dict[str, Any]:
+        view = self.engine.view
+        crons = view.statuses(include_deleted=True)
+        crons.sort(key=lambda c: (not c["deleted"], c["namespace"], c["name"]))
+        wfs = sorted(self.target.workflows.values(), key=lambda w: (w.created_at, w.name))
+        return {
+            "workflows": [w.as_json() for w in wfs],
+            "cronWorkflows": [
+                {"namespace": c["namespace"], "name": c["name"], "status": c["status"]}
+                for c in crons
+            ],
+            "events": [r.as_event() for r in view.audit()],
+            "rejectedWrites": self.engine.rejected_writes,
+        }
+
+
+def simulate(scenario: Scenario, store: str | None = None) -> dict[str, Any]:
+    base = StoreConfig.parse(store or "sqlite:///sim.db")
+    target = SimTarget(parse_duration(scenario.run_duration), scenario.run_phase)
+    with _scratch_store(base) as config:
+        engine = build_engine(config, target=target, create_tables=True)
+        try:
+            sim = Simulation(scenario, engine, target)
+            sim.run()
+            return sim.result()
+        finally:
+            engine.close()
+
+
+def utc(t: datetime) -> datetime:
+    return t.astimezone(UTC)

@@ -1,0 +1,321 @@
+"""SQL storage of the read model (status, audit log, due index) on SQLite or PostgreSQL.
+
+Each write stores the view rows and the tracking position in one transaction. If the process
+dies before the commit, neither is stored and the projection processes the event again; if it
+dies after, the position says so and the event is not applied twice. One module serves both
+databases: the SQL is the common subset (upserts with ON CONFLICT), only placeholders differ.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from eventsourcing.persistence import Tracking
+
+from projections.readmodel import AuditRow, StatusRow
+
+_SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS cronsource_tracking (
+        projection TEXT NOT NULL, application_name TEXT NOT NULL,
+        notification_id BIGINT NOT NULL, PRIMARY KEY (projection, application_name))""",
+    """CREATE TABLE IF NOT EXISTS cronsource_status (
+        cron_id TEXT PRIMARY KEY, namespace TEXT NOT NULL, name TEXT NOT NULL,
+        deleted INTEGER NOT NULL, next_due DOUBLE PRECISION, version INTEGER NOT NULL,
+        status TEXT NOT NULL, spec TEXT NOT NULL, metadata TEXT NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS cronsource_status_due ON cronsource_status (next_due)",
+    "CREATE INDEX IF NOT EXISTS cronsource_status_name ON cronsource_status (namespace, name)",
+    """CREATE TABLE IF NOT EXISTS cronsource_audit (
+        notification_id BIGINT PRIMARY KEY, cron_id TEXT NOT NULL, namespace TEXT NOT NULL,
+        name TEXT NOT NULL, version INTEGER NOT NULL, type TEXT NOT NULL,
+        at DOUBLE PRECISION NOT NULL, scheduled_time DOUBLE PRECISION, reason TEXT,
+        workflow TEXT, detail TEXT NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS cronsource_audit_cron ON cronsource_audit (namespace, name, at)",
+]
+
+
+def _ts(t: datetime | None) -> float | None:
+    return None if t is None else t.timestamp()
+
+
+def _dt(x: float | None) -> datetime | None:
+    return None if x is None else datetime.fromtimestamp(x, UTC)
+
+
+class SqlReadModel:
+    """The read model tables. `projection` names whose tracking row the writes advance."""
+
+    def __init__(
+        self, connect: Any, placeholder: str, projection: str = "readmodel", shared: bool = False
+    ) -> None:
+        self._connect = connect
+        self._ph = placeholder
+        self._local = threading.local()
+        self._shared = shared  # SQLite: one connection for all threads (":memory:" is per connection)
+        self._shared_conn: Any = None
+        self._lock = threading.RLock()
+        self.projection = projection
+
+    @classmethod
+    def sqlite(cls, path: str) -> SqlReadModel:
+        def connect() -> sqlite3.Connection:
+            conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA busy_timeout=30000")
+            return conn
+
+        return cls(connect, "?", shared=True)
+
+    @classmethod
+    def postgres(cls, url: str, schema: str | None = None) -> SqlReadModel:
+        import psycopg
+
+        def connect() -> Any:
+            conn = psycopg.connect(url, autocommit=True)
+            if schema:
+                conn.execute(f'SET search_path TO "{schema}"')
+            return conn
+
+        return cls(connect, "%s")
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _conn(self) -> Any:
+        if self._shared:
+            if self._shared_conn is None:
+                self._shared_conn = self._connect()
+            return self._shared_conn
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            self._local.conn = conn
+        return conn
+
+    def _sql(self, sql: str) -> str:
+        return sql.replace("?", self._ph) if self._ph != "?" else sql
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        conn = self._conn()
+        if self._ph == "?":
+            with self._lock:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+        else:
+            with conn.transaction():
+                yield conn
+
+    def _query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        with self._lock:
+            cur = self._conn().execute(self._sql(sql), tuple(args))
+            return list(cur.fetchall())
+
+    def close(self) -> None:
+        if self._shared_conn is not None:
+            self._shared_conn.close()
+            self._shared_conn = None
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def create_tables(self) -> None:
+        with self._transaction() as conn:
+            for stmt in _SCHEMA:
+                conn.execute(stmt)
+
+    def drop_tables(self) -> None:
+        with self._transaction() as conn:
+            for t in ("cronsource_tracking", "cronsource_status", "cronsource_audit"):
+                conn.execute(f"DROP TABLE IF EXISTS {t}")
+
+    # ------------------------------------------------------------------ tracking
+
+    def max_tracking_id(self, application_name: str, projection: str | None = None) -> int | None:
+        rows = self._query(
+            "SELECT notification_id FROM cronsource_tracking"
+            " WHERE projection = ? AND application_name = ?",
+            (projection or self.projection, application_name),
+        )
+        return int(rows[0][0]) if rows else None
+
+    def _advance(self, conn: Any, projection: str, tracking: Tracking) -> bool:
+        """Move the position to this event; False if it was already processed."""
+        row = conn.execute(
+            self._sql(
+                "SELECT notification_id FROM cronsource_tracking"
+                " WHERE projection = ? AND application_name = ?"
+            ),
+            (projection, tracking.application_name),
+        ).fetchone()
+        if row is not None and int(row[0]) >= tracking.notification_id:
+            return False
+        conn.execute(
+            self._sql(
+                "INSERT INTO cronsource_tracking (projection, application_name, notification_id)"
+                " VALUES (?, ?, ?) ON CONFLICT (projection, application_name)"
+                " DO UPDATE SET notification_id = excluded.notification_id"
+            ),
+            (projection, tracking.application_name, tracking.notification_id),
+        )
+        return True
+
+    def track(self, projection: str, tracking: Tracking) -> bool:
+        """Record a position for a projection with no rows of its own (the dispatcher)."""
+        with self._transaction() as conn:
+            return self._advance(conn, projection, tracking)
+
+    # ------------------------------------------------------------------ writes
+
+    def write(self, tracking: Tracking, status: StatusRow, audit: AuditRow) -> None:
+        with self._transaction() as conn:
+            if not self._advance(conn, self.projection, tracking):
+                return
+            conn.execute(
+                self._sql(
+                    "INSERT INTO cronsource_status (cron_id, namespace, name, deleted, next_due,"
+                    " version, status, spec, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (cron_id) DO UPDATE SET deleted = excluded.deleted,"
+                    " next_due = excluded.next_due, version = excluded.version,"
+                    " status = excluded.status, spec = excluded.spec,"
+                    " metadata = excluded.metadata"
+                ),
+                (
+                    status.cron_id,
+                    status.namespace,
+                    status.name,
+                    int(status.deleted),
+                    _ts(status.next_due),
+                    status.version,
+                    json.dumps(status.status),
+                    json.dumps(status.spec),
+                    json.dumps(status.metadata),
+                ),
+            )
+            conn.execute(
+                self._sql(
+                    "INSERT INTO cronsource_audit (notification_id, cron_id, namespace, name,"
+                    " version, type, at, scheduled_time, reason, workflow, detail)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                ),
+                (
+                    audit.notification_id,
+                    audit.cron_id,
+                    audit.namespace,
+                    audit.name,
+                    audit.version,
+                    audit.type,
+                    _ts(audit.at),
+                    _ts(audit.scheduled_time),
+                    audit.reason,
+                    audit.workflow,
+                    json.dumps(audit.detail),
+                ),
+            )
+
+    # ------------------------------------------------------------------ queries
+
+    def due(self, until: datetime, limit: int = 100_000) -> list[str]:
+        """Ids of live CronWorkflows due at or before `until`, soonest first."""
+        rows = self._query(
+            "SELECT cron_id FROM cronsource_status WHERE deleted = 0 AND next_due IS NOT NULL"
+            " AND next_due <= ? ORDER BY next_due LIMIT ?",
+            (until.timestamp(), limit),
+        )
+        return [r[0] for r in rows]
+
+    def next_due(self) -> datetime | None:
+        rows = self._query(
+            "SELECT MIN(next_due) FROM cronsource_status WHERE deleted = 0"
+        )
+        return _dt(rows[0][0]) if rows and rows[0][0] is not None else None
+
+    def _status(self, r: Sequence[Any]) -> dict[str, Any]:
+        return {
+            "id": r[0],
+            "namespace": r[1],
+            "name": r[2],
+            "deleted": bool(r[3]),
+            "nextDue": _dt(r[4]),
+            "version": r[5],
+            "status": json.loads(r[6]),
+            "spec": json.loads(r[7]),
+            "metadata": json.loads(r[8]),
+        }
+
+    def statuses(self, namespace: str | None = None, *, include_deleted: bool = False) -> list[dict[str, Any]]:
+        sql = (
+            "SELECT cron_id, namespace, name, deleted, next_due, version, status, spec, metadata"
+            " FROM cronsource_status WHERE 1 = 1"
+        )
+        args: list[Any] = []
+        if namespace is not None:
+            sql += " AND namespace = ?"
+            args.append(namespace)
+        if not include_deleted:
+            sql += " AND deleted = 0"
+        sql += " ORDER BY namespace, name"
+        return [self._status(r) for r in self._query(sql, args)]
+
+    def audit(
+        self,
+        namespace: str | None = None,
+        name: str | None = None,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        types: Sequence[str] = (),
+        after_position: int = 0,
+        limit: int | None = None,
+    ) -> list[AuditRow]:
+        sql = (
+            "SELECT notification_id, cron_id, namespace, name, version, type, at,"
+            " scheduled_time, reason, workflow, detail FROM cronsource_audit"
+            " WHERE notification_id > ?"
+        )
+        args: list[Any] = [after_position]
+        if namespace is not None:
+            sql += " AND namespace = ?"
+            args.append(namespace)
+        if name is not None:
+            sql += " AND name = ?"
+            args.append(name)
+        if since is not None:
+            sql += " AND at >= ?"
+            args.append(since.timestamp())
+        if until is not None:
+            sql += " AND at <= ?"
+            args.append(until.timestamp())
+        if types:
+            sql += " AND type IN (" + ", ".join("?" for _ in types) + ")"
+            args.extend(types)
+        sql += " ORDER BY notification_id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        return [
+            AuditRow(
+                notification_id=r[0],
+                cron_id=r[1],
+                namespace=r[2],
+                name=r[3],
+                version=r[4],
+                type=r[5],
+                at=_dt(r[6]),  # type: ignore[arg-type]
+                scheduled_time=_dt(r[7]),
+                reason=r[8],
+                workflow=r[9],
+                detail=json.loads(r[10]),
+            )
+            for r in self._query(sql, args)
+        ]

@@ -1,0 +1,93 @@
+"""Store URLs to infrastructure: the eventsourcing environment and the read-model tables.
+
+`sqlite:///path` (the embedded default), `postgresql://user:pw@host:port/db[?schema=s]` and
+`memory:`. PostgreSQL never gets POSTGRES_ENABLE_DB_FUNCTIONS: its shared insert function writes
+into the wrong app's table when two apps share a schema and skips the table lock, so LISTEN/NOTIFY
+subscribers miss events. Tables are created by `migrate` (or on first use of an embedded store);
+replicas start with CREATE_TABLE=n because concurrent CREATE TABLE fails in PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from urllib.parse import parse_qs, unquote, urlparse
+
+from adapters.sqlview import SqlReadModel
+
+DEFAULT_STORE = "sqlite:///cronsource.db"
+
+
+class StoreURLError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    url: str
+    kind: str  # "sqlite" | "postgresql" | "memory"
+    sqlite_path: str = ""
+    pg_conninfo: str = ""
+    pg_schema: str = ""
+
+    @classmethod
+    def parse(cls, url: str | None) -> StoreConfig:
+        url = url or os.environ.get("CRONSOURCE_STORE") or DEFAULT_STORE
+        if url in ("memory:", "memory://"):
+            return cls(url, "memory")
+        parsed = urlparse(url)
+        if parsed.scheme == "sqlite":
+            path = unquote(parsed.path)
+            if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
+                path = path.lstrip("/")  # sqlite:///rel/path is relative, //// is absolute
+            if not path:
+                raise StoreURLError(f"--store {url!r}: sqlite URL needs a path, e.g. sqlite:///cronsource.db")
+            return cls(url, "sqlite", sqlite_path=path)
+        if parsed.scheme in ("postgresql", "postgres"):
+            schema = parse_qs(parsed.query).get("schema", [""])[0]
+            conninfo = parsed._replace(query="").geturl().replace("postgres://", "postgresql://", 1)
+            if not parsed.path.strip("/"):
+                raise StoreURLError(f"--store {url!r}: PostgreSQL URL needs a database name")
+            return cls(url, "postgresql", pg_conninfo=conninfo, pg_schema=schema)
+        raise StoreURLError(
+            f"--store {url!r}: unknown store; use sqlite:///PATH, postgresql://... or memory:"
+        )
+
+    def with_schema(self, schema: str) -> StoreConfig:
+        return StoreConfig(self.url, self.kind, self.sqlite_path, self.pg_conninfo, schema)
+
+    def env(self, create_table: bool = True) -> dict[str, str]:
+        """The eventsourcing environment for this store."""
+        if self.kind == "memory":
+            return {"PERSISTENCE_MODULE": "eventsourcing.popo"}
+        if self.kind == "sqlite":
+            return {
+                "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+                "SQLITE_DBNAME": self.sqlite_path,
+                "SQLITE_LOCK_TIMEOUT": "30",
+                "CREATE_TABLE": "y" if create_table else "n",
+            }
+        p = urlparse(self.pg_conninfo)
+        env = {
+            "PERSISTENCE_MODULE": "eventsourcing.postgres",
+            "POSTGRES_DBNAME": p.path.lstrip("/"),
+            "POSTGRES_HOST": p.hostname or "127.0.0.1",
+            "POSTGRES_PORT": str(p.port or 5432),
+            "POSTGRES_USER": unquote(p.username or "postgres"),
+            "POSTGRES_PASSWORD": unquote(p.password or ""),
+            "POSTGRES_POOL_SIZE": "5",
+            "POSTGRES_MAX_OVERFLOW": "10",
+            "POSTGRES_CONNECT_TIMEOUT": "10",
+            "POSTGRES_PRE_PING": "y",
+            "CREATE_TABLE": "y" if create_table else "n",
+        }
+        if self.pg_schema:
+            env["POSTGRES_SCHEMA"] = self.pg_schema
+        return env
+
+    def read_model(self) -> SqlReadModel:
+        if self.kind == "memory":
+            return SqlReadModel.sqlite(":memory:")
+        if self.kind == "sqlite":
+            return SqlReadModel.sqlite(self.sqlite_path)
+        return SqlReadModel.postgres(self.pg_conninfo, self.pg_schema or None)

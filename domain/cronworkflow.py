@@ -1,0 +1,562 @@
+"""The CronWorkflow aggregate: one event stream per CronWorkflow, every decision an event.
+
+Commands (public methods) check and decide; the `@event` methods below them only assign
+state, because eventsourcing re-runs them on every load: a guard or a computation from "now"
+there would run again on every replay. Every command takes its time as an argument.
+
+Topics are explicit and versioned (`cronsource:<Event>/v1`) so that moving a module never
+orphans a stored event; a changed event gets a new version and an upcaster.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any, Literal
+from uuid import UUID, uuid5
+
+from eventsourcing.domain import Aggregate, event
+
+from domain.decisions import (
+    DEFAULT_LATE_TOLERANCE,
+    Fire,
+    Outcome,
+    RunState,
+    Skip,
+    TickPolicy,
+    decide,
+)
+from domain.expressions import ExpressionError, cronworkflow_variables, evaluate_bool
+from domain.manifest import CronWorkflowManifest, CronWorkflowSpec, scheduling_options
+from domain.schedule import CompiledSchedule, compile_schedule
+
+#: uuid5 namespace of cronsource stream ids; never change it (ids are stored everywhere).
+STREAM_NAMESPACE = UUID("6f2d1a52-6c1e-4a55-9d0e-2b8f3c1a7e10")
+_TICK = timedelta(microseconds=1)
+
+Phase = Literal["Succeeded", "Failed", "Error"]
+
+
+def stream_id(namespace: str, name: str, uid: str = "", incarnation: int = 0) -> UUID:
+    """Deterministic stream id, so every writer of one CronWorkflow converges on one stream.
+
+    Without a Kubernetes uid (local target) a CronWorkflow deleted and created again under the
+    same name takes the next `incarnation`, so its old history stays a stream of its own.
+    """
+    return uuid5(STREAM_NAMESPACE, f"{namespace}/{name}/{uid}/{incarnation}")
+
+
+def workflow_name(cron_name: str, scheduled_time: datetime) -> str:
+    """Argo's child name: `<cron>-<unix seconds of the scheduled time>`."""
+    return f"{cron_name}-{int(scheduled_time.timestamp())}"
+
+
+def manual_workflow_name(cron_name: str, request_id: str) -> str:
+    """A manual run's name: no tick can take it (not all digits), a retried request repeats it."""
+    digest = hashlib.sha256(request_id.encode()).hexdigest()[:9]
+    return f"{cron_name}-m{digest}"
+
+
+def _spec_dict(spec: CronWorkflowSpec) -> dict[str, Any]:
+    return spec.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def _schedule_key(spec: dict[str, Any], annotations: dict[str, str]) -> tuple[Any, ...]:
+    s = CronWorkflowSpec.model_validate(spec)
+    return (s.all_schedules, s.timezone, scheduling_options(annotations).dst_policy)
+
+
+class CronWorkflow(Aggregate):
+    TOPIC = "cronsource:CronWorkflow/v1"
+
+    # ------------------------------------------------------------------ creation
+
+    @staticmethod
+    def create_id(namespace: str, name: str, uid: str, incarnation: int) -> UUID:
+        return stream_id(namespace, name, uid, incarnation)
+
+    @event("Created", topic="cronsource:CronWorkflowCreated/v1")
+    def __init__(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        incarnation: int,
+        spec: dict[str, Any],
+        labels: dict[str, str],
+        annotations: dict[str, str],
+        generation: int,
+        timestamp: datetime,
+    ) -> None:
+        self.namespace = namespace
+        self.name = name
+        self.uid = uid
+        self.incarnation = incarnation
+        self.spec = spec
+        self.labels = labels
+        self.annotations = annotations
+        self.generation = generation
+        self.spec_error: str | None = None
+        self.baseline = timestamp
+        self.decided_until = timestamp
+        self.suspended = False
+        self.stopped = False
+        self.deleted = False
+        self.active: dict[str, datetime] = {}
+        self.finished: list[tuple[str, str, datetime]] = []
+        self.succeeded = 0
+        self.failed = 0
+        self.last_scheduled_time: datetime | None = None
+        self.last_finished_at: datetime | None = None
+        self.manual_runs: set[str] = set()
+        self._compiled: tuple[tuple[Any, ...], CompiledSchedule] | None = None
+
+    @classmethod
+    def from_manifest(
+        cls, manifest: CronWorkflowManifest, at: datetime, incarnation: int = 0
+    ) -> CronWorkflow:
+        meta = manifest.metadata
+        agg = cls(
+            namespace=meta.namespace,
+            name=meta.name,
+            uid=meta.uid or "",
+            incarnation=incarnation,
+            spec=_spec_dict(manifest.spec),
+            labels=dict(meta.labels),
+            annotations=dict(meta.annotations),
+            generation=meta.generation or 1,
+            timestamp=at,
+        )
+        if manifest.spec.suspend:
+            agg.suspend(at, by="spec", note="spec.suspend is true")
+        return agg
+
+    # ------------------------------------------------------------------ derived views
+
+    @property
+    def spec_model(self) -> CronWorkflowSpec:
+        return CronWorkflowSpec.model_validate(self.spec)
+
+    @property
+    def schedule(self) -> CompiledSchedule:
+        """The compiled schedule, compiled once per spec (not stored: derived from events)."""
+        key = (*_schedule_key(self.spec, self.annotations), self.baseline)
+        cached = getattr(self, "_compiled", None)
+        if cached is None or cached[0] != key:
+            spec = self.spec_model
+            compiled = compile_schedule(
+                spec.all_schedules,
+                spec.timezone,
+                scheduling_options(self.annotations).dst_policy,
+                anchor=self.baseline,
+            )
+            self._compiled = (key, compiled)
+            return compiled
+        return cached[1]
+
+    def policy(self, late_tolerance: timedelta = DEFAULT_LATE_TOLERANCE) -> TickPolicy:
+        spec = self.spec_model
+        opts = scheduling_options(self.annotations)
+        d = spec.starting_deadline_seconds
+        return TickPolicy(
+            concurrency=spec.concurrency_policy,
+            deadline=timedelta(seconds=d) if d else None,
+            catchup_all=opts.catchup_all,
+            max_catchup=opts.max_catchup,
+            late_tolerance=late_tolerance,
+        )
+
+    @property
+    def is_live(self) -> bool:
+        """Live ticks are decided; a suspended, stopped, rejected or deleted one waits."""
+        return not (self.deleted or self.suspended or self.stopped or self.spec_error)
+
+    def next_due(self) -> datetime | None:
+        """When this CronWorkflow next needs a decision; None while nothing can be decided.
+
+        Forbid with a deadline and a run active: the first undecided tick waits until it
+        expires (or the run ends, which decides at once), so the due time is its expiry.
+        """
+        if not self.is_live:
+            return None
+        first = self.schedule.next_after(self.decided_until)
+        pol = self.policy()
+        if pol.concurrency == "Forbid" and pol.deadline and self.active:
+            return first + pol.deadline
+        return first
+
+    def _variables(self) -> dict[str, object]:
+        return cronworkflow_variables(
+            name=self.name,
+            namespace=self.namespace,
+            labels=self.labels,
+            annotations=self.annotations,
+            failed=self.failed,
+            succeeded=self.succeeded,
+            last_scheduled_time=self.last_scheduled_time,
+        )
+
+    def _when(self) -> bool | str:
+        src = self.spec_model.when
+        if not src:
+            return True
+        try:
+            return evaluate_bool(src, self._variables())
+        except ExpressionError as e:
+            return str(e)
+
+    # ------------------------------------------------------------------ scheduling commands
+
+    def tick(
+        self,
+        at: datetime,
+        late_tolerance: timedelta = DEFAULT_LATE_TOLERANCE,
+        *,
+        until: datetime | None = None,
+        catch_up: bool = True,
+    ) -> list[Fire]:
+        """Decide every tick up to `until` (default `at`); an already decided tick is a no-op.
+
+        Deciding again on fresh state after a rejected save lands here too, and finds the
+        ticks the winner decided at or below `decided_until`: nothing is fired twice.
+        """
+        if not self.is_live:
+            return []
+        until = until or at
+        ticks = list(self.schedule.ticks_between(self.decided_until, until))
+        if not ticks:
+            return []
+        pol = self.policy(late_tolerance)
+        if not catch_up:
+            pol = TickPolicy(pol.concurrency, None, False, 1, pol.late_tolerance)
+        outcome = decide(
+            ticks,
+            at,
+            pol,
+            RunState(tuple(self.active), self.last_finished_at),
+            when=self._when(),
+            run_name=lambda t: workflow_name(self.name, t),
+        )
+        return self._record(outcome, at)
+
+    def _record(self, outcome: Outcome, at: datetime) -> list[Fire]:
+        fires: list[Fire] = []
+        for d in outcome.decisions:
+            if isinstance(d, Fire):
+                self._fired(
+                    scheduled_time=d.scheduled_time,
+                    workflow_name=workflow_name(self.name, d.scheduled_time),
+                    fired_at=at,
+                    trigger=d.trigger,
+                    replaced=list(d.replaces),
+                    timestamp=at,
+                )
+                fires.append(d)
+            else:
+                self._skipped_range(d, at)
+        return fires
+
+    def _skipped_range(self, d: Skip, at: datetime) -> None:
+        self._skipped(
+            scheduled_time=d.first,
+            last_scheduled_time=d.last,
+            count=d.count,
+            reason=d.reason,
+            message=d.message,
+            at=at,
+            timestamp=at,
+        )
+
+    def suspend(self, at: datetime, by: str = "", note: str = "") -> None:
+        """Suspend; ticks before `at` are decided first (they were not part of the suspension)."""
+        if self.deleted or self.suspended:
+            return
+        self.tick(at, until=at - _TICK)
+        self._suspended(at=at, by=by, note=note, timestamp=at)
+
+    def resume(self, at: datetime, by: str = "", note: str = "") -> list[Fire]:
+        """Resume: the ticks of the suspension get their decisions now, at most one run."""
+        if self.deleted or not (self.suspended or self.stopped):
+            return []
+        reason: Literal["Suspended", "Stopped"] = "Stopped" if self.stopped else "Suspended"
+        self._resumed(at=at, by=by, note=note, timestamp=at)
+        if self.spec_error:
+            return []
+        ticks = list(self.schedule.ticks_between(self.decided_until, at - _TICK))
+        outcome = decide(
+            ticks,
+            at,
+            self.policy(),
+            RunState(tuple(self.active), self.last_finished_at),
+            suspension=reason,
+            when=self._when(),
+            run_name=lambda t: workflow_name(self.name, t),
+        )
+        return self._record(outcome, at)
+
+    def update_spec(
+        self, manifest: CronWorkflowManifest, at: datetime, late_tolerance: timedelta = DEFAULT_LATE_TOLERANCE
+    ) -> list[Fire]:
+        """Apply a new spec. A schedule or time-zone change resets the baseline (Argo #7182):
+        old ticks are never caught up and the change itself starts nothing."""
+        if self.deleted:
+            raise ValueError(f"CronWorkflow {self.namespace}/{self.name} is deleted")
+        spec = _spec_dict(manifest.spec)
+        labels = dict(manifest.metadata.labels)
+        annotations = dict(manifest.metadata.annotations)
+        fires: list[Fire] = []
+        changed = (spec, labels, annotations) != (self.spec, self.labels, self.annotations)
+        if changed or self.spec_error:
+            reset = _schedule_key(spec, annotations) != _schedule_key(self.spec, self.annotations)
+            if reset:
+                if self.is_live:
+                    fires += self.tick(at, late_tolerance, until=at - _TICK, catch_up=False)
+                elif self.suspended or self.stopped:
+                    fires += self._close_suspension(at)
+            generation = manifest.metadata.generation or self.generation + 1
+            self._spec_updated(
+                spec=spec,
+                labels=labels,
+                annotations=annotations,
+                generation=generation,
+                reset_baseline=reset,
+                timestamp=at,
+            )
+        if manifest.spec.suspend and not self.suspended:
+            self.suspend(at, by="spec", note="spec.suspend is true")
+        elif not manifest.spec.suspend and self.suspended:
+            fires += self.resume(at, by="spec", note="spec.suspend is false")
+        return fires
+
+    def _close_suspension(self, at: datetime) -> list[Fire]:
+        """Before a schedule change while suspended: the old ticks are skipped, none run."""
+        ticks = list(self.schedule.ticks_between(self.decided_until, at - _TICK))
+        if not ticks:
+            return []
+        reason: Literal["Suspended", "Stopped"] = "Stopped" if self.stopped else "Suspended"
+        self._skipped_range(Skip(ticks[0], ticks[-1], len(ticks), reason), at)
+        return []
+
+    def reject_spec(self, generation: int, message: str, at: datetime) -> None:
+        """An invalid spec arrived from the cluster: nothing fires until a valid one arrives."""
+        if self.deleted or (self.spec_error == message and self.generation == generation):
+            return
+        if self.is_live:
+            self.tick(at, until=at - _TICK, catch_up=False)
+        self._spec_rejected(generation=generation, message=message, timestamp=at)
+
+    def delete(self, at: datetime) -> None:
+        if self.deleted:
+            return
+        self._deleted(at=at, timestamp=at)
+
+    # ------------------------------------------------------------------ runs
+
+    def run_completed(
+        self, workflow: str, phase: Phase, finished_at: datetime, at: datetime | None = None
+    ) -> list[Fire]:
+        """A child finished: count it, apply history limits and the stop strategy, and
+        decide ticks that waited behind it (Forbid with a deadline)."""
+        at = at or finished_at
+        if workflow not in self.active:
+            return []
+        self._run_completed(
+            workflow_name=workflow, phase=phase, finished_at=finished_at, timestamp=at
+        )
+        self._prune_history(at)
+        self._check_stop(at)
+        return self.tick(at) if self.is_live else []
+
+    def run_vanished(self, workflow: str, at: datetime) -> list[Fire]:
+        """A child deleted by hand while active stops counting as active (Argo #2297)."""
+        if workflow not in self.active and workflow not in {f[0] for f in self.finished}:
+            return []
+        self._run_vanished(workflow_name=workflow, at=at, timestamp=at)
+        return self.tick(at) if self.is_live else []
+
+    def submission_failed(
+        self, workflow: str, scheduled_time: datetime, message: str, transient: bool, at: datetime
+    ) -> None:
+        self._submission_failed(
+            workflow_name=workflow,
+            scheduled_time=scheduled_time,
+            message=message,
+            transient=transient,
+            timestamp=at,
+        )
+
+    def _prune_history(self, at: datetime) -> None:
+        spec = self.spec_model
+        keep_ok = 3 if spec.successful_jobs_history_limit is None else spec.successful_jobs_history_limit
+        keep_bad = 1 if spec.failed_jobs_history_limit is None else spec.failed_jobs_history_limit
+        ok = sorted((f for f in self.finished if f[1] == "Succeeded"), key=lambda f: f[2])
+        bad = sorted((f for f in self.finished if f[1] != "Succeeded"), key=lambda f: f[2])
+        doomed = [f[0] for f in ok[: max(0, len(ok) - keep_ok)]]
+        doomed += [f[0] for f in bad[: max(0, len(bad) - keep_bad)]]
+        if doomed:
+            self._history_pruned(workflow_names=doomed, timestamp=at)
+
+    def _check_stop(self, at: datetime) -> None:
+        strategy = self.spec_model.stop_strategy
+        if strategy is None or not strategy.source or self.stopped:
+            return
+        try:
+            stop = evaluate_bool(strategy.source, self._variables())
+        except ExpressionError as e:
+            self._spec_rejected(generation=self.generation, message=str(e), timestamp=at)
+            return
+        if stop:
+            self._stopped(reason=f"stopStrategy met: {strategy.source}", timestamp=at)
+
+    # ------------------------------------------------------------------ manual and backfill
+
+    def trigger(self, at: datetime, request_id: str) -> str | None:
+        """Run now. Returns the run's name, or None when this request already ran."""
+        if self.deleted:
+            raise ValueError(f"CronWorkflow {self.namespace}/{self.name} is deleted")
+        name = manual_workflow_name(self.name, request_id)
+        if name in self.manual_runs:
+            return None
+        self._fired(
+            scheduled_time=at,
+            workflow_name=name,
+            fired_at=at,
+            trigger="manual",
+            replaced=[],
+            timestamp=at,
+        )
+        return name
+
+    def backfill_ticks(
+        self, start: datetime, end: datetime, already_fired: Iterable[datetime]
+    ) -> list[datetime]:
+        """Ticks in [start, end] that never fired; undecided ticks are left to the scheduler."""
+        done = set(already_fired)
+        end = min(end, self.decided_until)
+        ticks = self.schedule.ticks_between(start - _TICK, end)
+        return [t for t in ticks if t not in done]
+
+    def backfill(self, ticks: Iterable[datetime], at: datetime) -> list[str]:
+        names = []
+        for t in ticks:
+            name = workflow_name(self.name, t)
+            self._fired(
+                scheduled_time=t,
+                workflow_name=name,
+                fired_at=at,
+                trigger="backfill",
+                replaced=[],
+                timestamp=at,
+            )
+            names.append(name)
+        return names
+
+    # ------------------------------------------------------------------ state changes only
+
+    @event("ScheduleFired", topic="cronsource:ScheduleFired/v1")
+    def _fired(
+        self,
+        scheduled_time: datetime,
+        workflow_name: str,
+        fired_at: datetime,
+        trigger: str,
+        replaced: list[str],
+        timestamp: datetime,
+    ) -> None:
+        self.active[workflow_name] = scheduled_time
+        if trigger in ("schedule", "catchup"):
+            self.decided_until = max(self.decided_until, scheduled_time)
+            if self.last_scheduled_time is None or scheduled_time > self.last_scheduled_time:
+                self.last_scheduled_time = scheduled_time
+        elif trigger == "manual":
+            self.manual_runs.add(workflow_name)
+
+    @event("ScheduleSkipped", topic="cronsource:ScheduleSkipped/v1")
+    def _skipped(
+        self,
+        scheduled_time: datetime,
+        last_scheduled_time: datetime,
+        count: int,
+        reason: str,
+        message: str,
+        at: datetime,
+        timestamp: datetime,
+    ) -> None:
+        self.decided_until = max(self.decided_until, last_scheduled_time)
+
+    @event("SpecUpdated", topic="cronsource:SpecUpdated/v1")
+    def _spec_updated(
+        self,
+        spec: dict[str, Any],
+        labels: dict[str, str],
+        annotations: dict[str, str],
+        generation: int,
+        reset_baseline: bool,
+        timestamp: datetime,
+    ) -> None:
+        self.spec = spec
+        self.labels = labels
+        self.annotations = annotations
+        self.generation = generation
+        self.spec_error = None
+        if reset_baseline:
+            self.baseline = timestamp
+            self.decided_until = max(self.decided_until, timestamp)
+
+    @event("SpecRejected", topic="cronsource:SpecRejected/v1")
+    def _spec_rejected(self, generation: int, message: str, timestamp: datetime) -> None:
+        self.generation = generation
+        self.spec_error = message
+
+    @event("Suspended", topic="cronsource:Suspended/v1")
+    def _suspended(self, at: datetime, by: str, note: str, timestamp: datetime) -> None:
+        self.suspended = True
+
+    @event("Resumed", topic="cronsource:Resumed/v1")
+    def _resumed(self, at: datetime, by: str, note: str, timestamp: datetime) -> None:
+        self.suspended = False
+        self.stopped = False
+
+    @event("RunCompleted", topic="cronsource:RunCompleted/v1")
+    def _run_completed(
+        self, workflow_name: str, phase: str, finished_at: datetime, timestamp: datetime
+    ) -> None:
+        self.active.pop(workflow_name, None)
+        self.finished.append((workflow_name, phase, finished_at))
+        if phase == "Succeeded":
+            self.succeeded += 1
+        else:
+            self.failed += 1
+        if self.last_finished_at is None or finished_at > self.last_finished_at:
+            self.last_finished_at = finished_at
+
+    @event("RunVanished", topic="cronsource:RunVanished/v1")
+    def _run_vanished(self, workflow_name: str, at: datetime, timestamp: datetime) -> None:
+        self.active.pop(workflow_name, None)
+        self.finished = [f for f in self.finished if f[0] != workflow_name]
+
+    @event("SubmissionFailed", topic="cronsource:SubmissionFailed/v1")
+    def _submission_failed(
+        self,
+        workflow_name: str,
+        scheduled_time: datetime,
+        message: str,
+        transient: bool,
+        timestamp: datetime,
+    ) -> None:
+        if not transient:
+            self.active.pop(workflow_name, None)
+
+    @event("HistoryPruned", topic="cronsource:HistoryPruned/v1")
+    def _history_pruned(self, workflow_names: list[str], timestamp: datetime) -> None:
+        gone = set(workflow_names)
+        self.finished = [f for f in self.finished if f[0] not in gone]
+
+    @event("Stopped", topic="cronsource:Stopped/v1")
+    def _stopped(self, reason: str, timestamp: datetime) -> None:
+        self.stopped = True
+
+    @event("Deleted", topic="cronsource:CronWorkflowDeleted/v1")
+    def _deleted(self, at: datetime, timestamp: datetime) -> None:
+        self.deleted = True

@@ -1,0 +1,186 @@
+"""The scheduling rules as one pure function: state and time in, one decision per tick out.
+
+Temporal keeps its overlap and catch-up logic in one pure function for the same reason we do:
+the rules (DESIGN.md section 4) are the hard part, and keeping them free of I/O and clocks
+lets property tests drive them over any interleaving. The aggregate turns the decisions into
+events; nothing here logs, saves or reads a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Literal
+
+SkipReason = Literal[
+    "Suspended",
+    "ConcurrencyForbid",
+    "DeadlineExceeded",
+    "Stopped",
+    "WhenFalse",
+    "CatchupLimit",
+]
+Trigger = Literal["schedule", "catchup", "manual", "backfill"]
+ConcurrencyPolicy = Literal["Allow", "Forbid", "Replace"]
+
+DEFAULT_LATE_TOLERANCE = timedelta(seconds=30)
+
+
+@dataclass(frozen=True)
+class Fire:
+    """Start a run for `scheduled_time`; `replaces` are the active runs Replace terminates."""
+
+    scheduled_time: datetime
+    trigger: Trigger
+    replaces: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Do not run the ticks `first`..`last` (`count` of them, all for `reason`)."""
+
+    first: datetime
+    last: datetime
+    count: int
+    reason: SkipReason
+    message: str = ""
+
+
+Decision = Fire | Skip
+
+
+@dataclass(frozen=True)
+class TickPolicy:
+    """What the spec says about running ticks; read from the spec once per decision."""
+
+    concurrency: ConcurrencyPolicy = "Allow"
+    deadline: timedelta | None = None  # startingDeadlineSeconds; None or 0 = no catch-up
+    catchup_all: bool = False
+    max_catchup: int = 10
+    late_tolerance: timedelta = DEFAULT_LATE_TOLERANCE
+
+
+@dataclass(frozen=True)
+class RunState:
+    """What is running; comes from RunCompleted/RunVanished events, never a cached list."""
+
+    active: tuple[str, ...] = ()
+    last_finished_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Decisions in tick order, and the new watermark: every tick <= it has a decision."""
+
+    decisions: list[Decision] = field(default_factory=list)
+    decided_until: datetime | None = None
+    waiting: bool = False  # Forbid with a deadline: the rest wait for the active run to end
+
+
+def _fold(skips: Iterable[tuple[datetime, SkipReason]], message: str = "") -> list[Skip]:
+    """Fold consecutive skips with one reason into one range, so an outage is one event."""
+    out: list[Skip] = []
+    for t, reason in skips:
+        if out and out[-1].reason == reason:
+            prev = out[-1]
+            out[-1] = Skip(prev.first, t, prev.count + 1, reason, prev.message)
+        else:
+            out.append(Skip(t, t, 1, reason, message if reason == "WhenFalse" else ""))
+    return out
+
+
+def decide(
+    ticks: Sequence[datetime],
+    now: datetime,
+    policy: TickPolicy,
+    runs: RunState,
+    *,
+    suspension: Literal["Suspended", "Stopped"] | None = None,
+    when: bool | str = True,
+    run_name: Callable[[datetime], str] = lambda t: t.isoformat(),
+) -> Outcome:
+    """Decide every undecided tick in `ticks` (ascending, all <= now) as of `now`.
+
+    `suspension` set means these are the ticks of a suspension being resumed: the latest may
+    run as a catch-up within the deadline, the others are skipped for that reason, so a resume
+    creates at most one run. `when` is the evaluated `spec.when`: True, False, or an error
+    message (then the tick is skipped as WhenFalse carrying the message, never a crash).
+    """
+    if not ticks:
+        return Outcome()
+    deadline = policy.deadline if policy.deadline and policy.deadline > timedelta(0) else None
+
+    def within_deadline(t: datetime) -> bool:
+        return deadline is not None and now < t + deadline
+
+    def blocked(t: datetime) -> bool:
+        # A tick that waited behind a run (Forbid with a deadline) and lost is a
+        # ConcurrencyForbid skip, not an outage skip: the audit log must say why.
+        return (
+            policy.concurrency == "Forbid"
+            and deadline is not None
+            and (bool(runs.active) or (runs.last_finished_at is not None and t < runs.last_finished_at))
+        )
+
+    if suspension is not None:
+        missed, on_time = list(ticks), []
+    else:
+        missed = [t for t in ticks if now - t >= policy.late_tolerance]
+        on_time = [t for t in ticks if now - t < policy.late_tolerance]
+
+    eligible = [t for t in missed if within_deadline(t)]
+    if suspension is None and policy.catchup_all:
+        chosen = eligible[-policy.max_catchup :]
+    else:
+        chosen = eligible[-1:]
+    chosen_set = set(chosen)
+
+    skipped: list[tuple[datetime, SkipReason]] = []
+    for t in missed:
+        if t in chosen_set:
+            continue
+        if suspension is not None:
+            skipped.append((t, suspension))
+        elif blocked(t):
+            skipped.append((t, "ConcurrencyForbid"))
+        elif within_deadline(t):
+            skipped.append((t, "CatchupLimit"))
+        else:
+            skipped.append((t, "DeadlineExceeded"))
+
+    candidates: list[tuple[datetime, Trigger]] = [(t, "catchup") for t in chosen]
+    candidates += [(t, "schedule") for t in on_time]
+
+    decided: list[tuple[datetime, Fire | tuple[datetime, SkipReason]]] = [(s[0], s) for s in skipped]
+    active = list(runs.active)
+    waiting = False
+    for t, trigger in candidates:
+        if when is not True:
+            decided.append((t, (t, "WhenFalse")))
+            continue
+        if policy.concurrency == "Forbid" and active:
+            if deadline is not None and now < t + deadline:
+                waiting = True
+                break
+            decided.append((t, (t, "ConcurrencyForbid")))
+            continue
+        replaces = tuple(active) if policy.concurrency == "Replace" else ()
+        decided.append((t, Fire(t, trigger, replaces)))
+        active = [] if replaces else active
+        active.append(run_name(t))
+
+    decided.sort(key=lambda d: d[0])
+    message = when if isinstance(when, str) else ""
+    decisions: list[Decision] = []
+    run: list[tuple[datetime, SkipReason]] = []
+    for _, d in decided:
+        if isinstance(d, Fire):
+            decisions += _fold(run, message)
+            run = []
+            decisions.append(d)
+        else:
+            run.append(d)
+    decisions += _fold(run, message)
+    last = decided[-1][0] if decided else None
+    return Outcome(decisions, last, waiting)

@@ -1,0 +1,274 @@
+"""The Argo `CronWorkflow` manifest (argoproj.io/v1alpha1) as cronsource admits it.
+
+Admission is where bad input stops: everything the scheduler later relies on (cron syntax,
+time zone, the child-name length, the `cronsource.io/*` annotations) is checked here, so a
+stored spec is always one the engine can run. Errors carry the camelCase path of the field,
+because that is what the user wrote in YAML.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from domain.durations import parse_duration
+from domain.expressions import ExpressionError
+from domain.expressions import validate_expression as validate_condition
+from domain.schedule import ScheduleError, validate_expression, validate_timezone
+
+#: Longest CronWorkflow name: `<name>-<10-digit unix seconds>` must fit Kubernetes' 63.
+MAX_NAME_LENGTH = 52
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+ANNOTATION_DST_POLICY = "cronsource.io/dst-policy"
+ANNOTATION_CATCHUP_POLICY = "cronsource.io/catchup-policy"
+ANNOTATION_MAX_CATCHUP = "cronsource.io/max-catchup"
+ANNOTATION_RUN_DURATION = "cronsource.io/simulate-run-duration"
+ANNOTATION_RUN_PHASE = "cronsource.io/simulate-run-phase"
+DEFAULT_MAX_CATCHUP = 10
+
+RunPhase = Literal["Succeeded", "Failed", "Error"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class ObjectMeta(_Model):
+    """Kubernetes metadata; open, because clusters add fields we neither need nor own."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True
+    )
+    name: str
+    namespace: str = "default"
+    uid: str | None = None
+    generation: int | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _name_fits_child_names(cls, v: str) -> str:
+        if len(v) > MAX_NAME_LENGTH:
+            raise ValueError(
+                f"name is {len(v)} characters, at most {MAX_NAME_LENGTH} are allowed "
+                "(the child Workflow name adds '-' and 10 digits and must fit 63)"
+            )
+        if not _DNS_SUBDOMAIN.match(v):
+            raise ValueError("must be a lowercase RFC 1123 name ([a-z0-9.-])")
+        return v
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace_is_dns_label(cls, v: str) -> str:
+        if not v or len(v) > 63 or not _DNS_SUBDOMAIN.match(v):
+            raise ValueError("must be a lowercase RFC 1123 label")
+        return v
+
+    @field_validator("annotations")
+    @classmethod
+    def _cronsource_annotations(cls, v: dict[str, str]) -> dict[str, str]:
+        if (p := v.get(ANNOTATION_DST_POLICY)) is not None and p not in ("once", "argo"):
+            raise ValueError(f"{ANNOTATION_DST_POLICY} must be 'once' or 'argo'")
+        if (p := v.get(ANNOTATION_CATCHUP_POLICY)) is not None and p not in ("Latest", "All"):
+            raise ValueError(f"{ANNOTATION_CATCHUP_POLICY} must be 'Latest' or 'All'")
+        if (k := v.get(ANNOTATION_MAX_CATCHUP)) is not None and (
+            not k.isdigit() or int(k) < 1
+        ):
+            raise ValueError(f"{ANNOTATION_MAX_CATCHUP} must be a whole number >= 1")
+        if (d := v.get(ANNOTATION_RUN_DURATION)) is not None:
+            parse_duration(d)
+        if (ph := v.get(ANNOTATION_RUN_PHASE)) is not None and ph not in (
+            "Succeeded",
+            "Failed",
+            "Error",
+        ):
+            raise ValueError(f"{ANNOTATION_RUN_PHASE} must be Succeeded, Failed or Error")
+        return v
+
+
+class StopStrategy(_Model):
+    expression: str | None = None
+    condition: str | None = None  # the pre-3.6 Argo name of the same field
+
+    @model_validator(mode="after")
+    def _one_expression(self) -> StopStrategy:
+        src = self.source
+        if src is None:
+            raise ValueError("stopStrategy needs an expression")
+        try:
+            validate_condition(src)
+        except ExpressionError as e:
+            raise ValueError(str(e)) from None
+        return self
+
+    @property
+    def source(self) -> str | None:
+        return self.expression if self.expression is not None else self.condition
+
+
+class WorkflowMetadata(_Model):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True
+    )
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class CronWorkflowSpec(_Model):
+    """Argo's CronWorkflowSpec; closed, so a typo is an error rather than a silent no-op."""
+
+    schedules: list[str] | None = None
+    schedule: str | None = None
+    timezone: str = ""
+    concurrency_policy: Literal["Allow", "Forbid", "Replace"] = "Allow"
+    suspend: bool = False
+    starting_deadline_seconds: int | None = Field(default=None, ge=0)
+    successful_jobs_history_limit: int | None = Field(default=None, ge=0)
+    failed_jobs_history_limit: int | None = Field(default=None, ge=0)
+    workflow_metadata: WorkflowMetadata | None = None
+    workflow_spec: dict[str, Any] = Field(default_factory=dict)
+    when: str | None = None
+    stop_strategy: StopStrategy | None = None
+
+    @field_validator("schedules")
+    @classmethod
+    def _valid_schedules(cls, v: list[str] | None) -> list[str] | None:
+        for i, expr in enumerate(v or []):
+            try:
+                validate_expression(expr)
+            except ScheduleError as e:
+                raise ValueError(f"[{i}] {e}") from None
+        return v
+
+    @field_validator("schedule")
+    @classmethod
+    def _valid_schedule(cls, v: str | None) -> str | None:
+        if v is not None and v.strip():
+            try:
+                validate_expression(v)
+            except ScheduleError as e:
+                raise ValueError(str(e)) from None
+        return v
+
+    @field_validator("timezone")
+    @classmethod
+    def _valid_timezone(cls, v: str) -> str:
+        try:
+            validate_timezone(v)
+        except ScheduleError as e:
+            raise ValueError(str(e)) from None
+        return v
+
+    @field_validator("when")
+    @classmethod
+    def _valid_when(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                validate_condition(v)
+            except ExpressionError as e:
+                raise ValueError(str(e)) from None
+        return v
+
+    @model_validator(mode="after")
+    def _has_a_schedule(self) -> CronWorkflowSpec:
+        if not self.all_schedules:
+            raise ValueError("spec.schedules: at least one schedule is required")
+        return self
+
+    @property
+    def all_schedules(self) -> tuple[str, ...]:
+        """`schedules` (v4) and the legacy `schedule`, merged without repeats."""
+        out: list[str] = []
+        for s in [*(self.schedules or []), *([self.schedule] if self.schedule else [])]:
+            if s.strip() and s not in out:
+                out.append(s)
+        return tuple(out)
+
+
+class CronWorkflowManifest(_Model):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+    api_version: Literal["argoproj.io/v1alpha1"]
+    kind: Literal["CronWorkflow"]
+    metadata: ObjectMeta
+    spec: CronWorkflowSpec
+    status: dict[str, Any] | None = None  # written by us; ignored on input
+
+
+class ManifestError(ValueError):
+    """A manifest that cannot be admitted; `problems` are `path: message (value)` lines."""
+
+    def __init__(self, problems: list[str], source: str = "") -> None:
+        self.problems = problems
+        where = f"{source}: " if source else ""
+        super().__init__(where + "; ".join(problems))
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("function-after", "function-before") or "[" in str(part):
+            continue
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _describe(err: Any) -> str:
+    path = _path(tuple(err["loc"]))
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field"
+    value = err.get("input")
+    shown = "" if isinstance(value, dict) or value is None else f" (value: {value!r})"
+    if err["type"] == "missing":
+        shown = ""
+    return f"{path or '<manifest>'}: {msg}{shown}"
+
+
+def parse_manifest(data: object, source: str = "") -> CronWorkflowManifest:
+    """Admit one manifest document, or raise ManifestError naming every bad field."""
+    if not isinstance(data, dict):
+        raise ManifestError(
+            [f"<document>: a CronWorkflow manifest must be a mapping, got {type(data).__name__}"],
+            source,
+        )
+    try:
+        return CronWorkflowManifest.model_validate(data)
+    except ValidationError as e:
+        raise ManifestError([_describe(err) for err in e.errors()], source) from None
+
+
+@dataclass(frozen=True)
+class SchedulingOptions:
+    """The cronsource.io annotations that change scheduling, read once at admission."""
+
+    dst_policy: str = "once"
+    catchup_all: bool = False
+    max_catchup: int = DEFAULT_MAX_CATCHUP
+    run_duration: timedelta | None = None
+    run_phase: RunPhase | None = None
+
+
+def scheduling_options(annotations: dict[str, str]) -> SchedulingOptions:
+    phase = annotations.get(ANNOTATION_RUN_PHASE)
+    dur = annotations.get(ANNOTATION_RUN_DURATION)
+    return SchedulingOptions(
+        dst_policy=annotations.get(ANNOTATION_DST_POLICY, "once"),
+        catchup_all=annotations.get(ANNOTATION_CATCHUP_POLICY) == "All",
+        max_catchup=int(annotations.get(ANNOTATION_MAX_CATCHUP, DEFAULT_MAX_CATCHUP)),
+        run_duration=parse_duration(dur) if dur else None,
+        run_phase=phase if phase in ("Succeeded", "Failed", "Error") else None,  # type: ignore[arg-type]
+    )

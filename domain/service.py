@@ -1,0 +1,257 @@
+"""The application service: commands over CronWorkflow aggregates, saved with a version check.
+
+Every command loads, decides and saves with the version it loaded. When another writer saved
+first, the store raises IntegrityError; the command reloads and decides again on fresh state,
+where an already decided tick is a no-op (DESIGN.md invariants 1 and 6). Which store is used is
+the caller's business (the `env` given by adapters); nothing here names a database or a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.persistence import IntegrityError
+
+from domain.cronworkflow import CronWorkflow, Phase, stream_id
+from domain.decisions import DEFAULT_LATE_TOLERANCE
+from domain.manifest import CronWorkflowManifest
+
+T = TypeVar("T")
+
+#: How often a command re-decides after losing a race before giving up. Each retry follows a
+#: save that someone else won, so exhausting these means constant contention on one stream.
+MAX_RETRIES = 20
+
+
+class NotFound(LookupError):
+    pass
+
+
+class Conflict(RuntimeError):
+    """Still losing the race after MAX_RETRIES; the caller may try again later."""
+
+
+@dataclass
+class TickReport:
+    """What a batch of ticks did: aggregates saved, fires made, stale saves re-decided."""
+
+    saved: int = 0
+    fires: int = 0
+    rejected: int = 0
+    next_due: dict[UUID, datetime | None] = field(default_factory=dict)
+
+
+class CronService(Application[UUID]):
+    """The domain service. `rejected_writes` counts saves the store refused as stale."""
+
+    name = "cronsource"
+    env = {"AGGREGATE_CACHE_MAXSIZE": "100000", "DEEPCOPY_FROM_AGGREGATE_CACHE": "y"}
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        super().__init__(env)
+        self.late_tolerance = DEFAULT_LATE_TOLERANCE
+        self.rejected_writes = 0
+
+    # ------------------------------------------------------------------ lookup
+
+    def load(self, cron_id: UUID) -> CronWorkflow:
+        try:
+            return self.repository.get(cron_id)  # type: ignore[no-any-return]
+        except AggregateNotFoundError:
+            raise NotFound(str(cron_id)) from None
+
+    def find(self, namespace: str, name: str, uid: str = "") -> CronWorkflow:
+        """The live (not deleted) CronWorkflow of that name; NotFound if there is none."""
+        agg = self._latest_incarnation(namespace, name, uid)
+        if agg is None or agg.deleted:
+            raise NotFound(f"cronworkflow {namespace}/{name} not found")
+        return agg
+
+    def _latest_incarnation(self, namespace: str, name: str, uid: str) -> CronWorkflow | None:
+        latest = None
+        k = 0
+        while True:
+            try:
+                latest = self.load(stream_id(namespace, name, uid, k))
+            except NotFound:
+                return latest
+            k += 1
+
+    # ------------------------------------------------------------------ the retry loop
+
+    def _retrying(self, attempt: Callable[[], T]) -> T:
+        for _ in range(MAX_RETRIES):
+            try:
+                return attempt()
+            except IntegrityError:
+                self.rejected_writes += 1
+        raise Conflict("gave up after repeated version conflicts")
+
+    # ------------------------------------------------------------------ admission
+
+    def apply(self, manifest: CronWorkflowManifest, at: datetime) -> tuple[UUID, str]:
+        """Create or update from a manifest; returns (id, "created"|"updated"|"unchanged")."""
+        meta = manifest.metadata
+
+        def attempt() -> tuple[UUID, str]:
+            current = self._latest_incarnation(meta.namespace, meta.name, meta.uid or "")
+            if current is None or current.deleted:
+                incarnation = 0 if current is None else current.incarnation + 1
+                agg = CronWorkflow.from_manifest(manifest, at, incarnation)
+                self.save(agg)
+                return agg.id, "created"
+            before = current.version
+            current.update_spec(manifest, at, self.late_tolerance)
+            self.save(current)
+            return current.id, "updated" if current.version != before else "unchanged"
+
+        return self._retrying(attempt)
+
+    def command(self, cron_id: UUID, do: Callable[[CronWorkflow], T]) -> T:
+        """Load, run `do`, save; on a stale save, reload and run `do` again."""
+
+        def attempt() -> T:
+            agg = self.load(cron_id)
+            result = do(agg)
+            self.save(agg)
+            return result
+
+        return self._retrying(attempt)
+
+    def suspend(self, cron_id: UUID, at: datetime, by: str = "", note: str = "") -> None:
+        self.command(cron_id, lambda a: a.suspend(at, by, note))
+
+    def resume(self, cron_id: UUID, at: datetime, by: str = "", note: str = "") -> None:
+        self.command(cron_id, lambda a: a.resume(at, by, note))
+
+    def delete(self, cron_id: UUID, at: datetime) -> None:
+        self.command(cron_id, lambda a: a.delete(at))
+
+    def reject_spec(self, cron_id: UUID, generation: int, message: str, at: datetime) -> None:
+        self.command(cron_id, lambda a: a.reject_spec(generation, message, at))
+
+    def run_completed(
+        self, cron_id: UUID, workflow: str, phase: Phase, finished_at: datetime, at: datetime
+    ) -> None:
+        self.command(
+            cron_id, lambda a: a.run_completed(workflow, phase, finished_at, at)
+        )
+
+    def run_vanished(self, cron_id: UUID, workflow: str, at: datetime) -> None:
+        self.command(cron_id, lambda a: a.run_vanished(workflow, at))
+
+    def submission_failed(
+        self,
+        cron_id: UUID,
+        workflow: str,
+        scheduled_time: datetime,
+        message: str,
+        transient: bool,
+        at: datetime,
+    ) -> None:
+        self.command(
+            cron_id,
+            lambda a: a.submission_failed(workflow, scheduled_time, message, transient, at),
+        )
+
+    def trigger(self, cron_id: UUID, at: datetime, request_id: str) -> str | None:
+        return self.command(cron_id, lambda a: a.trigger(at, request_id))
+
+    def fired_ticks(self, cron_id: UUID) -> set[datetime]:
+        """Scheduled times that ever fired in this stream (read from the log, for backfill)."""
+        return {
+            e.scheduled_time  # type: ignore[attr-defined]
+            for e in self.events.get(cron_id)
+            if isinstance(e, CronWorkflow.ScheduleFired)  # type: ignore[attr-defined]
+            and e.trigger != "manual"  # type: ignore[attr-defined]
+        }
+
+    def backfill(
+        self,
+        cron_id: UUID,
+        start: datetime,
+        end: datetime,
+        at: datetime,
+        *,
+        dry_run: bool = False,
+        batch: int = 500,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> list[datetime]:
+        """Fire every tick in [start, end] that never fired, in batches of `batch` events."""
+        agg = self.load(cron_id)
+        todo = agg.backfill_ticks(start, end, self.fired_ticks(cron_id))
+        if dry_run:
+            return todo
+        done: list[datetime] = []
+        for i in range(0, len(todo), batch):
+            chunk = todo[i : i + batch]
+
+            def fire(a: CronWorkflow, chunk: Sequence[datetime] = chunk) -> list[datetime]:
+                fresh = set(a.backfill_ticks(chunk[0], chunk[-1], self.fired_ticks(a.id)))
+                fired = [t for t in chunk if t in fresh]
+                a.backfill(fired, at)
+                return fired
+
+            done += self.command(cron_id, fire)
+            if progress:
+                progress(len(done), len(todo))
+        return done
+
+    # ------------------------------------------------------------------ the scheduler's batch
+
+    def decide(self, cron_ids: Iterable[UUID], at: datetime) -> list[CronWorkflow]:
+        """Load and decide without saving (the first half of a tick; see `commit`)."""
+        aggs = []
+        for cron_id in cron_ids:
+            try:
+                agg = self.load(cron_id)
+            except NotFound:
+                continue
+            agg.tick(at, self.late_tolerance)
+            aggs.append(agg)
+        return aggs
+
+    def commit(self, aggs: Sequence[CronWorkflow], at: datetime) -> TickReport:
+        """Save decided aggregates in one transaction; if any is stale, the whole batch is
+        refused, and each aggregate is then re-decided and saved on its own."""
+        report = TickReport()
+        pending = [a for a in aggs if a.pending_events]
+        fires = sum(_count_fires(a) for a in pending)
+        if pending:
+            try:
+                self.save(*pending)
+                report.saved, report.fires = len(pending), fires
+            except IntegrityError:
+                self.rejected_writes += 1
+                report.rejected += 1
+                for a in pending:
+                    report.fires += self.command(a.id, lambda b: len(b.tick(at, self.late_tolerance)))
+                    report.saved += 1
+        for a in aggs:
+            report.next_due[a.id] = self.load(a.id).next_due() if a.id in {p.id for p in pending} and report.rejected else a.next_due()
+        return report
+
+    def tick(self, cron_ids: Iterable[UUID], at: datetime) -> TickReport:
+        """Decide every due tick of these CronWorkflows as of `at`, in one transaction."""
+        return self.commit(self.decide(cron_ids, at), at)
+
+
+def _count_fires(agg: CronWorkflow) -> int:
+    return sum(1 for e in agg.pending_events if type(e).__name__ == "ScheduleFired")
+
+
+def topic_type(topic: str) -> str:
+    """`cronsource:ScheduleFired/v1` -> `ScheduleFired`: the event type users see."""
+    return topic.split(":", 1)[-1].split("/", 1)[0]
+
+
+def event_type(ev: Any) -> str:
+    return topic_type(getattr(type(ev), "TOPIC", type(ev).__name__))
+
+
+UTC_EPOCH_SLACK = timedelta(0)

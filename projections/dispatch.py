@@ -1,0 +1,92 @@
+"""The dispatcher: turns ScheduleFired into a Workflow, HistoryPruned into deletions.
+
+At least once by design: the target operation happens before the tracking position moves, so
+a crash between the two repeats the operation on restart. That is safe only because every
+target operation is idempotent on the deterministic Workflow name (create exclusively, or
+AlreadyExists with our owner and scheduled time counts as done).
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime
+from typing import Any, Protocol
+
+from eventsourcing.persistence import Tracking
+
+from domain.cronworkflow import CronWorkflow
+from domain.service import event_type
+from projections.readmodel import AggregateFollower, rfc3339
+
+LABEL_CRON = "workflows.argoproj.io/cron-workflow"
+ANNOTATION_SCHEDULED = "workflows.argoproj.io/scheduled-time"
+
+
+class WorkflowTarget(Protocol):
+    """Where Workflows go: the local directory, the simulator, or a Kubernetes cluster."""
+
+    def create(self, workflow: dict[str, Any], *, cron_id: str, trigger: str, at: datetime) -> None: ...
+
+    def terminate(self, namespace: str, name: str, at: datetime) -> None: ...
+
+    def delete(self, namespace: str, name: str, at: datetime) -> None: ...
+
+
+class PositionStore(Protocol):
+    def max_tracking_id(self, application_name: str, projection: str | None = None) -> int | None: ...
+
+    def track(self, projection: str, tracking: Tracking) -> bool: ...
+
+
+def build_workflow(agg: CronWorkflow, workflow_name: str, scheduled_time: datetime) -> dict[str, Any]:
+    """The child Workflow as Argo's cron controller would create it."""
+    spec = agg.spec
+    wmeta = spec.get("workflowMetadata") or {}
+    labels = dict(wmeta.get("labels") or {})
+    labels[LABEL_CRON] = agg.name
+    annotations = dict(wmeta.get("annotations") or {})
+    annotations[ANNOTATION_SCHEDULED] = rfc3339(scheduled_time)
+    meta: dict[str, Any] = {
+        "name": workflow_name,
+        "namespace": agg.namespace,
+        "labels": labels,
+        "annotations": annotations,
+        "ownerReferences": [
+            {
+                "apiVersion": "argoproj.io/v1alpha1",
+                "kind": "CronWorkflow",
+                "name": agg.name,
+                "uid": agg.uid or str(agg.id),
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+    }
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Workflow",
+        "metadata": meta,
+        "spec": copy.deepcopy(spec.get("workflowSpec") or {}),
+    }
+
+
+class Dispatcher:
+    name = "dispatch"
+
+    def __init__(self, target: WorkflowTarget, positions: PositionStore, follower: AggregateFollower):
+        self.target = target
+        self.positions = positions
+        self.follower = follower
+
+    def process_event(self, ev: Any, tracking: Tracking, at: datetime) -> None:
+        agg = self.follower.follow(ev)
+        kind = event_type(ev)
+        if kind == "ScheduleFired":
+            for old in ev.replaced:
+                self.target.terminate(agg.namespace, old, at)
+            wf = build_workflow(agg, ev.workflow_name, ev.scheduled_time)
+            self.target.create(wf, cron_id=str(agg.id), trigger=ev.trigger, at=at)
+        elif kind == "HistoryPruned":
+            for name in ev.workflow_names:
+                self.target.delete(agg.namespace, name, at)
+        self.positions.track(self.name, tracking)

@@ -1,0 +1,205 @@
+"""The read side: status, audit rows and due times derived from the event log.
+
+One projection keeps all three views of a CronWorkflow, because they change together and must
+agree: each event updates them in one transaction with its tracking position, so a view is
+never ahead of or behind another (exactly once, DESIGN.md section 5). The projection evolves
+its own copy of each aggregate with the same event classes the domain uses, so the status it
+shows is exactly the state the scheduler decides on, never a second reducer that could drift.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from collections.abc import Callable
+from typing import Any, Protocol
+from uuid import UUID
+
+from eventsourcing.persistence import Tracking
+
+from domain.cronworkflow import CronWorkflow
+from domain.service import event_type
+
+
+def rfc3339(t: datetime | None) -> str | None:
+    if t is None:
+        return None
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    notification_id: int
+    cron_id: str
+    namespace: str
+    name: str
+    version: int
+    type: str
+    at: datetime
+    scheduled_time: datetime | None
+    reason: str | None
+    workflow: str | None
+    detail: dict[str, Any]
+
+    def as_event(self) -> dict[str, Any]:
+        """The shape of `events` in `simulate -o json` and `history -o json`."""
+        out: dict[str, Any] = {
+            "cronWorkflow": f"{self.namespace}/{self.name}",
+            "version": self.version,
+            "type": self.type,
+            "at": rfc3339(self.at),
+            "scheduledTime": rfc3339(self.scheduled_time),
+            "workflow": self.workflow,
+            "reason": self.reason,
+        }
+        out.update(self.detail)
+        return out
+
+
+@dataclass(frozen=True)
+class StatusRow:
+    cron_id: str
+    namespace: str
+    name: str
+    deleted: bool
+    next_due: datetime | None
+    status: dict[str, Any]
+    spec: dict[str, Any]
+    metadata: dict[str, Any]
+    version: int
+
+
+class ReadModelView(Protocol):
+    """Where the views live; every write carries the tracking position (exactly once)."""
+
+    def max_tracking_id(self, application_name: str) -> int | None: ...
+
+    def write(self, tracking: Tracking, status: StatusRow, audit: AuditRow) -> None: ...
+
+
+def status_of(agg: CronWorkflow) -> dict[str, Any]:
+    """Argo's CronWorkflowStatus from aggregate state."""
+    conditions = []
+    if agg.spec_error:
+        conditions.append({"type": "SpecError", "status": "True", "message": agg.spec_error})
+    return {
+        "active": [
+            {
+                "apiVersion": "argoproj.io/v1alpha1",
+                "kind": "Workflow",
+                "namespace": agg.namespace,
+                "name": name,
+            }
+            for name in agg.active
+        ],
+        "lastScheduledTime": rfc3339(agg.last_scheduled_time),
+        "conditions": conditions,
+        "succeeded": agg.succeeded,
+        "failed": agg.failed,
+        "phase": "Stopped" if agg.stopped else "Active",
+    }
+
+
+def status_row(agg: CronWorkflow) -> StatusRow:
+    meta = {
+        "name": agg.name,
+        "namespace": agg.namespace,
+        "labels": agg.labels,
+        "annotations": agg.annotations,
+        "generation": agg.generation,
+    }
+    if agg.uid:
+        meta["uid"] = agg.uid
+    spec = dict(agg.spec)
+    spec["suspend"] = agg.suspended
+    return StatusRow(
+        cron_id=str(agg.id),
+        namespace=agg.namespace,
+        name=agg.name,
+        deleted=agg.deleted,
+        next_due=agg.next_due(),
+        status=status_of(agg),
+        spec=spec,
+        metadata=meta,
+        version=agg.version,
+    )
+
+
+_DETAIL_FIELDS = {
+    "trigger": "trigger",
+    "replaced": "replaced",
+    "last_scheduled_time": "lastScheduledTime",
+    "count": "count",
+    "message": "message",
+    "phase": "phase",
+    "finished_at": "finishedAt",
+    "by": "by",
+    "note": "note",
+    "workflow_names": "workflows",
+    "generation": "generation",
+    "transient": "transient",
+}
+
+
+def audit_row(ev: Any, agg: CronWorkflow, notification_id: int) -> AuditRow:
+    d = ev.__dict__
+    detail: dict[str, Any] = {}
+    for key, out in _DETAIL_FIELDS.items():
+        if key in d and d[key] not in (None, "", []):
+            v = d[key]
+            detail[out] = rfc3339(v) if isinstance(v, datetime) else v
+    return AuditRow(
+        notification_id=notification_id,
+        cron_id=str(agg.id),
+        namespace=agg.namespace,
+        name=agg.name,
+        version=ev.originator_version,
+        type=event_type(ev),
+        at=ev.timestamp,
+        scheduled_time=d.get("scheduled_time"),
+        reason=d.get("reason"),
+        workflow=d.get("workflow_name"),
+        detail=detail,
+    )
+
+
+class AggregateFollower:
+    """Evolves aggregates event by event, as the projections see them.
+
+    Keeps evolved aggregates in a bounded cache; on a miss or a gap (the projection restarted,
+    or the cache evicted the stream) it replays the stream up to the event's version from the
+    store, so a restart re-derives the same state.
+    """
+
+    def __init__(self, load_at_version: Callable[[UUID, int], CronWorkflow], size: int = 100_000):
+        self._load = load_at_version
+        self._cache: OrderedDict[UUID, CronWorkflow] = OrderedDict()
+        self._size = size
+
+    def follow(self, ev: Any) -> CronWorkflow:
+        cron_id = ev.originator_id
+        agg = self._cache.get(cron_id)
+        if agg is not None and agg.version == ev.originator_version - 1:
+            ev.mutate(agg)
+        elif agg is None or agg.version != ev.originator_version:
+            agg = self._load(cron_id, ev.originator_version)
+        self._cache[cron_id] = agg
+        self._cache.move_to_end(cron_id)
+        if len(self._cache) > self._size:
+            self._cache.popitem(last=False)
+        return agg
+
+
+class ReadModelProjection:
+    """Status + audit + due index, one transaction per event."""
+
+    name = "readmodel"
+
+    def __init__(self, view: ReadModelView, follower: AggregateFollower):
+        self.view = view
+        self.follower = follower
+
+    def process_event(self, ev: Any, tracking: Tracking) -> None:
+        agg = self.follower.follow(ev)
+        self.view.write(tracking, status_row(agg), audit_row(ev, agg, tracking.notification_id))
