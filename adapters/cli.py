@@ -38,8 +38,13 @@ def now() -> datetime:
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    err_console.print(f"[red]error:[/red] {message}", highlight=False, markup=True)
+    click.echo(f"error: {message}", err=True)
     sys.exit(code)
+
+
+def console() -> Console:
+    """Tables fit the terminal; piped output gets wide lines rather than wrapped cells."""
+    return Console() if sys.stdout.isatty() else Console(width=250)
 
 
 def parse_time(value: str, field: str) -> datetime:
@@ -75,7 +80,7 @@ def admit(paths: list[str]) -> list[CronWorkflowManifest]:
                 problems += [f"{source}: {p}" for p in e.problems]
     if problems:
         for p in problems:
-            err_console.print(f"[red]error:[/red] {p}", highlight=False)
+            click.echo(f"error: {p}", err=True)
         sys.exit(1)
     return manifests
 
@@ -86,7 +91,7 @@ def emit(data: Any, output: str, table: Callable[[], Table]) -> None:
     elif output == "yaml":
         click.echo(yaml.safe_dump(json.loads(json.dumps(data, default=str)), sort_keys=False))
     else:
-        Console().print(table())
+        console().print(table())
 
 
 class Ctx:
@@ -112,7 +117,12 @@ class Ctx:
 
 
 @click.group()
-@click.option("--store", envvar="CRONSOURCE_STORE", default=None, help="sqlite:///PATH (default ./cronsource.db), postgresql://..., memory:")
+@click.option(
+    "--store",
+    envvar="CRONSOURCE_STORE",
+    default=None,
+    help="sqlite:///PATH (default ./cronsource.db), postgresql://..., memory:",
+)
 @click.option("-n", "--namespace", default="default", show_default=True)
 @click.pass_context
 def cli(ctx: click.Context, store: str | None, namespace: str) -> None:
@@ -185,7 +195,16 @@ def list_cmd(obj: Ctx, output: str, all_namespaces: bool) -> None:
         rows = engine.view.statuses(None if all_namespaces else obj.namespace)
 
     def table() -> Table:
-        t = Table("NAMESPACE", "NAME", "SCHEDULES", "TIMEZONE", "SUSPENDED", "LAST RUN", "NEXT RUN", "ACTIVE")
+        t = Table(
+            "NAMESPACE",
+            "NAME",
+            "SCHEDULES",
+            "TIMEZONE",
+            "SUSPENDED",
+            "LAST RUN",
+            "NEXT RUN",
+            "ACTIVE",
+        )
         for c in rows:
             spec = c["spec"]
             t.add_row(
@@ -247,7 +266,9 @@ def get(obj: Ctx, name: str, output: str) -> None:
 @click.option("--type", "types", multiple=True, help="event type, e.g. ScheduleFired (repeatable)")
 @click.option("-o", "--output", type=OUTPUT, default="table")
 @click.pass_obj
-def history(obj: Ctx, name: str, since: str | None, until: str | None, types: tuple[str, ...], output: str) -> None:
+def history(
+    obj: Ctx, name: str, since: str | None, until: str | None, types: tuple[str, ...], output: str
+) -> None:
     """The audit log of one CronWorkflow: every fire and skip, and why."""
     s = parse_time(since, "--since") if since else None
     u = parse_time(until, "--until") if until else None
@@ -258,7 +279,14 @@ def history(obj: Ctx, name: str, since: str | None, until: str | None, types: tu
     def table() -> Table:
         t = Table("VERSION", "TYPE", "AT", "SCHEDULED", "WORKFLOW", "REASON")
         for e in events:
-            t.add_row(str(e["version"]), e["type"], e["at"], e["scheduledTime"] or "-", e["workflow"] or "-", e["reason"] or "-")
+            t.add_row(
+                str(e["version"]),
+                e["type"],
+                e["at"],
+                e["scheduledTime"] or "-",
+                e["workflow"] or "-",
+                e["reason"] or "-",
+            )
         return t
 
     emit(events, output, table)
@@ -312,7 +340,9 @@ def _command(obj: Ctx, name: str, do: Callable[[Engine, Any], str]) -> None:
 @click.pass_obj
 def suspend(obj: Ctx, name: str) -> None:
     """Suspend: no tick runs until resumed."""
-    _command(obj, name, lambda e, i: (e.service.suspend(i, now(), by="cli"), f"{name} suspended")[1])
+    _command(
+        obj, name, lambda e, i: (e.service.suspend(i, now(), by="cli"), f"{name} suspended")[1]
+    )
 
 
 @cli.command()
@@ -333,7 +363,9 @@ def delete(obj: Ctx, name: str) -> None:
 
 @cli.command()
 @click.argument("name")
-@click.option("--request-id", default=None, help="idempotency key; a retried request starts no second run")
+@click.option(
+    "--request-id", default=None, help="idempotency key; a retried request starts no second run"
+)
 @click.pass_obj
 def trigger(obj: Ctx, name: str, request_id: str | None) -> None:
     """Run now (a manual fire)."""
@@ -366,11 +398,17 @@ def backfill(obj: Ctx, name: str, start: str, end: str, dry_run: bool, output: s
         with Progress(console=err_console, transient=True) as progress:
             task = progress.add_task(f"backfill {name}", total=None)
             times = engine.service.backfill(
-                agg.id, s, e, now(), dry_run=dry_run,
+                agg.id,
+                s,
+                e,
+                now(),
+                dry_run=dry_run,
                 progress=lambda done, total: progress.update(task, completed=done, total=total),
             )
         engine.catch_up()
-    data = [{"scheduledTime": rfc3339(t), "workflow": f"{name}-{int(t.timestamp())}"} for t in times]
+    data = [
+        {"scheduledTime": rfc3339(t), "workflow": f"{name}-{int(t.timestamp())}"} for t in times
+    ]
 
     def table() -> Table:
         t = Table("SCHEDULED", "WORKFLOW", title=("would fire" if dry_run else "fired"))
@@ -406,9 +444,27 @@ def simulate(obj: Ctx, scenario: str, output: str) -> None:
         fail(str(e), 2)
 
     def table() -> Table:
-        t = Table("WORKFLOW", "CRONWORKFLOW", "SCHEDULED", "CREATED", "PHASE", "FINISHED", "DELETED", "TRIGGER")
+        t = Table(
+            "WORKFLOW",
+            "CRONWORKFLOW",
+            "SCHEDULED",
+            "CREATED",
+            "PHASE",
+            "FINISHED",
+            "DELETED",
+            "TRIGGER",
+        )
         for w in result["workflows"]:
-            t.add_row(w["name"], w["cronWorkflow"], w["scheduledTime"] or "-", w["createdAt"], w["phase"], w["finishedAt"] or "-", w["deletedAt"] or "-", w["trigger"])
+            t.add_row(
+                w["name"],
+                w["cronWorkflow"],
+                w["scheduledTime"] or "-",
+                w["createdAt"],
+                w["phase"],
+                w["finishedAt"] or "-",
+                w["deletedAt"] or "-",
+                w["trigger"],
+            )
         return t
 
     emit(result, output, table)

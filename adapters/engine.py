@@ -39,9 +39,7 @@ class Engine:
         app = self.service
         start = (self.view.max_tracking_id(app.name, projection) or 0) + 1
         notes = app.recorder.select_notifications(start=start, limit=limit)
-        return [
-            (app.mapper.to_domain_event(n), Tracking(app.name, n.id)) for n in notes
-        ]
+        return [(app.mapper.to_domain_event(n), Tracking(app.name, n.id)) for n in notes]
 
     def catch_up(self, at: datetime | None = None, batch: int = 1000) -> int:
         """Process every event not yet projected; returns how many. Used where the caller

@@ -68,7 +68,19 @@ class Action(BaseModel):
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Action:
-        kinds = [k for k in ("suspend", "resume", "apply", "delete", "outage", "complete", "remove_workflow") if getattr(self, k) is not None]
+        kinds = [
+            k
+            for k in (
+                "suspend",
+                "resume",
+                "apply",
+                "delete",
+                "outage",
+                "complete",
+                "remove_workflow",
+            )
+            if getattr(self, k) is not None
+        ]
         if len(kinds) != 1:
             raise ValueError(
                 "an action needs exactly one of suspend, resume, apply, delete, outage, "
@@ -83,7 +95,9 @@ class Scenario(BaseModel):
     end: datetime
     replicas: int = Field(default=1, ge=1, le=16)
     run_duration: str = Field(default="30s", alias="runDuration")
-    run_phase: Literal["Succeeded", "Failed", "Error"] = Field(default="Succeeded", alias="runPhase")
+    run_phase: Literal["Succeeded", "Failed", "Error"] = Field(
+        default="Succeeded", alias="runPhase"
+    )
     cron_workflows: list[dict[str, Any]] = Field(default_factory=list, alias="cronWorkflows")
     actions: list[Action] = Field(default_factory=list)
 
@@ -111,7 +125,9 @@ def load_scenario(data: object) -> Scenario:
     except ValidationError as e:
         msgs = []
         for err in e.errors():
-            path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".")
+            path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(
+                "."
+            )
             msgs.append(f"{path}: {str(err['msg']).removeprefix('Value error, ')}")
         raise ScenarioError("; ".join(msgs)) from None
     for i, m in enumerate(sc.cron_workflows):
@@ -124,7 +140,9 @@ def load_scenario(data: object) -> Scenario:
             try:
                 parse_manifest(a.apply)
             except ManifestError as e:
-                raise ScenarioError("; ".join(f"actions[{i}].apply.{p}" for p in e.problems)) from None
+                raise ScenarioError(
+                    "; ".join(f"actions[{i}].apply.{p}" for p in e.problems)
+                ) from None
     return sc
 
 
@@ -283,7 +301,9 @@ class Simulation:
     def _observe_runs(self, now: datetime) -> None:
         """What the Workflow watcher would report: completions and hand deletions."""
         self.target.finish_due(now)
-        for wf in sorted(self.target.workflows.values(), key=lambda w: (w.finished_at or now, w.name)):
+        for wf in sorted(
+            self.target.workflows.values(), key=lambda w: (w.finished_at or now, w.name)
+        ):
             if wf.reported or (wf.phase == "Running"):
                 continue
             wf.reported = True

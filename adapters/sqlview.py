@@ -56,7 +56,9 @@ class SqlReadModel:
         self._connect = connect
         self._ph = placeholder
         self._local = threading.local()
-        self._shared = shared  # SQLite: one connection for all threads (":memory:" is per connection)
+        self._shared = (
+            shared  # SQLite: one connection for all threads (":memory:" is per connection)
+        )
         self._shared_conn: Any = None
         self._lock = threading.RLock()
         self.projection = projection
@@ -235,9 +237,7 @@ class SqlReadModel:
         return [r[0] for r in rows]
 
     def next_due(self) -> datetime | None:
-        rows = self._query(
-            "SELECT MIN(next_due) FROM cronsource_status WHERE deleted = 0"
-        )
+        rows = self._query("SELECT MIN(next_due) FROM cronsource_status WHERE deleted = 0")
         return _dt(rows[0][0]) if rows and rows[0][0] is not None else None
 
     def _status(self, r: Sequence[Any]) -> dict[str, Any]:
@@ -253,7 +253,9 @@ class SqlReadModel:
             "metadata": json.loads(r[8]),
         }
 
-    def statuses(self, namespace: str | None = None, *, include_deleted: bool = False) -> list[dict[str, Any]]:
+    def statuses(
+        self, namespace: str | None = None, *, include_deleted: bool = False
+    ) -> list[dict[str, Any]]:
         sql = (
             "SELECT cron_id, namespace, name, deleted, next_due, version, status, spec, metadata"
             " FROM cronsource_status WHERE 1 = 1"

@@ -41,7 +41,9 @@ class StoreConfig:
             if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
                 path = path.lstrip("/")  # sqlite:///rel/path is relative, //// is absolute
             if not path:
-                raise StoreURLError(f"--store {url!r}: sqlite URL needs a path, e.g. sqlite:///cronsource.db")
+                raise StoreURLError(
+                    f"--store {url!r}: sqlite URL needs a path, e.g. sqlite:///cronsource.db"
+                )
             return cls(url, "sqlite", sqlite_path=path)
         if parsed.scheme in ("postgresql", "postgres"):
             schema = parse_qs(parsed.query).get("schema", [""])[0]

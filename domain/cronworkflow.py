@@ -153,7 +153,8 @@ class CronWorkflow(Aggregate):
             )
             self._compiled = (key, compiled)
             return compiled
-        return cached[1]
+        result: CompiledSchedule = cached[1]
+        return result
 
     def policy(self, late_tolerance: timedelta = DEFAULT_LATE_TOLERANCE) -> TickPolicy:
         spec = self.spec_model
@@ -296,7 +297,10 @@ class CronWorkflow(Aggregate):
         return self._record(outcome, at)
 
     def update_spec(
-        self, manifest: CronWorkflowManifest, at: datetime, late_tolerance: timedelta = DEFAULT_LATE_TOLERANCE
+        self,
+        manifest: CronWorkflowManifest,
+        at: datetime,
+        late_tolerance: timedelta = DEFAULT_LATE_TOLERANCE,
     ) -> list[Fire]:
         """Apply a new spec. A schedule or time-zone change resets the baseline (Argo #7182):
         old ticks are never caught up and the change itself starts nothing."""
@@ -388,7 +392,9 @@ class CronWorkflow(Aggregate):
 
     def _prune_history(self, at: datetime) -> None:
         spec = self.spec_model
-        keep_ok = 3 if spec.successful_jobs_history_limit is None else spec.successful_jobs_history_limit
+        keep_ok = (
+            3 if spec.successful_jobs_history_limit is None else spec.successful_jobs_history_limit
+        )
         keep_bad = 1 if spec.failed_jobs_history_limit is None else spec.failed_jobs_history_limit
         ok = sorted((f for f in self.finished if f[1] == "Succeeded"), key=lambda f: f[2])
         bad = sorted((f for f in self.finished if f[1] != "Succeeded"), key=lambda f: f[2])

@@ -120,7 +120,10 @@ def decide(
         return (
             policy.concurrency == "Forbid"
             and deadline is not None
-            and (bool(runs.active) or (runs.last_finished_at is not None and t < runs.last_finished_at))
+            and (
+                bool(runs.active)
+                or (runs.last_finished_at is not None and t < runs.last_finished_at)
+            )
         )
 
     if suspension is not None:
@@ -152,7 +155,9 @@ def decide(
     candidates: list[tuple[datetime, Trigger]] = [(t, "catchup") for t in chosen]
     candidates += [(t, "schedule") for t in on_time]
 
-    decided: list[tuple[datetime, Fire | tuple[datetime, SkipReason]]] = [(s[0], s) for s in skipped]
+    decided: list[tuple[datetime, Fire | tuple[datetime, SkipReason]]] = [
+        (s[0], s) for s in skipped
+    ]
     active = list(runs.active)
     waiting = False
     for t, trigger in candidates:

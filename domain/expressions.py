@@ -783,9 +783,7 @@ def _is_ident_char(ch: str) -> bool:
 
 
 def _describe(token: _Token) -> str:
-    if token.kind == "eof":
-        return "end of expression"
-    return f"{token.value!r}"
+    return "end of expression" if token.kind == "eof" else f"token {token.value!r}"
 
 
 def _lex(text: str, start: int, end: int) -> list[_Token]:
@@ -997,7 +995,7 @@ class _Parser:
 
     def _unexpected(self, token: _Token | None = None) -> NoReturn:
         token = token or self._current
-        self._fail(f"unexpected token {_describe(token)}", token)
+        self._fail(f"unexpected {_describe(token)}", token)
 
     def _expect(self, kind: str, value: str) -> None:
         if not self._is(kind, value):

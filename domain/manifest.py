@@ -11,9 +11,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from domain.durations import parse_duration
@@ -80,9 +88,7 @@ class ObjectMeta(_Model):
             raise ValueError(f"{ANNOTATION_DST_POLICY} must be 'once' or 'argo'")
         if (p := v.get(ANNOTATION_CATCHUP_POLICY)) is not None and p not in ("Latest", "All"):
             raise ValueError(f"{ANNOTATION_CATCHUP_POLICY} must be 'Latest' or 'All'")
-        if (k := v.get(ANNOTATION_MAX_CATCHUP)) is not None and (
-            not k.isdigit() or int(k) < 1
-        ):
+        if (k := v.get(ANNOTATION_MAX_CATCHUP)) is not None and (not k.isdigit() or int(k) < 1):
             raise ValueError(f"{ANNOTATION_MAX_CATCHUP} must be a whole number >= 1")
         if (d := v.get(ANNOTATION_RUN_DURATION)) is not None:
             parse_duration(d)
@@ -123,10 +129,22 @@ class WorkflowMetadata(_Model):
     annotations: dict[str, str] = Field(default_factory=dict)
 
 
+def _cron_expression(v: str) -> str:
+    try:
+        validate_expression(v)
+    except ScheduleError as e:
+        raise ValueError(str(e)) from None
+    return v
+
+
+#: One cron expression, checked on its own so an error names its index (`spec.schedules[1]`).
+CronExpression = Annotated[str, AfterValidator(_cron_expression)]
+
+
 class CronWorkflowSpec(_Model):
     """Argo's CronWorkflowSpec; closed, so a typo is an error rather than a silent no-op."""
 
-    schedules: list[str] | None = None
+    schedules: list[CronExpression] | None = None
     schedule: str | None = None
     timezone: str = ""
     concurrency_policy: Literal["Allow", "Forbid", "Replace"] = "Allow"
@@ -139,25 +157,10 @@ class CronWorkflowSpec(_Model):
     when: str | None = None
     stop_strategy: StopStrategy | None = None
 
-    @field_validator("schedules")
-    @classmethod
-    def _valid_schedules(cls, v: list[str] | None) -> list[str] | None:
-        for i, expr in enumerate(v or []):
-            try:
-                validate_expression(expr)
-            except ScheduleError as e:
-                raise ValueError(f"[{i}] {e}") from None
-        return v
-
     @field_validator("schedule")
     @classmethod
     def _valid_schedule(cls, v: str | None) -> str | None:
-        if v is not None and v.strip():
-            try:
-                validate_expression(v)
-            except ScheduleError as e:
-                raise ValueError(str(e)) from None
-        return v
+        return _cron_expression(v) if v is not None and v.strip() else v
 
     @field_validator("timezone")
     @classmethod
@@ -181,7 +184,9 @@ class CronWorkflowSpec(_Model):
     @model_validator(mode="after")
     def _has_a_schedule(self) -> CronWorkflowSpec:
         if not self.all_schedules:
-            raise ValueError("spec.schedules: at least one schedule is required")
+            raise ValueError(
+                "@schedules: at least one schedule is required (schedules or schedule)"
+            )
         return self
 
     @property
@@ -229,6 +234,9 @@ def _path(loc: tuple[int | str, ...]) -> str:
 def _describe(err: Any) -> str:
     path = _path(tuple(err["loc"]))
     msg = str(err["msg"]).removeprefix("Value error, ")
+    if msg.startswith("@"):  # a model-level check that names the field it is about
+        sub, _, msg = msg[1:].partition(": ")
+        path = f"{path}.{sub}" if path else sub
     if err["type"] == "extra_forbidden":
         msg = "unknown field"
     value = err.get("input")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -61,7 +61,8 @@ class CronService(Application[UUID]):
 
     def load(self, cron_id: UUID) -> CronWorkflow:
         try:
-            return self.repository.get(cron_id)  # type: ignore[no-any-return]
+            agg: CronWorkflow = self.repository.get(cron_id)
+            return agg
         except AggregateNotFoundError:
             raise NotFound(str(cron_id)) from None
 
@@ -138,9 +139,7 @@ class CronService(Application[UUID]):
     def run_completed(
         self, cron_id: UUID, workflow: str, phase: Phase, finished_at: datetime, at: datetime
     ) -> None:
-        self.command(
-            cron_id, lambda a: a.run_completed(workflow, phase, finished_at, at)
-        )
+        self.command(cron_id, lambda a: a.run_completed(workflow, phase, finished_at, at))
 
     def run_vanished(self, cron_id: UUID, workflow: str, at: datetime) -> None:
         self.command(cron_id, lambda a: a.run_vanished(workflow, at))
@@ -164,12 +163,11 @@ class CronService(Application[UUID]):
 
     def fired_ticks(self, cron_id: UUID) -> set[datetime]:
         """Scheduled times that ever fired in this stream (read from the log, for backfill)."""
-        return {
-            e.scheduled_time  # type: ignore[attr-defined]
-            for e in self.events.get(cron_id)
-            if isinstance(e, CronWorkflow.ScheduleFired)  # type: ignore[attr-defined]
-            and e.trigger != "manual"  # type: ignore[attr-defined]
-        }
+        fired: set[datetime] = set()
+        for e in self.events.get(cron_id):
+            if event_type(e) == "ScheduleFired" and getattr(e, "trigger", "") != "manual":
+                fired.add(getattr(e, "scheduled_time"))  # noqa: B009
+        return fired
 
     def backfill(
         self,
@@ -217,12 +215,13 @@ class CronService(Application[UUID]):
         return aggs
 
     def commit(self, aggs: Sequence[CronWorkflow], at: datetime) -> TickReport:
-        """Save decided aggregates in one transaction; if any is stale, the whole batch is
-        refused, and each aggregate is then re-decided and saved on its own."""
+        """Save decided aggregates in one transaction. If any of them is stale the store
+        refuses the whole batch; each is then re-decided on fresh state and saved on its own,
+        so one conflict costs one retry per aggregate of the batch, never a lost decision."""
         report = TickReport()
         pending = [a for a in aggs if a.pending_events]
-        fires = sum(_count_fires(a) for a in pending)
         if pending:
+            fires = sum(_count_fires(a) for a in pending)
             try:
                 self.save(*pending)
                 report.saved, report.fires = len(pending), fires
@@ -230,10 +229,12 @@ class CronService(Application[UUID]):
                 self.rejected_writes += 1
                 report.rejected += 1
                 for a in pending:
-                    report.fires += self.command(a.id, lambda b: len(b.tick(at, self.late_tolerance)))
+                    report.fires += self.command(
+                        a.id, lambda b: len(b.tick(at, self.late_tolerance))
+                    )
                     report.saved += 1
-        for a in aggs:
-            report.next_due[a.id] = self.load(a.id).next_due() if a.id in {p.id for p in pending} and report.rejected else a.next_due()
+                aggs = [self.load(a.id) for a in aggs]
+        report.next_due = {a.id: a.next_due() for a in aggs}
         return report
 
     def tick(self, cron_ids: Iterable[UUID], at: datetime) -> TickReport:
@@ -252,6 +253,3 @@ def topic_type(topic: str) -> str:
 
 def event_type(ev: Any) -> str:
     return topic_type(getattr(type(ev), "TOPIC", type(ev).__name__))
-
-
-UTC_EPOCH_SLACK = timedelta(0)

@@ -25,7 +25,9 @@ ANNOTATION_SCHEDULED = "workflows.argoproj.io/scheduled-time"
 class WorkflowTarget(Protocol):
     """Where Workflows go: the local directory, the simulator, or a Kubernetes cluster."""
 
-    def create(self, workflow: dict[str, Any], *, cron_id: str, trigger: str, at: datetime) -> None: ...
+    def create(
+        self, workflow: dict[str, Any], *, cron_id: str, trigger: str, at: datetime
+    ) -> None: ...
 
     def terminate(self, namespace: str, name: str, at: datetime) -> None: ...
 
@@ -33,12 +35,16 @@ class WorkflowTarget(Protocol):
 
 
 class PositionStore(Protocol):
-    def max_tracking_id(self, application_name: str, projection: str | None = None) -> int | None: ...
+    def max_tracking_id(
+        self, application_name: str, projection: str | None = None
+    ) -> int | None: ...
 
     def track(self, projection: str, tracking: Tracking) -> bool: ...
 
 
-def build_workflow(agg: CronWorkflow, workflow_name: str, scheduled_time: datetime) -> dict[str, Any]:
+def build_workflow(
+    agg: CronWorkflow, workflow_name: str, scheduled_time: datetime
+) -> dict[str, Any]:
     """The child Workflow as Argo's cron controller would create it."""
     spec = agg.spec
     wmeta = spec.get("workflowMetadata") or {}
@@ -73,7 +79,9 @@ def build_workflow(agg: CronWorkflow, workflow_name: str, scheduled_time: dateti
 class Dispatcher:
     name = "dispatch"
 
-    def __init__(self, target: WorkflowTarget, positions: PositionStore, follower: AggregateFollower):
+    def __init__(
+        self, target: WorkflowTarget, positions: PositionStore, follower: AggregateFollower
+    ):
         self.target = target
         self.positions = positions
         self.follower = follower

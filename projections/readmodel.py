@@ -10,9 +10,9 @@ shows is exactly the state the scheduler decides on, never a second reducer that
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from collections.abc import Callable
 from typing import Any, Protocol
 from uuid import UUID
 

@@ -52,7 +52,9 @@ def test_catchup_all_runs_the_k_most_recent_oldest_first():
 
 
 def test_forbid_without_deadline_skips_at_once_when_a_run_is_active():
-    out = decide([at("10:01:00")], at("10:01:00"), TickPolicy(concurrency="Forbid"), RunState(("a",)))
+    out = decide(
+        [at("10:01:00")], at("10:01:00"), TickPolicy(concurrency="Forbid"), RunState(("a",))
+    )
     assert out.decisions == [Skip(at("10:01:00"), at("10:01:00"), 1, "ConcurrencyForbid")]
 
 
@@ -73,14 +75,20 @@ def test_forbid_waiting_ticks_latest_runs_when_the_run_ends():
 
 
 def test_replace_names_the_active_runs():
-    out = decide([at("10:01:00")], at("10:01:00"), TickPolicy(concurrency="Replace"), RunState(("a", "b")))
+    out = decide(
+        [at("10:01:00")], at("10:01:00"), TickPolicy(concurrency="Replace"), RunState(("a", "b"))
+    )
     assert out.decisions == [Fire(at("10:01:00"), "schedule", ("a", "b"))]
 
 
 @pytest.mark.parametrize(
     ("deadline", "expected"),
     [
-        pytest.param(None, [Skip(at("06:06:00"), at("06:08:00"), 3, "Suspended")], id="no deadline: nothing runs"),
+        pytest.param(
+            None,
+            [Skip(at("06:06:00"), at("06:08:00"), 3, "Suspended")],
+            id="no deadline: nothing runs",
+        ),
         pytest.param(
             60,
             [Skip(at("06:06:00"), at("06:07:00"), 2, "Suspended"), Fire(at("06:08:00"), "catchup")],
@@ -97,4 +105,6 @@ def test_resume_fires_at_most_one_catchup(deadline, expected):
 
 def test_when_false_skips_with_the_error_message():
     out = decide([at("10:01:00")], at("10:01:00"), TickPolicy(), RunState(), when="cannot evaluate")
-    assert out.decisions == [Skip(at("10:01:00"), at("10:01:00"), 1, "WhenFalse", "cannot evaluate")]
+    assert out.decisions == [
+        Skip(at("10:01:00"), at("10:01:00"), 1, "WhenFalse", "cannot evaluate")
+    ]
