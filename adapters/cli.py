@@ -419,6 +419,117 @@ def backfill(obj: Ctx, name: str, start: str, end: str, dry_run: bool, output: s
     emit(data, output, table)
 
 
+def _manifest_files(paths: tuple[str, ...]) -> list[str]:
+    files: list[str] = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            files += sorted(str(f) for f in path.rglob("*") if f.suffix in (".yaml", ".yml"))
+        elif path.exists():
+            files.append(p)
+        else:
+            fail(f"{p}: no such file or directory")
+    return files
+
+
+@cli.command()
+@click.argument("paths", nargs=-1)
+@click.option(
+    "--role", type=click.Choice(["all", "scheduler", "projector"]), default="all", show_default=True
+)
+@click.option(
+    "--late-tolerance",
+    default="30s",
+    show_default=True,
+    help="a tick decided later than this after its time is missed",
+)
+@click.option(
+    "--workflows-dir",
+    default="workflows",
+    show_default=True,
+    help="local target: where Workflow manifests are written",
+)
+@click.option(
+    "--local-run-duration",
+    default="1s",
+    show_default=True,
+    help="local target: a run succeeds after this long",
+)
+@click.option(
+    "--kube", is_flag=True, help="use the cluster from kubeconfig/in-cluster (not available yet)"
+)
+@click.option("-v", "--verbose", is_flag=True)
+@click.pass_obj
+def run(
+    obj: Ctx,
+    paths: tuple[str, ...],
+    role: str,
+    late_tolerance: str,
+    workflows_dir: str,
+    local_run_duration: str,
+    kube: bool,
+    verbose: bool,
+) -> None:
+    """The main job: apply PATHS, then schedule and project until SIGTERM."""
+    import logging
+
+    from adapters.localtarget import LocalTarget
+    from adapters.runtime import RunWatcher, SchedulerLoop, Waker
+    from adapters.shards import AdvisoryLockShards, Ownership, SoleOwner
+    from domain.durations import parse_duration
+
+    if kube:
+        fail(
+            "--kube: the Kubernetes target is not available in this version;"
+            " run without --kube for the local target"
+        )
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        tolerance = parse_duration(late_tolerance)
+    except ValueError as e:
+        fail(f"--late-tolerance: {e}")
+    try:
+        run_duration = parse_duration(local_run_duration)
+    except ValueError as e:
+        fail(f"--local-run-duration: {e}")
+    manifests = admit(_manifest_files(paths)) if paths else []
+    try:
+        config = StoreConfig.parse(obj.store)
+    except StoreURLError as e:
+        fail(str(e))
+    target = LocalTarget(workflows_dir, run_duration)
+    try:
+        engine = build_engine(config, target=target, late_tolerance=tolerance)
+        engine.view.next_due()
+    except Exception as e:
+        hint = " (run `cronsource migrate` first)" if config.kind == "postgresql" else ""
+        fail(f"cannot open store {config.url}: {e}{hint}")
+    for m in manifests:
+        _, what = engine.service.apply(m, now())
+        click.echo(f"cronworkflow.argoproj.io/{m.metadata.name} {what}", err=True)
+    ownership: Ownership = (
+        AdvisoryLockShards(config.pg_conninfo, want_projector=role != "scheduler")
+        if config.kind == "postgresql"
+        else SoleOwner()
+    )
+    loop = SchedulerLoop(engine, ownership, role=role, watcher=RunWatcher(engine, target))
+    waker = Waker(engine)
+    loop.install_signal_handlers(waker)
+    click.echo(
+        f"cronsource running: store {config.url}, role {role}, workflows in {workflows_dir}/",
+        err=True,
+    )
+    try:
+        loop.run(waker)
+    finally:
+        waker.stop()
+        engine.close()
+    click.echo(f"cronsource stopped after {loop.fires} fires", err=True)
+
+
 @cli.command()
 @click.argument("scenario")
 @click.option("-o", "--output", type=OUTPUT, default="table")

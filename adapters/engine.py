@@ -115,5 +115,12 @@ def build_engine(
         dfollower = AggregateFollower(
             lambda cid, v: service.repository.get(cid, version=v)  # type: ignore[no-any-return]
         )
-        engine.dispatcher = Dispatcher(target, view, dfollower)
+        engine.dispatcher = Dispatcher(
+            target,
+            view,
+            dfollower,
+            on_failure=lambda cid, wf, t, msg, at: service.submission_failed(
+                cid, wf, t, msg, False, at
+            ),
+        )
     return engine

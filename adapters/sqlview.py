@@ -236,6 +236,25 @@ class SqlReadModel:
         )
         return [r[0] for r in rows]
 
+    def fired_position(self, namespace: str, workflow: str) -> int | None:
+        """Log position of the ScheduleFired that made this Workflow (None: not projected)."""
+        rows = self._query(
+            "SELECT MIN(notification_id) FROM cronsource_audit"
+            " WHERE namespace = ? AND workflow = ? AND type = 'ScheduleFired'",
+            (namespace, workflow),
+        )
+        return int(rows[0][0]) if rows and rows[0][0] is not None else None
+
+    def active_runs(self) -> list[tuple[str, str, str]]:
+        """(cron id, namespace, workflow) of every run the status view shows as active."""
+        out = []
+        for r in self._query(
+            "SELECT cron_id, namespace, status FROM cronsource_status WHERE deleted = 0"
+        ):
+            for ref in json.loads(r[2]).get("active") or []:
+                out.append((r[0], r[1], ref["name"]))
+        return out
+
     def next_due(self) -> datetime | None:
         rows = self._query("SELECT MIN(next_due) FROM cronsource_status WHERE deleted = 0")
         return _dt(rows[0][0]) if rows and rows[0][0] is not None else None

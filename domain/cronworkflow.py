@@ -27,7 +27,12 @@ from domain.decisions import (
     TickPolicy,
     decide,
 )
-from domain.expressions import ExpressionError, cronworkflow_variables, evaluate_bool
+from domain.expressions import (
+    NOW_VARIABLE,
+    ExpressionError,
+    cronworkflow_variables,
+    evaluate_bool,
+)
 from domain.manifest import CronWorkflowManifest, CronWorkflowSpec, scheduling_options
 from domain.schedule import CompiledSchedule, compile_schedule
 
@@ -187,7 +192,11 @@ class CronWorkflow(Aggregate):
             return first + pol.deadline
         return first
 
-    def _variables(self) -> dict[str, object]:
+    def _variables(self, at: datetime) -> dict[str, object]:
+        """`cronworkflow.*` for `when` and `stopStrategy`, and `now()` as the decision time."""
+        return {**self._cron_variables(), NOW_VARIABLE: at}
+
+    def _cron_variables(self) -> dict[str, object]:
         return cronworkflow_variables(
             name=self.name,
             namespace=self.namespace,
@@ -198,12 +207,12 @@ class CronWorkflow(Aggregate):
             last_scheduled_time=self.last_scheduled_time,
         )
 
-    def _when(self) -> bool | str:
+    def _when(self, at: datetime) -> bool | str:
         src = self.spec_model.when
         if not src:
             return True
         try:
-            return evaluate_bool(src, self._variables())
+            return evaluate_bool(src, self._variables(at))
         except ExpressionError as e:
             return str(e)
 
@@ -236,7 +245,7 @@ class CronWorkflow(Aggregate):
             at,
             pol,
             RunState(tuple(self.active), self.last_finished_at),
-            when=self._when(),
+            when=self._when(at),
             run_name=lambda t: workflow_name(self.name, t),
         )
         return self._record(outcome, at)
@@ -291,7 +300,7 @@ class CronWorkflow(Aggregate):
             self.policy(),
             RunState(tuple(self.active), self.last_finished_at),
             suspension=reason,
-            when=self._when(),
+            when=self._when(at),
             run_name=lambda t: workflow_name(self.name, t),
         )
         return self._record(outcome, at)
@@ -408,7 +417,7 @@ class CronWorkflow(Aggregate):
         if strategy is None or not strategy.source or self.stopped:
             return
         try:
-            stop = evaluate_bool(strategy.source, self._variables())
+            stop = evaluate_bool(strategy.source, self._variables(at))
         except ExpressionError as e:
             self._spec_rejected(generation=self.generation, message=str(e), timestamp=at)
             return

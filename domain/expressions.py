@@ -70,7 +70,7 @@ import ast
 import math
 import operator
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -419,6 +419,8 @@ def _member_of(item: object, container: object) -> bool:
     if isinstance(container, list | tuple):
         return any(_equal(item, element) for element in container)
     if isinstance(container, Mapping):
+        if not isinstance(item, Hashable):
+            raise _mismatch("in", item, container)
         return item in container
     raise _mismatch("in", item, container)
 
@@ -1265,6 +1267,10 @@ def _compile(source: str) -> ast.expr:
         tree = _Parser(_lex(source, start, end)).parse()
     except _SyntaxFail as exc:
         raise _error("parse", source, f"{exc.reason} (at column {exc.position + 1})") from None
+    except RecursionError:
+        raise _error("parse", source, "expression is nested too deeply") from None
+    except Exception as exc:  # defence in depth: nothing but ExpressionError escapes
+        raise _error("parse", source, str(exc) or type(exc).__name__) from exc
     if _depth(tree) > _MAX_DEPTH:
         raise _error("parse", source, "expression is nested too deeply")
     return tree
@@ -1353,6 +1359,8 @@ class _Evaluation:
         key = self._eval(node.key)
         if isinstance(key, str) and key.startswith("__"):
             raise _Fail(f"access to {key!r} is not allowed")
+        if isinstance(container, Mapping) and not isinstance(key, Hashable):
+            raise _Fail(f"invalid map key of type {_type_name(key)}")
         if isinstance(container, _Record):
             if isinstance(key, str) and key in container:
                 return container[key]

@@ -22,6 +22,17 @@ LABEL_CRON = "workflows.argoproj.io/cron-workflow"
 ANNOTATION_SCHEDULED = "workflows.argoproj.io/scheduled-time"
 
 
+class PermanentSubmissionError(Exception):
+    """The target refused the Workflow for good (422, 403, a name taken by someone else):
+    retrying cannot help, so the failure is fed back as a SubmissionFailed event."""
+
+
+class FailureSink(Protocol):
+    def __call__(
+        self, cron_id: Any, workflow: str, scheduled_time: datetime, message: str, at: datetime
+    ) -> None: ...
+
+
 class WorkflowTarget(Protocol):
     """Where Workflows go: the local directory, the simulator, or a Kubernetes cluster."""
 
@@ -80,11 +91,16 @@ class Dispatcher:
     name = "dispatch"
 
     def __init__(
-        self, target: WorkflowTarget, positions: PositionStore, follower: AggregateFollower
+        self,
+        target: WorkflowTarget,
+        positions: PositionStore,
+        follower: AggregateFollower,
+        on_failure: FailureSink | None = None,
     ):
         self.target = target
         self.positions = positions
         self.follower = follower
+        self.on_failure = on_failure
 
     def process_event(self, ev: Any, tracking: Tracking, at: datetime) -> None:
         agg = self.follower.follow(ev)
@@ -93,7 +109,12 @@ class Dispatcher:
             for old in ev.replaced:
                 self.target.terminate(agg.namespace, old, at)
             wf = build_workflow(agg, ev.workflow_name, ev.scheduled_time)
-            self.target.create(wf, cron_id=str(agg.id), trigger=ev.trigger, at=at)
+            try:
+                self.target.create(wf, cron_id=str(agg.id), trigger=ev.trigger, at=at)
+            except PermanentSubmissionError as e:
+                if self.on_failure is None:
+                    raise
+                self.on_failure(agg.id, ev.workflow_name, ev.scheduled_time, str(e), at)
         elif kind == "HistoryPruned":
             for name in ev.workflow_names:
                 self.target.delete(agg.namespace, name, at)

@@ -243,7 +243,7 @@ def test_console_script_runs_simulate(tmp_path):
     """One end-to-end run through the installed entry point, as a user would."""
     exe = Path(sys.executable).parent / "cronsource"
     out = subprocess.run(
-        [str(exe), "simulate", "examples/day.yaml", "-o", "json"],
+        [str(exe), "simulate", "scenarios/day.yaml", "-o", "json"],
         capture_output=True,
         text=True,
         check=True,

@@ -337,6 +337,10 @@ def test_evaluate_bool(source: str, variables: Mapping[str, object], expected: b
         pytest.param("cronworkflow.labels.x.y", "cannot fetch 'y' from nil", id="fetch-from-nil"),
         pytest.param("[1][3]", "index out of range", id="index-out-of-range"),
         pytest.param("[1]['a']", "array index must be an int", id="array-string-index"),
+        pytest.param(
+            "[1] in cronworkflow.labels", "mismatched types array and map", id="in-bad-key"
+        ),
+        pytest.param("cronworkflow.labels[[1]]", "invalid map key of type array", id="bad-key"),
         pytest.param("int('x')", "cannot convert 'x' to int", id="int-parse"),
         pytest.param("duration('soon')", "invalid duration 'soon'", id="bad-duration"),
         # arithmetic failures and limits

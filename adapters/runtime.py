@@ -1,0 +1,251 @@
+"""`cronsource run`: the scheduler loop, the projection workers and the run watcher.
+
+One loop per process, in this order each turn: project what is new (status, audit, due index,
+dispatch), decide what is due, project again (so Workflows are created right after their fire
+is committed), look at the runs. The loop then sleeps until the next due time or until the log
+changes (PostgreSQL LISTEN/NOTIFY; polling on SQLite), whichever comes first.
+
+Crash safety comes from the order of effects, not from this loop: a fire is committed before
+any Workflow exists, the dispatcher creates Workflows idempotently before it moves its position,
+and the read model moves its position in the same transaction as its rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from adapters.engine import Engine
+from adapters.localtarget import LocalTarget
+from adapters.shards import REBALANCE_SECONDS, Ownership
+
+log = logging.getLogger("cronsource")
+
+#: Decisions saved per transaction. Large enough that a burst of 10,000 is 20 transactions,
+#: small enough that one conflict costs at most this many single re-decisions.
+BATCH = 500
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class Supervisor:
+    """Runs a step; on failure waits with exponential backoff instead of dying or spinning."""
+
+    name: str
+    backoff: float = 0.0
+    failures: int = 0
+    last_error: str = ""
+    retry_at: float = 0.0
+
+    def run(self, step: Callable[[], Any]) -> Any:
+        if time.monotonic() < self.retry_at:
+            return None
+        try:
+            result = step()
+        except Exception as e:
+            self.failures += 1
+            self.backoff = min(30.0, max(0.5, self.backoff * 2))
+            self.retry_at = time.monotonic() + self.backoff
+            self.last_error = f"{type(e).__name__}: {e}"
+            log.warning("%s failed (retry in %.1fs): %s", self.name, self.backoff, self.last_error)
+            return None
+        self.backoff = 0.0
+        return result
+
+
+class Waker:
+    """Wakes the loop when the log changes: LISTEN on PostgreSQL, nothing (polling) elsewhere."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.event = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if engine.config.kind == "postgresql":
+            channel = getattr(engine.service.recorder, "channel_name", None)
+            if channel:
+                self._thread = threading.Thread(
+                    target=self._listen, args=(engine, channel), daemon=True
+                )
+                self._thread.start()
+
+    def _listen(self, engine: Engine, channel: str) -> None:
+        import psycopg
+        from psycopg import sql
+
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(engine.config.pg_conninfo, autocommit=True) as conn:
+                    if engine.config.pg_schema:
+                        conn.execute(
+                            sql.SQL("SET search_path TO {}").format(
+                                sql.Identifier(engine.config.pg_schema)
+                            )
+                        )
+                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+                    while not self._stop.is_set():
+                        for _ in conn.notifies(timeout=1.0, stop_after=1):
+                            self.event.set()
+            except Exception as e:  # server restarting: listen again shortly
+                log.info("LISTEN connection lost (%s); retrying", e)
+                self._stop.wait(1.0)
+
+    def wait(self, seconds: float) -> None:
+        if seconds > 0:
+            self.event.wait(seconds)
+        self.event.clear()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.event.set()
+
+
+@dataclass
+class RunWatcher:
+    """Reports what the local target's runs did: completed (with phase) or deleted by hand."""
+
+    engine: Engine
+    target: LocalTarget
+
+    def poll(self, now: datetime) -> int:
+        view, svc = self.engine.view, self.engine.service
+        dispatched = view.max_tracking_id(svc.name, "dispatch") or 0
+        reported = 0
+        for cron_id, namespace, name in view.active_runs():
+            obs = self.target.observe(namespace, name, now)
+            if obs is None:
+                continue
+            if obs.phase is None:
+                # Missing file: vanished only if the dispatcher already created it; a fire not
+                # yet dispatched has no file by design.
+                pos = view.fired_position(namespace, name)
+                if pos is None or pos > dispatched:
+                    continue
+                svc.run_vanished(UUID(cron_id), name, now)
+            else:
+                assert obs.finished_at is not None
+                svc.run_completed(UUID(cron_id), name, obs.phase, obs.finished_at, now)  # type: ignore[arg-type]
+            reported += 1
+        return reported
+
+
+@dataclass
+class SchedulerLoop:
+    engine: Engine
+    ownership: Ownership
+    role: str = "all"
+    watcher: RunWatcher | None = None
+    poll_seconds: float = 0.5
+    clock: Callable[[], datetime] = utcnow
+    stop_event: threading.Event = field(default_factory=threading.Event)
+    fires: int = 0
+    _known_next: dict[UUID, datetime | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.projector = Supervisor("projections")
+        self.scheduler = Supervisor("scheduler")
+        self.watch = Supervisor("run watcher")
+        self.shards = Supervisor("shards")
+        self._last_rebalance = 0.0
+
+    @property
+    def runs_projections(self) -> bool:
+        return self.role in ("all", "projector") and self.ownership.is_projector()
+
+    @property
+    def runs_scheduler(self) -> bool:
+        return self.role in ("all", "scheduler")
+
+    def _due(self, now: datetime) -> list[UUID]:
+        ids = []
+        for raw in self.engine.view.due(now):
+            cron_id = UUID(raw)
+            known = self._known_next.get(cron_id, now)
+            # The due index lags our own saves by one projection; trust what we just decided.
+            if known is not None and known <= now and self.ownership.owns(cron_id):
+                ids.append(cron_id)
+        return ids
+
+    def schedule_once(self, now: datetime) -> int:
+        """Decide everything due now, BATCH CronWorkflows per transaction; returns fires."""
+        due = self._due(now)
+        fired = 0
+        for i in range(0, len(due), BATCH):
+            report = self.engine.service.tick(due[i : i + BATCH], now)
+            fired += report.fires
+            self._known_next.update(report.next_due)
+        self.fires += fired
+        return fired
+
+    def project_once(self, now: datetime) -> int:
+        n = self.engine.catch_up(now)
+        if n:
+            self._known_next.clear()  # the due index is current again
+        return n
+
+    def turn(self) -> None:
+        if time.monotonic() - self._last_rebalance >= REBALANCE_SECONDS:
+            self.shards.run(self.ownership.rebalance)
+            self._last_rebalance = time.monotonic()
+        if self.runs_projections:
+            self.projector.run(lambda: self.project_once(self.clock()))
+        if self.runs_scheduler:
+            self.scheduler.run(lambda: self.schedule_once(self.clock()))
+        if self.runs_projections:
+            self.projector.run(lambda: self.project_once(self.clock()))
+            if self.watcher is not None:
+                self.watch.run(lambda: self.watcher.poll(self.clock()) if self.watcher else 0)
+
+    def sleep_seconds(self) -> float:
+        try:
+            nxt = self.engine.view.next_due()
+        except Exception:
+            return self.poll_seconds
+        if nxt is None:
+            return self.poll_seconds
+        return max(0.0, min(self.poll_seconds, (nxt - self.clock()).total_seconds()))
+
+    def run(self, waker: Waker | None = None) -> None:
+        while not self.stop_event.is_set():
+            self.turn()
+            if self.stop_event.is_set():
+                break
+            delay = self.sleep_seconds()
+            if waker is not None:
+                waker.wait(delay)
+            else:
+                self.stop_event.wait(delay)
+        self.ownership.release()
+
+    def install_signal_handlers(self, waker: Waker | None = None) -> None:
+        """SIGTERM/SIGINT finish the turn in flight, release the shards and exit 0."""
+
+        def stop(signum: int, frame: Any) -> None:
+            log.info("signal %d: finishing the batch in flight", signum)
+            self.stop_event.set()
+            if waker is not None:
+                waker.event.set()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+
+
+def lag(engine: Engine) -> dict[str, int]:
+    """How many events each projection is behind the log."""
+    app = engine.service
+    head = app.recorder.max_notification_id() or 0
+    return {
+        p: head - (engine.view.max_tracking_id(app.name, p) or 0) for p in ("readmodel", "dispatch")
+    }
+
+
+ONE_SECOND = timedelta(seconds=1)
