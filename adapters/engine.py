@@ -65,7 +65,8 @@ class Engine:
     def replica(self) -> CronService:
         """Another service instance on the same store (its own cache), as a second process
         would have; `simulate` uses these to interleave replicas."""
-        svc = CronService(env=self.config.env(create_table=False))
+        shared = self.service.recorder if self.config.kind == "memory" else None
+        svc = CronService(env=self.config.env(create_table=False), recorder=shared)
         svc.late_tolerance = self.service.late_tolerance
         self.extra_replicas.append(svc)
         return svc

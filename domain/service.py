@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.persistence import ApplicationRecorder, IntegrityError
 
 from domain.cronworkflow import CronWorkflow, Phase, stream_id
 from domain.decisions import DEFAULT_LATE_TOLERANCE
@@ -52,10 +52,18 @@ class CronService(Application[UUID]):
     name = "cronsource"
     env = {"AGGREGATE_CACHE_MAXSIZE": "100000", "DEEPCOPY_FROM_AGGREGATE_CACHE": "y"}
 
-    def __init__(self, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, env: dict[str, str] | None = None, *, recorder: ApplicationRecorder | None = None
+    ) -> None:
+        # `recorder`: share another instance's store (an in-memory store has no other way to
+        # be shared, and simulated replicas must see one log).
+        self._shared_recorder = recorder
         super().__init__(env)
         self.late_tolerance = DEFAULT_LATE_TOLERANCE
         self.rejected_writes = 0
+
+    def construct_recorder(self) -> ApplicationRecorder:
+        return self._shared_recorder or super().construct_recorder()
 
     # ------------------------------------------------------------------ lookup
 
