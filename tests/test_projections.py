@@ -1,4 +1,4 @@
-"""Projections: exactly-once views, at-least-once idempotent dispatch, poison events, local target."""
+"""Projections: exactly-once views, idempotent dispatch, poison events, the local target."""
 
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
