@@ -33,7 +33,12 @@ from domain.expressions import (
     cronworkflow_variables,
     evaluate_bool,
 )
-from domain.manifest import CronWorkflowManifest, CronWorkflowSpec, scheduling_options
+from domain.manifest import (
+    ANNOTATION_DST_POLICY,
+    CronWorkflowManifest,
+    CronWorkflowSpec,
+    scheduling_options,
+)
 from domain.schedule import CompiledSchedule, compile_schedule
 
 #: uuid5 namespace of cronsource stream ids; never change it (ids are stored everywhere).
@@ -117,6 +122,19 @@ class CronWorkflow(Aggregate):
         self.manual_runs: set[str] = set()
         self._compiled: tuple[tuple[Any, ...], CompiledSchedule] | None = None
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> CronWorkflow:
+        """The repository copies cached aggregates for every command (so a refused save cannot
+        corrupt the cache). Only the containers that events mutate in place need copying;
+        spec, labels, annotations and the compiled schedule are replaced, never mutated, so the
+        copy shares them. This keeps a batch load of 10,000 aggregates cheap."""
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.active = dict(self.active)
+        new.finished = list(self.finished)
+        new.manual_runs = set(self.manual_runs)
+        new._pending_events = list(self._pending_events)
+        return new
+
     @classmethod
     def from_manifest(
         cls, manifest: CronWorkflowManifest, at: datetime, incarnation: int = 0
@@ -141,15 +159,26 @@ class CronWorkflow(Aggregate):
 
     @property
     def spec_model(self) -> CronWorkflowSpec:
-        return CronWorkflowSpec.model_validate(self.spec)
+        """The spec as a model, parsed once per spec dict (events replace it, never edit it)."""
+        cached = getattr(self, "_spec_model", None)
+        if cached is None or cached[0] is not self.spec:
+            cached = (self.spec, CronWorkflowSpec.model_validate(self.spec))
+            self._spec_model = cached
+        model: CronWorkflowSpec = cached[1]
+        return model
 
     @property
     def schedule(self) -> CompiledSchedule:
         """The compiled schedule, compiled once per spec (not stored: derived from events)."""
-        key = (*_schedule_key(self.spec, self.annotations), self.baseline)
+        spec = self.spec_model
+        key = (
+            spec.all_schedules,
+            spec.timezone,
+            self.annotations.get(ANNOTATION_DST_POLICY),
+            self.baseline,
+        )
         cached = getattr(self, "_compiled", None)
         if cached is None or cached[0] != key:
-            spec = self.spec_model
             compiled = compile_schedule(
                 spec.all_schedules,
                 spec.timezone,
