@@ -148,7 +148,7 @@ class SchedulerLoop:
     clock: Callable[[], datetime] = utcnow
     stop_event: threading.Event = field(default_factory=threading.Event)
     fires: int = 0
-    _known_next: dict[UUID, datetime | None] = field(default_factory=dict)
+    _known_next: dict[UUID, tuple[int, datetime | None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.projector = Supervisor("projections")
@@ -167,12 +167,18 @@ class SchedulerLoop:
 
     def _due(self, now: datetime) -> list[UUID]:
         ids = []
-        for raw in self.engine.view.due(now):
+        for raw, version in self.engine.view.due_versions(now):
             cron_id = UUID(raw)
-            known = self._known_next.get(cron_id, now)
-            # The due index lags our own saves by one projection; trust what we just decided.
-            if known is not None and known <= now and self.ownership.owns(cron_id):
-                ids.append(cron_id)
+            if not self.ownership.owns(cron_id):
+                continue
+            known = self._known_next.get(cron_id)
+            if known is not None and version < known[0]:
+                # The due index has not yet seen our own last save: what we decided then is
+                # newer than what it shows. Once it has caught up, it is the one to trust
+                # (someone else may have changed the CronWorkflow since).
+                if known[1] is None or known[1] > now:
+                    continue
+            ids.append(cron_id)
         return ids
 
     def schedule_once(self, now: datetime) -> int:
@@ -182,15 +188,13 @@ class SchedulerLoop:
         for i in range(0, len(due), BATCH):
             report = self.engine.service.tick(due[i : i + BATCH], now)
             fired += report.fires
-            self._known_next.update(report.next_due)
+            for cron_id, version in report.versions.items():
+                self._known_next[cron_id] = (version, report.next_due.get(cron_id))
         self.fires += fired
         return fired
 
     def project_once(self, now: datetime) -> int:
-        n = self.engine.catch_up(now)
-        if n:
-            self._known_next.clear()  # the due index is current again
-        return n
+        return self.engine.catch_up(now)
 
     def turn(self) -> None:
         if time.monotonic() - self._last_rebalance >= REBALANCE_SECONDS:

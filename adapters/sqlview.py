@@ -236,6 +236,15 @@ class SqlReadModel:
         )
         return [r[0] for r in rows]
 
+    def due_versions(self, until: datetime, limit: int = 100_000) -> list[tuple[str, int]]:
+        """Like `due`, with the aggregate version each due time was computed at."""
+        rows = self._query(
+            "SELECT cron_id, version FROM cronsource_status WHERE deleted = 0"
+            " AND next_due IS NOT NULL AND next_due <= ? ORDER BY next_due LIMIT ?",
+            (until.timestamp(), limit),
+        )
+        return [(r[0], int(r[1])) for r in rows]
+
     def fired_position(self, namespace: str, workflow: str) -> int | None:
         """Log position of the ScheduleFired that made this Workflow (None: not projected)."""
         rows = self._query(

@@ -108,6 +108,7 @@ class CronWorkflow(Aggregate):
         self.annotations = annotations
         self.generation = generation
         self.spec_error: str | None = None
+        self.when_error: str | None = None  # `when` could not be evaluated at the last tick
         self.baseline = timestamp
         self.decided_until = timestamp
         self.suspended = False
@@ -510,6 +511,7 @@ class CronWorkflow(Aggregate):
     ) -> None:
         self.active[workflow_name] = scheduled_time
         if trigger in ("schedule", "catchup"):
+            self.when_error = None
             self.decided_until = max(self.decided_until, scheduled_time)
             if self.last_scheduled_time is None or scheduled_time > self.last_scheduled_time:
                 self.last_scheduled_time = scheduled_time
@@ -528,6 +530,8 @@ class CronWorkflow(Aggregate):
         timestamp: datetime,
     ) -> None:
         self.decided_until = max(self.decided_until, last_scheduled_time)
+        if reason == "WhenFalse":
+            self.when_error = message or None
 
     @event("SpecUpdated", topic="cronsource:SpecUpdated/v1")
     def _spec_updated(
@@ -544,6 +548,7 @@ class CronWorkflow(Aggregate):
         self.annotations = annotations
         self.generation = generation
         self.spec_error = None
+        self.when_error = None
         if reset_baseline:
             self.baseline = timestamp
             self.decided_until = max(self.decided_until, timestamp)

@@ -44,6 +44,7 @@ class TickReport:
     fires: int = 0
     rejected: int = 0
     next_due: dict[UUID, datetime | None] = field(default_factory=dict)
+    versions: dict[UUID, int] = field(default_factory=dict)
 
 
 class CronService(Application[UUID]):
@@ -243,6 +244,7 @@ class CronService(Application[UUID]):
                     report.saved += 1
                 aggs = [self.load(a.id) for a in aggs]
         report.next_due = {a.id: a.next_due() for a in aggs}
+        report.versions = {a.id: a.version for a in aggs}
         return report
 
     def tick(self, cron_ids: Iterable[UUID], at: datetime) -> TickReport:

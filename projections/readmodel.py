@@ -83,6 +83,8 @@ def status_of(agg: CronWorkflow) -> dict[str, Any]:
     conditions = []
     if agg.spec_error:
         conditions.append({"type": "SpecError", "status": "True", "message": agg.spec_error})
+    elif getattr(agg, "when_error", None):
+        conditions.append({"type": "SpecError", "status": "True", "message": agg.when_error})
     return {
         "active": [
             {

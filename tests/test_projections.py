@@ -173,3 +173,15 @@ def test_watcher_reports_completion_and_hand_deletion_but_not_undispatched_runs(
     assert types == {"a-1777888860": "RunCompleted", "b-1777888860": "RunVanished"}
     assert eng.service.load(UUID(str(a))).succeeded == 1
     eng.close()
+
+
+def test_a_when_that_cannot_evaluate_shows_as_a_spec_error_condition(tmp_path):
+    eng = build_engine(f"sqlite:///{tmp_path / 'c.db'}")
+    cron_id, _ = eng.service.apply(manifest(when="cronworkflow.nope > 1"), T0)
+    eng.service.tick([cron_id], T0 + timedelta(minutes=1))
+    eng.catch_up(T0)
+    (status,) = [c["status"] for c in eng.view.statuses()]
+    assert status["conditions"][0]["type"] == "SpecError"
+    assert "cronworkflow.nope" in status["conditions"][0]["message"]
+    assert [r.reason for r in eng.view.audit(types=["ScheduleSkipped"])] == ["WhenFalse"]
+    eng.close()
