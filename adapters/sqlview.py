@@ -152,25 +152,22 @@ class SqlReadModel:
         return int(rows[0][0]) if rows else None
 
     def _advance(self, conn: Any, projection: str, tracking: Tracking) -> bool:
-        """Move the position to this event; False if it was already processed."""
+        """Move the position to this event; False if it was already processed.
+
+        One conditional upsert, so two processes projecting at once cannot both pass a
+        check: the second waits on the row lock, then finds the position moved and skips.
+        """
         row = conn.execute(
-            self._sql(
-                "SELECT notification_id FROM cronsource_tracking"
-                " WHERE projection = ? AND application_name = ?"
-            ),
-            (projection, tracking.application_name),
-        ).fetchone()
-        if row is not None and int(row[0]) >= tracking.notification_id:
-            return False
-        conn.execute(
             self._sql(
                 "INSERT INTO cronsource_tracking (projection, application_name, notification_id)"
                 " VALUES (?, ?, ?) ON CONFLICT (projection, application_name)"
                 " DO UPDATE SET notification_id = excluded.notification_id"
+                " WHERE cronsource_tracking.notification_id < excluded.notification_id"
+                " RETURNING notification_id"
             ),
             (projection, tracking.application_name, tracking.notification_id),
-        )
-        return True
+        ).fetchone()
+        return row is not None
 
     def track(self, projection: str, tracking: Tracking) -> bool:
         """Record a position for a projection with no rows of its own (the dispatcher)."""

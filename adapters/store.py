@@ -82,9 +82,12 @@ class StoreConfig:
             "POSTGRES_CONNECT_TIMEOUT": "10",
             "POSTGRES_PRE_PING": "y",
             "CREATE_TABLE": "y" if create_table else "n",
+            # Pinned, because eventsourcing also reads the process environment: a stray
+            # variable must not switch on the shared DB functions or move the event store
+            # away from the read model's schema.
+            "POSTGRES_ENABLE_DB_FUNCTIONS": "n",
+            "POSTGRES_SCHEMA": self.pg_schema or "public",
         }
-        if self.pg_schema:
-            env["POSTGRES_SCHEMA"] = self.pg_schema
         return env
 
     def read_model(self) -> SqlReadModel:
