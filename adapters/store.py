@@ -38,8 +38,8 @@ class StoreConfig:
         parsed = urlparse(url)
         if parsed.scheme == "sqlite":
             path = unquote(parsed.path)
-            if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
-                path = path.lstrip("/")  # sqlite:///rel/path is relative, //// is absolute
+            # sqlite:///rel/path is relative, sqlite:////abs/path absolute
+            path = "/" + path.lstrip("/") if url.startswith("sqlite:////") else path.lstrip("/")
             if not path:
                 raise StoreURLError(
                     f"--store {url!r}: sqlite URL needs a path, e.g. sqlite:///cronsource.db"

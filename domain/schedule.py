@@ -23,6 +23,7 @@ croniter only ever receives a normalised expression of explicit value lists.
 
 from __future__ import annotations
 
+import calendar
 import copy
 import functools
 import re
@@ -66,6 +67,8 @@ class _FieldSpec:
     low: int
     high: int
     names: dict[str, int]
+    #: Day-of-month and day-of-week combine with OR when both are restricted (robfig).
+    day: bool = False
 
 
 _MONTH_NAMES: Final = {
@@ -78,27 +81,14 @@ _DOW_NAMES: Final = {d: i for i, d in enumerate(["sun", "mon", "tue", "wed", "th
 
 _MINUTE_F: Final = _FieldSpec("minute", 0, 59, {})
 _HOUR_F: Final = _FieldSpec("hour", 0, 23, {})
-_DOM_F: Final = _FieldSpec("day-of-month", 1, 31, {})
+_DOM_F: Final = _FieldSpec("day-of-month", 1, 31, {}, day=True)
 _MONTH_F: Final = _FieldSpec("month", 1, 12, _MONTH_NAMES)
 # robfig/cron (Argo) rejects 7 for Sunday; so do we, rather than accept what Argo would not.
-_DOW_F: Final = _FieldSpec("day-of-week", 0, 6, _DOW_NAMES)
+_DOW_F: Final = _FieldSpec("day-of-week", 0, 6, _DOW_NAMES, day=True)
 _FIELDS: Final = (_MINUTE_F, _HOUR_F, _DOM_F, _MONTH_F, _DOW_F)
 
-#: Longest month length, February counted as 29, to reject day-of-month values that never occur.
-_MONTH_DAYS: Final = {
-    1: 31,
-    2: 29,
-    3: 31,
-    4: 30,
-    5: 31,
-    6: 30,
-    7: 31,
-    8: 31,
-    9: 30,
-    10: 31,
-    11: 30,
-    12: 31,
-}
+#: Month lengths in a leap year, to reject day-of-month values that never occur.
+_MONTH_DAYS: Final = {m: calendar.monthrange(2024, m)[1] for m in range(1, 13)}
 
 _DESCRIPTORS: Final = {
     "@yearly": "0 0 1 1 *",
@@ -201,7 +191,7 @@ def _croniter_field(values: frozenset[int], spec: _FieldSpec, star: bool) -> str
     # A day field that names every value without being star still takes part in the OR
     # (robfig: `0 0 1-31 * MON` fires daily), so only star becomes croniter's `*` there.
     full = len(values) == spec.high - spec.low + 1
-    if star or (full and spec not in (_DOM_F, _DOW_F)):
+    if star or (full and not spec.day):
         return "*"
     return ",".join(str(v) for v in sorted(values))
 
@@ -425,6 +415,15 @@ class _CronTicker:
             start, inclusive = change, True
 
 
+def _expression_tuple(expressions: Sequence[str]) -> tuple[str, ...]:
+    # A lone string is a sequence too: one expression would silently become one per character.
+    if isinstance(expressions, str):
+        raise TypeError(
+            f"expressions must be a sequence of strings, not the string {expressions!r}"
+        )
+    return tuple(expressions)
+
+
 def _as_utc(t: datetime, name: str) -> datetime:
     if t.tzinfo is None or t.utcoffset() is None:
         raise ValueError(f"{name} must be a timezone-aware datetime, got {t!r}")
@@ -449,9 +448,7 @@ class CompiledSchedule:
     _tickers: tuple[_Ticker, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if isinstance(self.expressions, str):
-            raise TypeError("expressions must be a sequence of expressions, not one string")
-        object.__setattr__(self, "expressions", tuple(self.expressions))
+        object.__setattr__(self, "expressions", _expression_tuple(self.expressions))
         if not self.expressions:
             raise ScheduleError("a schedule needs at least one expression")
         validate_timezone(self.timezone)
@@ -472,17 +469,24 @@ class CompiledSchedule:
             else:
                 once = self.dst_policy == "once" and not rule.elapsed
                 tickers.append(_CronTicker(rule.croniter_expr, zone, once))
-        object.__setattr__(self, "_tickers", tuple(tickers))
+        # `@daily` next to `@midnight`, or one expression twice: one ticker is enough.
+        object.__setattr__(self, "_tickers", tuple(dict.fromkeys(tickers)))
 
     def next_after(self, t: datetime) -> datetime:
-        """The earliest tick strictly after `t`, in UTC; ticks of several expressions at one
-        instant are one tick."""
+        """The earliest tick strictly after `t`, in UTC.
+
+        Strictly after, so that asking again from the tick just decided moves on; the union of
+        the expressions, so that two schedules meeting at one instant start one run.
+        """
         u = _as_utc(t, "t")
         return min(ticker.next_after(u) for ticker in self._tickers)
 
     def ticks_between(self, after: datetime, until: datetime) -> Iterator[datetime]:
-        """Every tick with after < tick <= until, ascending, in UTC; lazily, so a long outage
-        can be walked without building the whole list."""
+        """Every tick with after < tick <= until, ascending, in UTC.
+
+        Half-open at `after` so that consecutive windows never decide a tick twice; lazy so
+        that a long outage can be walked without building the whole list.
+        """
         return self._ticks(_as_utc(after, "after"), _as_utc(until, "until"))
 
     def _ticks(self, after: datetime, until: datetime) -> Iterator[datetime]:
@@ -508,10 +512,11 @@ def compile_schedule(
     `anchor` (the CronWorkflow's creation time) is required when an expression is `@every`:
     without it replicas and restarts would not agree on the ticks.
     """
+    expressions = _expression_tuple(expressions)
     if anchor is None:
-        if isinstance(expressions, str):
-            raise TypeError("expressions must be a sequence of expressions, not one string")
-        if any(isinstance(e, str) and e.split()[:1] == ["@every"] for e in expressions):
-            raise ScheduleError("an @every schedule needs an anchor (the creation time)")
+        for expr in expressions:
+            validate_expression(expr)
+            if isinstance(_parse(expr), _EveryRule):
+                raise ScheduleError(f"{expr!r} needs an anchor (the CronWorkflow's creation time)")
         anchor = _NO_ANCHOR
-    return CompiledSchedule(tuple(expressions), timezone, dst_policy, anchor)
+    return CompiledSchedule(expressions, timezone, dst_policy, anchor)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -50,6 +51,7 @@ ZONES = [
     "",  # our UTC
     "UTC",  # the IANA zone, through the general path
 ]
+T = TypeVar("T")
 MINUTE = timedelta(minutes=1)
 #: Window brute-forced around a start: long enough to span a transition and the repeated or
 #: skipped hour after it, short enough for minute-by-minute checking.
@@ -57,9 +59,12 @@ WINDOW = timedelta(hours=6)
 #: Lookback for "was this wall time seen before?": longer than any fold in ZONES (1 hour).
 LOOKBACK = timedelta(hours=3)
 
+# Example counts keep the whole file near 30 s; the brute-force DST properties get more, since
+# only some of their examples line an expression up with an offset change.
 PROPERTY_SETTINGS = settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
+DST_PROPERTY_SETTINGS = settings(PROPERTY_SETTINGS, max_examples=600)
 
 
 def tz(zone: str) -> ZoneInfo:
@@ -79,13 +84,12 @@ def transitions(zone: str) -> tuple[datetime, ...]:
     day = datetime(2023, 1, 1, tzinfo=UTC)
     while day < datetime(2030, 1, 1, tzinfo=UTC):
         following = day + timedelta(days=1)
-        if day.astimezone(zi).utcoffset() != following.astimezone(zi).utcoffset():
+        before = day.astimezone(zi).utcoffset()
+        if before != following.astimezone(zi).utcoffset():
             lo, hi = 0, 24 * 60
             while hi - lo > 1:
                 mid = (lo + hi) // 2
-                if (day + mid * MINUTE).astimezone(zi).utcoffset() == day.astimezone(
-                    zi
-                ).utcoffset():
+                if (day + mid * MINUTE).astimezone(zi).utcoffset() == before:
                     lo = mid
                 else:
                     hi = mid
@@ -170,6 +174,12 @@ def field_item(
     kind = draw(st.sampled_from(kinds))
     everything = frozenset(range(low, high + 1))
     step = st.integers(1, high - low + 1)
+
+    def cronsim_from(start: int, k: int) -> frozenset[int]:
+        """What cronsim makes of `start/k`: it runs day-of-week up to 7, its second Sunday."""
+        top = 7 if sunday_is_7 else high
+        return frozenset(v % 7 if sunday_is_7 else v for v in range(start, top + 1, k))
+
     if kind == "star":
         return CronField("*", everything, True)
     if kind == "question":
@@ -182,16 +192,16 @@ def field_item(
         return CronField(show(a), frozenset([a]), False)
     if kind == "start_step":
         k = draw(step)
-        # cronsim runs day-of-week steps up to 7, its second Sunday.
-        alike = not (sunday_is_7 and 7 in range(a, 8, k))
-        return CronField(f"{show(a)}/{k}", frozenset(range(a, high + 1, k)), False, alike)
+        ours = frozenset(range(a, high + 1, k))
+        return CronField(f"{show(a)}/{k}", ours, False, ours == cronsim_from(a, k))
     b = draw(st.integers(a, high))
     if kind == "range":
         return CronField(f"{show(a)}-{show(b)}", frozenset(range(a, b + 1)), False)
     k = draw(step)
+    ours = frozenset(range(a, b + 1, k))
     # cronsim reads a one-value range with a step, `5-5/2`, as `5/2`: from 5 to the maximum.
-    alike = a < b or a + k > high
-    return CronField(f"{show(a)}-{show(b)}/{k}", frozenset(range(a, b + 1, k)), False, alike)
+    alike = a < b or ours == cronsim_from(a, k)
+    return CronField(f"{show(a)}-{show(b)}/{k}", ours, False, alike)
 
 
 def field_list(
@@ -213,10 +223,17 @@ STAR = {
     "dom": CronField("*", frozenset(range(1, 32)), True),
     "dow": CronField("*", frozenset(range(7)), True),
 }
-# Values near where the zones in ZONES change offset (01:00-03:00, midnight in Santiago) are
-# drawn more often, so the DST rules are exercised rather than stepped over.
+
+
+def mostly(common: st.SearchStrategy[T], rest: st.SearchStrategy[T]) -> st.SearchStrategy[T]:
+    """`common` three times in four."""
+    return st.one_of(common, common, common, rest)
+
+
+# The hours in which the zones in ZONES skip or repeat wall time (01:00-02:59, 23:00-00:59 in
+# Santiago) are drawn most of the time, so the DST rules are exercised rather than stepped over.
 BIASED_MINUTES = st.one_of(st.sampled_from([0, 15, 29, 30, 45, 57, 59]), st.integers(0, 59))
-BIASED_HOURS = st.one_of(st.sampled_from([0, 1, 2, 3, 23]), st.integers(0, 23))
+BIASED_HOURS = mostly(st.sampled_from([0, 1, 2, 23]), st.integers(0, 23))
 
 MINUTES = field_list(field_item(0, 59, BIASED_MINUTES))
 ELAPSED_HOURS = st.tuples(
@@ -235,15 +252,15 @@ WALL_HOURS = field_list(field_item(0, 23, BIASED_HOURS, stars=False), max_items=
 
 def day_fields() -> st.SearchStrategy[tuple[CronField, CronField, CronField]]:
     """Day-of-month, month, day-of-week; mostly unrestricted, so ticks land near transitions."""
-    dom = st.one_of(
+    dom = mostly(
         st.just(STAR["dom"]),
         field_list(field_item(1, 31, st.integers(1, 31), question=True), max_items=2),
     )
-    month = st.one_of(
+    month = mostly(
         st.just(STAR["month"]),
         field_list(field_item(1, 12, st.integers(1, 12), MONTH_NAMES, name_base=1), max_items=2),
     )
-    dow = st.one_of(
+    dow = mostly(
         st.just(STAR["dow"]),
         field_list(
             field_item(0, 6, st.integers(0, 6), DOW_NAMES, question=True, sunday_is_7=True),
@@ -256,14 +273,20 @@ def day_fields() -> st.SearchStrategy[tuple[CronField, CronField, CronField]]:
 DAY_FIELDS = day_fields()
 
 
+def cron_of(
+    minute: CronField, hour: CronField, dom: CronField, month: CronField, dow: CronField
+) -> Cron:
+    return Cron(
+        " ".join(f.text for f in (minute, hour, dom, month, dow)), *(minute, hour, dom, month, dow)
+    )
+
+
 @st.composite
 def crons(draw: st.DrawFn, hours: st.SearchStrategy[CronField], common: bool = False) -> Cron:
     minute = draw(MINUTES)
     hour = draw(hours)
     dom, month, dow = draw(DAY_FIELDS)
-    cron = Cron(
-        " ".join(f.text for f in (minute, hour, dom, month, dow)), minute, hour, dom, month, dow
-    )
+    cron = cron_of(minute, hour, dom, month, dow)
     assume(cron.can_fire())
     if common:
         assume(all(f.cronsim_alike for f in (minute, hour, dom, month, dow)))
@@ -302,23 +325,58 @@ DESCRIPTORS = st.sampled_from(
         descriptor("@yearly", "0 0 1 1 *"),
     ]
 )
-ELAPSED = crons(ELAPSED_HOURS)
-WALL_CLOCK = st.one_of(crons(WALL_HOURS), DESCRIPTORS.filter(lambda c: not c.elapsed))
-ANY_CRON = st.one_of(ELAPSED, WALL_CLOCK, DESCRIPTORS)
+ELAPSED = mostly(crons(ELAPSED_HOURS), DESCRIPTORS.filter(lambda c: c.elapsed))
+WALL_CLOCK = mostly(crons(WALL_HOURS), DESCRIPTORS.filter(lambda c: not c.elapsed))
+ANY_CRON = st.one_of(ELAPSED, WALL_CLOCK)
 
 
 def starts(zone: str) -> st.SearchStrategy[datetime]:
-    """Anywhere in 2024-2028, or within a few hours before (or just after) an offset change."""
+    """Mostly within a few hours before (or just after) an offset change, else anywhere in
+    2024-2028."""
     anywhere = st.datetimes(
         min_value=datetime(2024, 1, 1), max_value=datetime(2028, 12, 31), timezones=st.just(UTC)
     )
     near = [t for t in transitions(zone) if 2024 <= t.year <= 2028]
     if not near:
         return anywhere
-    minutes_before = st.integers(-6 * 60, 2 * 60).map(lambda m: m * MINUTE)
+    # sampled_from, not integers: the latter favours the ends of the range.
+    minutes_before = mostly(
+        st.sampled_from(range(1, 6 * 60 + 1)).map(lambda m: -m * MINUTE),
+        st.sampled_from(range(2 * 60 + 1)).map(lambda m: m * MINUTE),
+    )
     seconds = st.sampled_from([timedelta(0), timedelta(0), timedelta(seconds=30)])
     close = st.builds(lambda t, d, s: t + d + s, st.sampled_from(near), minutes_before, seconds)
-    return st.one_of(anywhere, close)
+    return mostly(close, anywhere)
+
+
+@st.composite
+def wall_clock_near_a_transition(draw: st.DrawFn, zone: str) -> tuple[Cron, datetime]:
+    """A wall-clock expression naming the hours that an offset change skips or repeats, and
+    a start at most 5 hours before the change: drawn independently, the two rarely meet."""
+    zi = tz(zone)
+    change = draw(st.sampled_from([t for t in transitions(zone) if 2024 <= t.year <= 2028]))
+    offsets = [
+        (change - timedelta(seconds=1)).astimezone(zi).utcoffset(),
+        change.astimezone(zi).utcoffset(),
+    ]
+    first, end = sorted(change.replace(tzinfo=None) + o for o in offsets if o is not None)
+    hours = sorted({first.hour, (end - MINUTE).hour})
+    extra = draw(st.lists(field_item(0, 23, BIASED_HOURS, stars=False), max_size=1))
+    hour = CronField(
+        ",".join([*map(str, hours), *(e.text for e in extra)]),
+        frozenset(hours).union(*(e.values for e in extra)),
+        False,
+    )
+    cron = cron_of(draw(MINUTES), hour, *draw(DAY_FIELDS))
+    assume(cron.can_fire())
+    return cron, change - draw(st.sampled_from(range(1, 5 * 60))) * MINUTE
+
+
+def wall_clock_cases(zone: str) -> st.SearchStrategy[tuple[Cron, datetime]]:
+    anything = st.tuples(WALL_CLOCK, starts(zone))
+    if not transitions(zone):
+        return anything
+    return mostly(wall_clock_near_a_transition(zone), anything)
 
 
 # --------------------------------------------------------------------------- oracles
@@ -411,27 +469,28 @@ def test_every_tick_matches_the_expression_in_local_time(zone: str, data: st.Dat
 
 
 @pytest.mark.parametrize("zone", ZONES)
-@PROPERTY_SETTINGS
+@DST_PROPERTY_SETTINGS
 @given(data=st.data())
 def test_elapsed_time_ticks_are_exactly_the_matching_instants(
     zone: str, data: st.DataObject
 ) -> None:
     """Also policy "argo" for wall-clock expressions, which is defined the same way."""
     policy = data.draw(st.sampled_from(["once", "argo"]), label="policy")
-    cron = data.draw(ELAPSED if policy == "once" else ANY_CRON, label="cron")
-    after = data.draw(starts(zone), label="after")
+    cases = st.tuples(ELAPSED, starts(zone))
+    if policy == "argo":
+        cases = st.one_of(cases, wall_clock_cases(zone))
+    cron, after = data.draw(cases, label="cron, after")
     until = after + WINDOW
     got = list(compile_schedule([cron.text], zone, policy).ticks_between(after, until))
     assert got == brute_force_elapsed(cron, zone, after, until)
 
 
 @pytest.mark.parametrize("zone", ZONES)
-@PROPERTY_SETTINGS
+@DST_PROPERTY_SETTINGS
 @given(data=st.data())
 def test_wall_clock_once_fires_each_named_slot_exactly_once(zone: str, data: st.DataObject) -> None:
     """None skipped across a gap (it fires when the gap ends), none doubled across a fold."""
-    cron = data.draw(WALL_CLOCK, label="cron")
-    after = data.draw(starts(zone), label="after")
+    cron, after = data.draw(wall_clock_cases(zone), label="cron, after")
     until = after + WINDOW
     got = list(compile_schedule([cron.text], zone).ticks_between(after, until))
     assert got == brute_force_once(cron, zone, after, until)
