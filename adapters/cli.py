@@ -70,10 +70,14 @@ def load_documents(path: str) -> list[tuple[str, object]]:
     return [(f"{path}#{i}" if len(docs) > 1 else path, d) for i, d in enumerate(docs)]
 
 
-def admit(paths: list[str]) -> list[CronWorkflowManifest]:
+def admit(paths: list[str], namespace: str | None = None) -> list[CronWorkflowManifest]:
+    """Every document of every file, or exit 1 naming each bad field (nothing is applied).
+    A manifest without a namespace takes `-n` (as kubectl does)."""
     manifests, problems = [], []
     for path in paths:
         for source, doc in load_documents(path):
+            if namespace and isinstance(doc, dict) and isinstance(doc.get("metadata"), dict):
+                doc["metadata"].setdefault("namespace", namespace)
             try:
                 manifests.append(parse_manifest(doc, source))
             except ManifestError as e:
@@ -146,7 +150,7 @@ def lint(files: tuple[str, ...]) -> None:
 @click.pass_obj
 def apply(obj: Ctx, files: tuple[str, ...]) -> None:
     """Create or update CronWorkflows from YAML (multi-document)."""
-    manifests = admit(list(files))
+    manifests = admit(list(files), obj.namespace)
     with obj.engine() as engine:
         for m in manifests:
             _, what = engine.service.apply(m, now())
@@ -495,7 +499,7 @@ def run(
         run_duration = parse_duration(local_run_duration)
     except ValueError as e:
         fail(f"--local-run-duration: {e}")
-    manifests = admit(_manifest_files(paths)) if paths else []
+    manifests = admit(_manifest_files(paths), obj.namespace) if paths else []
     try:
         config = StoreConfig.parse(obj.store)
     except StoreURLError as e:

@@ -25,7 +25,7 @@ if [[ -z "${CRONSOURCE_TEST_PG:-}" ]]; then
 fi
 
 echo "== ruff"
-.venv/bin/ruff check domain projections adapters tests bench
+.venv/bin/ruff check domain projections adapters tests
 echo "== mypy --strict domain/"
 .venv/bin/mypy --strict domain/
 

@@ -251,3 +251,10 @@ def test_console_script_runs_simulate(tmp_path):
     )
     result = json.loads(out.stdout)
     assert result["workflows"] and result["rejectedWrites"] == 0
+
+
+def test_namespace_flag_applies_to_manifests_without_one(run):
+    doc = {**GOOD, "metadata": {"name": "nsless"}}
+    assert run("-n", "team-a", "apply", "-f", write(run.tmp, "m.yaml", [doc])).exit_code == 0
+    assert run("-n", "team-a", "get", "nsless").exit_code == 0
+    assert run("get", "nsless").exit_code == 1
