@@ -47,8 +47,7 @@ class Engine:
         done = 0
         while True:
             pending = self._pending("readmodel", batch)
-            for ev, tracking in pending:
-                self.readmodel.process_event(ev, tracking)
+            self.readmodel.process_batch(pending)
             done += len(pending)
             if len(pending) < batch:
                 break
@@ -56,8 +55,7 @@ class Engine:
             now = at or datetime.now(UTC)
             while True:
                 pending = self._pending("dispatch", batch)
-                for ev, tracking in pending:
-                    self.dispatcher.process_event(ev, tracking, now)
+                self.dispatcher.process_batch(pending, now)
                 if len(pending) < batch:
                     break
         return done

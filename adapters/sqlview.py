@@ -68,6 +68,9 @@ class SqlReadModel:
         def connect() -> sqlite3.Connection:
             conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
+            # The read model is re-derivable from the log: losing its last commits to a power
+            # cut only means projecting them again, so it need not fsync every commit.
+            conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA busy_timeout=30000")
             return conn
 
@@ -176,11 +179,46 @@ class SqlReadModel:
 
     # ------------------------------------------------------------------ writes
 
+    def _lock_position(self, conn: Any, projection: str, application_name: str) -> int:
+        """The position, locked for this transaction (SQLite's BEGIN IMMEDIATE already
+        serialises writers; PostgreSQL needs the row lock), so two projectors take turns."""
+        conn.execute(
+            self._sql(
+                "INSERT INTO cronsource_tracking (projection, application_name, notification_id)"
+                " VALUES (?, ?, 0) ON CONFLICT (projection, application_name) DO NOTHING"
+            ),
+            (projection, application_name),
+        )
+        lock = "" if self._ph == "?" else " FOR UPDATE"
+        row = conn.execute(
+            self._sql(
+                "SELECT notification_id FROM cronsource_tracking"
+                " WHERE projection = ? AND application_name = ?" + lock
+            ),
+            (projection, application_name),
+        ).fetchone()
+        return int(row[0])
+
     def write(self, tracking: Tracking, status: StatusRow, audit: AuditRow) -> None:
+        self.write_batch([(tracking, status, audit)])
+
+    def write_batch(self, items: Sequence[tuple[Tracking, StatusRow, AuditRow]]) -> int:
+        """Apply events (in log order) and move the position to the last, in one transaction.
+        Events at or below the stored position were applied before and are skipped, so a
+        replay after a crash, or a second projector, changes nothing. Returns rows applied."""
+        if not items:
+            return 0
+        app = items[0][0].application_name
         with self._transaction() as conn:
-            if not self._advance(conn, self.projection, tracking):
-                return
-            conn.execute(
+            current = self._lock_position(conn, self.projection, app)
+            fresh = [i for i in items if i[0].notification_id > current]
+            if not fresh:
+                return 0
+            latest: dict[str, StatusRow] = {}
+            for _, status, _ in fresh:
+                latest[status.cron_id] = status
+            cur = conn.cursor()
+            cur.executemany(
                 self._sql(
                     "INSERT INTO cronsource_status (cron_id, namespace, name, deleted, next_due,"
                     " version, status, spec, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -189,38 +227,52 @@ class SqlReadModel:
                     " status = excluded.status, spec = excluded.spec,"
                     " metadata = excluded.metadata"
                 ),
-                (
-                    status.cron_id,
-                    status.namespace,
-                    status.name,
-                    int(status.deleted),
-                    _ts(status.next_due),
-                    status.version,
-                    json.dumps(status.status),
-                    json.dumps(status.spec),
-                    json.dumps(status.metadata),
-                ),
+                [
+                    (
+                        st.cron_id,
+                        st.namespace,
+                        st.name,
+                        int(st.deleted),
+                        _ts(st.next_due),
+                        st.version,
+                        json.dumps(st.status),
+                        json.dumps(st.spec),
+                        json.dumps(st.metadata),
+                    )
+                    for st in latest.values()
+                ],
             )
-            conn.execute(
+            cur.executemany(
                 self._sql(
                     "INSERT INTO cronsource_audit (notification_id, cron_id, namespace, name,"
                     " version, type, at, scheduled_time, reason, workflow, detail)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                 ),
-                (
-                    audit.notification_id,
-                    audit.cron_id,
-                    audit.namespace,
-                    audit.name,
-                    audit.version,
-                    audit.type,
-                    _ts(audit.at),
-                    _ts(audit.scheduled_time),
-                    audit.reason,
-                    audit.workflow,
-                    json.dumps(audit.detail),
-                ),
+                [
+                    (
+                        a.notification_id,
+                        a.cron_id,
+                        a.namespace,
+                        a.name,
+                        a.version,
+                        a.type,
+                        _ts(a.at),
+                        _ts(a.scheduled_time),
+                        a.reason,
+                        a.workflow,
+                        json.dumps(a.detail),
+                    )
+                    for _, _, a in fresh
+                ],
             )
+            conn.execute(
+                self._sql(
+                    "UPDATE cronsource_tracking SET notification_id = ?"
+                    " WHERE projection = ? AND application_name = ?"
+                ),
+                (fresh[-1][0].notification_id, self.projection, app),
+            )
+            return len(fresh)
 
     # ------------------------------------------------------------------ queries
 

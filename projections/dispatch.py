@@ -9,6 +9,7 @@ AlreadyExists with our owner and scheduled time counts as done).
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -102,7 +103,18 @@ class Dispatcher:
         self.follower = follower
         self.on_failure = on_failure
 
+    def process_batch(self, batch: Sequence[tuple[Any, Tracking]], at: datetime) -> None:
+        """Dispatch events in order; the position moves once, after all of them (a crash
+        before that repeats them, which the idempotent target absorbs)."""
+        for ev, _ in batch:
+            self._dispatch(ev, at)
+        if batch:
+            self.positions.track(self.name, batch[-1][1])
+
     def process_event(self, ev: Any, tracking: Tracking, at: datetime) -> None:
+        self.process_batch([(ev, tracking)], at)
+
+    def _dispatch(self, ev: Any, at: datetime) -> None:
         agg = self.follower.follow(ev)
         kind = event_type(ev)
         if kind == "ScheduleFired":
@@ -118,4 +130,3 @@ class Dispatcher:
         elif kind == "HistoryPruned":
             for name in ev.workflow_names:
                 self.target.delete(agg.namespace, name, at)
-        self.positions.track(self.name, tracking)

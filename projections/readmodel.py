@@ -10,7 +10,7 @@ shows is exactly the state the scheduler decides on, never a second reducer that
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -76,6 +76,8 @@ class ReadModelView(Protocol):
     def max_tracking_id(self, application_name: str) -> int | None: ...
 
     def write(self, tracking: Tracking, status: StatusRow, audit: AuditRow) -> None: ...
+
+    def write_batch(self, items: Sequence[tuple[Tracking, StatusRow, AuditRow]]) -> int: ...
 
 
 def status_of(agg: CronWorkflow) -> dict[str, Any]:
@@ -203,5 +205,12 @@ class ReadModelProjection:
         self.follower = follower
 
     def process_event(self, ev: Any, tracking: Tracking) -> None:
-        agg = self.follower.follow(ev)
-        self.view.write(tracking, status_row(agg), audit_row(ev, agg, tracking.notification_id))
+        self.process_batch([(ev, tracking)])
+
+    def process_batch(self, batch: Sequence[tuple[Any, Tracking]]) -> int:
+        """Several events in one view transaction: the position moves to the last of them."""
+        items = []
+        for ev, tracking in batch:
+            agg = self.follower.follow(ev)
+            items.append((tracking, status_row(agg), audit_row(ev, agg, tracking.notification_id)))
+        return self.view.write_batch(items)
