@@ -24,6 +24,7 @@ from domain.decisions import (
     Outcome,
     RunState,
     Skip,
+    SkipReason,
     TickPolicy,
     decide,
 )
@@ -352,11 +353,15 @@ class CronWorkflow(Aggregate):
         changed = (spec, labels, annotations) != (self.spec, self.labels, self.annotations)
         if changed or self.spec_error:
             reset = _schedule_key(spec, annotations) != _schedule_key(self.spec, self.annotations)
-            if reset:
+            if self.spec_error:
+                # The ticks of the rejected period never ran and never will (even as a
+                # catch-up): close them now, whatever the new spec says.
+                self._close_ticks(at, "SpecError")
+            elif reset:
                 if self.is_live:
                     fires += self.tick(at, late_tolerance, until=at - _TICK, catch_up=False)
                 elif self.suspended or self.stopped:
-                    fires += self._close_suspension(at)
+                    self._close_ticks(at, "Stopped" if self.stopped else "Suspended")
             generation = manifest.metadata.generation or self.generation + 1
             self._spec_updated(
                 spec=spec,
@@ -372,14 +377,12 @@ class CronWorkflow(Aggregate):
             fires += self.resume(at, by="spec", note="spec.suspend is false")
         return fires
 
-    def _close_suspension(self, at: datetime) -> list[Fire]:
-        """Before a schedule change while suspended: the old ticks are skipped, none run."""
+    def _close_ticks(self, at: datetime, reason: SkipReason) -> None:
+        """Skip every undecided tick before `at` for `reason`: the ticks of a suspension or a
+        rejected spec, before a new spec changes what the ticks are."""
         ticks = list(self.schedule.ticks_between(self.decided_until, at - _TICK))
-        if not ticks:
-            return []
-        reason: Literal["Suspended", "Stopped"] = "Stopped" if self.stopped else "Suspended"
-        self._skipped_range(Skip(ticks[0], ticks[-1], len(ticks), reason), at)
-        return []
+        if ticks:
+            self._skipped_range(Skip(ticks[0], ticks[-1], len(ticks), reason), at)
 
     def reject_spec(self, generation: int, message: str, at: datetime) -> None:
         """An invalid spec arrived from the cluster: nothing fires until a valid one arrives."""

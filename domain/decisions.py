@@ -20,6 +20,7 @@ SkipReason = Literal[
     "Stopped",
     "WhenFalse",
     "CatchupLimit",
+    "SpecError",
 ]
 Trigger = Literal["schedule", "catchup", "manual", "backfill"]
 ConcurrencyPolicy = Literal["Allow", "Forbid", "Replace"]
@@ -154,6 +155,12 @@ def decide(
 
     candidates: list[tuple[datetime, Trigger]] = [(t, "catchup") for t in chosen]
     candidates += [(t, "schedule") for t in on_time]
+    if policy.concurrency == "Forbid" and len(candidates) > 1:
+        # Forbid runs one at a time, and the one to run is the latest (Kubernetes CronJob):
+        # running an older one first would leave the newer waiting behind it.
+        for t, _ in candidates[:-1]:
+            skipped.append((t, "ConcurrencyForbid" if blocked(t) else "CatchupLimit"))
+        candidates = candidates[-1:]
 
     decided: list[tuple[datetime, Fire | tuple[datetime, SkipReason]]] = [
         (s[0], s) for s in skipped
