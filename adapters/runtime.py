@@ -149,6 +149,7 @@ class SchedulerLoop:
     stop_event: threading.Event = field(default_factory=threading.Event)
     fires: int = 0
     _known_next: dict[UUID, tuple[int, datetime | None]] = field(default_factory=dict)
+    _seen: dict[UUID, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.projector = Supervisor("projections")
@@ -167,6 +168,7 @@ class SchedulerLoop:
 
     def _due(self, now: datetime) -> list[UUID]:
         ids = []
+        self._seen = {}
         for raw, version in self.engine.view.due_versions(now):
             cron_id = UUID(raw)
             if not self.ownership.owns(cron_id):
@@ -179,6 +181,7 @@ class SchedulerLoop:
                 if known[1] is None or known[1] > now:
                     continue
             ids.append(cron_id)
+            self._seen[cron_id] = version
         return ids
 
     def schedule_once(self, now: datetime) -> int:
@@ -186,7 +189,7 @@ class SchedulerLoop:
         due = self._due(now)
         fired = 0
         for i in range(0, len(due), BATCH):
-            report = self.engine.service.tick(due[i : i + BATCH], now)
+            report = self.engine.service.tick(due[i : i + BATCH], now, self._seen)
             fired += report.fires
             for cron_id, version in report.versions.items():
                 self._known_next[cron_id] = (version, report.next_due.get(cron_id))

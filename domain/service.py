@@ -8,7 +8,8 @@ the caller's business (the `env` given by adapters); nothing here names a databa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import copy
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
@@ -62,6 +63,7 @@ class CronService(Application[UUID]):
         super().__init__(env)
         self.late_tolerance = DEFAULT_LATE_TOLERANCE
         self.rejected_writes = 0
+        self._hot: dict[UUID, CronWorkflow] = {}  # what this instance last saved, by id
 
     def construct_recorder(self) -> ApplicationRecorder:
         return self._shared_recorder or super().construct_recorder()
@@ -129,6 +131,8 @@ class CronService(Application[UUID]):
             agg = self.load(cron_id)
             result = do(agg)
             self.save(agg)
+            if cron_id in self._hot:
+                self._hot[cron_id] = agg
             return result
 
         return self._retrying(attempt)
@@ -211,14 +215,32 @@ class CronService(Application[UUID]):
 
     # ------------------------------------------------------------------ the scheduler's batch
 
-    def decide(self, cron_ids: Iterable[UUID], at: datetime) -> list[CronWorkflow]:
-        """Load and decide without saving (the first half of a tick; see `commit`)."""
+    def decide(
+        self,
+        cron_ids: Iterable[UUID],
+        at: datetime,
+        seen_versions: Mapping[UUID, int] | None = None,
+    ) -> list[CronWorkflow]:
+        """Load and decide without saving (the first half of a tick; see `commit`).
+
+        `seen_versions` are the versions the caller last saw (the due index). Where this
+        instance itself saved that version or a newer one, it decides on its own copy without
+        asking the store; if the copy is stale after all, the save is refused and re-decided.
+        """
         aggs = []
         for cron_id in cron_ids:
-            try:
-                agg = self.load(cron_id)
-            except NotFound:
-                continue
+            hot = self._hot.get(cron_id)
+            if (
+                hot is not None
+                and seen_versions is not None
+                and seen_versions.get(cron_id, hot.version + 1) <= hot.version
+            ):
+                agg = copy.deepcopy(hot)
+            else:
+                try:
+                    agg = self.load(cron_id)
+                except NotFound:
+                    continue
             agg.tick(at, self.late_tolerance)
             aggs.append(agg)
         return aggs
@@ -234,9 +256,13 @@ class CronService(Application[UUID]):
             try:
                 self.save(*pending)
                 report.saved, report.fires = len(pending), fires
+                for a in pending:
+                    self._hot[a.id] = a
             except IntegrityError:
                 self.rejected_writes += 1
                 report.rejected += 1
+                for a in pending:
+                    self._hot.pop(a.id, None)
                 for a in pending:
                     report.fires += self.command(
                         a.id, lambda b: len(b.tick(at, self.late_tolerance))
@@ -247,9 +273,14 @@ class CronService(Application[UUID]):
         report.versions = {a.id: a.version for a in aggs}
         return report
 
-    def tick(self, cron_ids: Iterable[UUID], at: datetime) -> TickReport:
+    def tick(
+        self,
+        cron_ids: Iterable[UUID],
+        at: datetime,
+        seen_versions: Mapping[UUID, int] | None = None,
+    ) -> TickReport:
         """Decide every due tick of these CronWorkflows as of `at`, in one transaction."""
-        return self.commit(self.decide(cron_ids, at), at)
+        return self.commit(self.decide(cron_ids, at, seen_versions), at)
 
 
 def _count_fires(agg: CronWorkflow) -> int:
