@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -31,6 +31,8 @@ log = logging.getLogger("cronsource")
 #: Decisions saved per transaction. Large enough that a burst of 10,000 is 20 transactions,
 #: small enough that one conflict costs at most this many single re-decisions.
 BATCH = 500
+#: How often a running replica logs its heartbeat (fires, shards, projection lag).
+REPORT_SECONDS = 30.0
 
 
 def utcnow() -> datetime:
@@ -157,6 +159,7 @@ class SchedulerLoop:
         self.watch = Supervisor("run watcher")
         self.shards = Supervisor("shards")
         self._last_rebalance = 0.0
+        self._last_report = time.monotonic()
 
     @property
     def runs_projections(self) -> bool:
@@ -211,6 +214,21 @@ class SchedulerLoop:
             self.projector.run(lambda: self.project_once(self.clock()))
             if self.watcher is not None:
                 self.watch.run(lambda: self.watcher.poll(self.clock()) if self.watcher else 0)
+        if time.monotonic() - self._last_report >= REPORT_SECONDS:
+            self._last_report = time.monotonic()
+            self.projector.run(self.report)
+
+    def report(self) -> None:
+        """The operator's heartbeat: what this replica owns, did, and how far behind it is."""
+        owned = getattr(self.ownership, "owned", None)
+        log.info(
+            "fires=%d projector=%s shards=%s lag=%s failures=%s",
+            self.fires,
+            self.runs_projections,
+            len(owned) if owned is not None else "all",
+            lag(self.engine) if self.runs_projections else "-",
+            {s.name: s.failures for s in (self.projector, self.scheduler, self.watch, self.shards)},
+        )
 
     def sleep_seconds(self) -> float:
         try:
@@ -253,6 +271,3 @@ def lag(engine: Engine) -> dict[str, int]:
     return {
         p: head - (engine.view.max_tracking_id(app.name, p) or 0) for p in ("readmodel", "dispatch")
     }
-
-
-ONE_SECOND = timedelta(seconds=1)
