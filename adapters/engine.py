@@ -6,6 +6,7 @@ one place that decides which store, which views and which target are wired toget
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -41,22 +42,39 @@ class Engine:
         notes = app.recorder.select_notifications(start=start, limit=limit)
         return [(app.mapper.to_domain_event(n), Tracking(app.name, n.id)) for n in notes]
 
-    def catch_up(self, at: datetime | None = None, batch: int = 1000) -> int:
-        """Process every event not yet projected; returns how many. Used where the caller
-        needs the views current before going on (simulate, CLI commands, tests)."""
+    def catch_up(
+        self,
+        at: datetime | None = None,
+        batch: int = 1000,
+        budget: float | None = None,
+        stop: Callable[[], bool] | None = None,
+    ) -> int:
+        """Process events not yet projected; returns how many the read model took.
+
+        Without a `budget` it runs until caught up (simulate, CLI commands, tests). The
+        service loop passes a budget in seconds and a stop check, so a backlog never holds
+        up SIGTERM or the scheduler for longer than that: the rest waits for the next turn.
+        """
+        deadline = None if budget is None else time.monotonic() + budget
+
+        def more_time() -> bool:
+            if stop is not None and stop():
+                return False
+            return deadline is None or time.monotonic() < deadline
+
         done = 0
         while True:
             pending = self._pending("readmodel", batch)
             self.readmodel.process_batch(pending)
             done += len(pending)
-            if len(pending) < batch:
+            if len(pending) < batch or not more_time():
                 break
         if self.dispatcher is not None:
             now = at or datetime.now(UTC)
-            while True:
+            while True:  # at least one batch per call, so dispatch always makes progress
                 pending = self._pending("dispatch", batch)
                 self.dispatcher.process_batch(pending, now)
-                if len(pending) < batch:
+                if len(pending) < batch or not more_time():
                     break
         return done
 

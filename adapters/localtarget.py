@@ -24,6 +24,7 @@ import yaml
 from projections.dispatch import ANNOTATION_SCHEDULED, PermanentSubmissionError
 
 ANNOTATION_CREATED = "cronsource.io/created-at"
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: 10x faster
 PHASES = ("Succeeded", "Failed", "Error")
 
 
@@ -68,6 +69,7 @@ class LocalTarget:
         self.dir = Path(directory)
         self.run_duration = run_duration
         self.dir.mkdir(parents=True, exist_ok=True)
+        self._created: dict[Path, datetime] = {}  # creation times read once per manifest
 
     def manifest_path(self, namespace: str, name: str) -> Path:
         return self.dir / namespace / f"{name}.yaml"
@@ -123,6 +125,7 @@ class LocalTarget:
             finished = datetime.fromtimestamp(phase_file.stat().st_mtime, UTC)
             if phase not in PHASES:
                 phase = "Error"
+            self._created.pop(path, None)
             return RunObservation(namespace, name, phase, max(finished, created))
         except FileNotFoundError:
             pass

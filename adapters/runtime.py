@@ -31,6 +31,9 @@ log = logging.getLogger("cronsource")
 #: Decisions saved per transaction. Large enough that a burst of 10,000 is 20 transactions,
 #: small enough that one conflict costs at most this many single re-decisions.
 BATCH = 500
+#: Seconds a projection or the run watcher may take per turn before yielding to the
+#: scheduler (and to SIGTERM); a backlog is worked off over several turns.
+TURN_BUDGET = 1.0
 #: How often a running replica logs its heartbeat (fires, shards, projection lag).
 REPORT_SECONDS = 30.0
 
@@ -118,11 +121,20 @@ class RunWatcher:
     engine: Engine
     target: LocalTarget
 
-    def poll(self, now: datetime) -> int:
+    def poll(
+        self, now: datetime, budget: float | None = None, stop: Callable[[], bool] | None = None
+    ) -> int:
+        """Report ended and vanished runs; stops early when `budget` seconds are used up or
+        `stop()` says so (the rest is looked at next turn)."""
+        deadline = None if budget is None else time.monotonic() + budget
         view, svc = self.engine.view, self.engine.service
         dispatched = view.max_tracking_id(svc.name, "dispatch") or 0
         reported = 0
         for cron_id, namespace, name in view.active_runs():
+            if (stop is not None and stop()) or (
+                deadline is not None and time.monotonic() >= deadline
+            ):
+                break
             obs = self.target.observe(namespace, name, now)
             if obs is None:
                 continue
@@ -200,7 +212,7 @@ class SchedulerLoop:
         return fired
 
     def project_once(self, now: datetime) -> int:
-        return self.engine.catch_up(now)
+        return self.engine.catch_up(now, budget=TURN_BUDGET, stop=self.stop_event.is_set)
 
     def turn(self) -> None:
         if time.monotonic() - self._last_rebalance >= REBALANCE_SECONDS:
@@ -213,7 +225,13 @@ class SchedulerLoop:
         if self.runs_projections:
             self.projector.run(lambda: self.project_once(self.clock()))
             if self.watcher is not None:
-                self.watch.run(lambda: self.watcher.poll(self.clock()) if self.watcher else 0)
+                self.watch.run(
+                    lambda: (
+                        self.watcher.poll(self.clock(), TURN_BUDGET, self.stop_event.is_set)
+                        if self.watcher
+                        else 0
+                    )
+                )
         if time.monotonic() - self._last_report >= REPORT_SECONDS:
             self._last_report = time.monotonic()
             self.projector.run(self.report)

@@ -96,7 +96,9 @@ class SqlReadModel:
                 self._shared_conn = self._connect()
             return self._shared_conn
         conn = getattr(self._local, "conn", None)
-        if conn is None:
+        if conn is None or conn.closed:
+            # A closed connection (PostgreSQL restarted) is replaced on next use; the caller's
+            # failed statement is retried by its supervisor.
             conn = self._connect()
             self._local.conn = conn
         return conn

@@ -158,8 +158,11 @@ def decide(
     if policy.concurrency == "Forbid" and len(candidates) > 1:
         # Forbid runs one at a time, and the one to run is the latest (Kubernetes CronJob):
         # running an older one first would leave the newer waiting behind it.
+        # Without a deadline these are on-time ticks that one run blocks (ConcurrencyForbid);
+        # with one, older catch-up candidates lose to the latest (CatchupLimit).
         for t, _ in candidates[:-1]:
-            skipped.append((t, "ConcurrencyForbid" if blocked(t) else "CatchupLimit"))
+            forbid = blocked(t) or deadline is None
+            skipped.append((t, "ConcurrencyForbid" if forbid else "CatchupLimit"))
         candidates = candidates[-1:]
 
     decided: list[tuple[datetime, Fire | tuple[datetime, SkipReason]]] = [

@@ -1,0 +1,1 @@
+"""Fault-injection helpers for tests/test_faults.py."""

@@ -1,0 +1,174 @@
+"""`cronsource` with crash hooks, for tests/test_faults.py. Usage: same argv as `cronsource`.
+
+    CRONSOURCE_FAULT=POINT:N  python tests/faults/crashy_run.py --store URL run FILE ...
+
+With CRONSOURCE_FAULT set, the process sends itself SIGKILL the N-th time it reaches POINT
+(after writing `FAULT POINT N` to stderr), so a crash lands exactly in a window that random
+timing hits only rarely. Nothing of the product is changed: the hooks wrap its methods and
+then call `adapters.cli.main()` with the same arguments.
+
+Points:
+
+- `fire-committed`: `CronService.commit` has just saved a batch with at least one
+  ScheduleFired; nothing was projected or dispatched yet (between the append and the file).
+- `dispatch-before-create`: the dispatcher is about to create the Workflow file of a
+  projected ScheduleFired (the read model shows the run active, no file exists).
+- `dispatch-after-create`: the Workflow file exists, the dispatch position has not moved
+  (the restarted dispatcher creates it again and must find it is already there).
+- `readmodel-in-txn`: inside the read model's transaction, after the status and audit rows
+  and the new position are written and before COMMIT; nothing of it is committed.
+- `before-run-completed`: the run watcher persisted a `.phase` file and is about to append
+  RunCompleted.
+
+SIGUSR1 writes the stack of every thread to stderr (to see where a replica hangs).
+
+CRONSOURCE_FAULT_STATS=PATH: at a clean exit, write `{"rejected_writes": N, "fires": N}`
+(the service's count of saves the store refused as stale, which the CLI does not print).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import faulthandler
+import json
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from adapters import cli  # noqa: E402
+from adapters.localtarget import LocalTarget  # noqa: E402
+from adapters.sqlview import SqlReadModel  # noqa: E402
+from domain.service import CronService  # noqa: E402
+
+POINTS = (
+    "fire-committed",
+    "dispatch-before-create",
+    "dispatch-after-create",
+    "readmodel-in-txn",
+    "before-run-completed",
+)
+
+
+class Fault:
+    def __init__(self, spec: str) -> None:
+        point, _, n = spec.partition(":")
+        if point not in POINTS:
+            raise SystemExit(f"CRONSOURCE_FAULT: unknown point {point!r}; one of {POINTS}")
+        self.point = point
+        self.n = int(n or "1")
+        self.seen = 0
+
+    def reached(self, point: str) -> None:
+        if point != self.point:
+            return
+        self.seen += 1
+        if self.seen >= self.n:
+            sys.stderr.write(f"FAULT {point} {self.seen}\n")
+            sys.stderr.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def install(fault: Fault) -> None:
+    commit = CronService.commit
+
+    def crashy_commit(self: CronService, aggs: Any, at: Any) -> Any:
+        report = commit(self, aggs, at)
+        if report.fires:
+            fault.reached("fire-committed")
+        return report
+
+    CronService.commit = crashy_commit  # type: ignore[method-assign]
+
+    create = LocalTarget.create
+
+    def crashy_create(self: LocalTarget, workflow: dict[str, Any], **kw: Any) -> None:
+        fault.reached("dispatch-before-create")
+        create(self, workflow, **kw)
+        fault.reached("dispatch-after-create")
+
+    LocalTarget.create = crashy_create  # type: ignore[method-assign]
+
+    # Inside the read model's transaction: every row and the new position are written, the
+    # COMMIT is not. (`write_batch` is the view's write; `_transaction` wraps it in BEGIN ..
+    # COMMIT. If these names change, the test's "every point was reached" check says so.)
+    transaction = SqlReadModel._transaction
+    write_batch = SqlReadModel.write_batch
+    writing = threading.local()
+
+    @contextlib.contextmanager
+    def crashy_transaction(self: SqlReadModel) -> Iterator[Any]:
+        with transaction(self) as conn:
+            yield conn
+            if getattr(writing, "active", False):
+                fault.reached("readmodel-in-txn")
+
+    def tracked_write_batch(self: SqlReadModel, items: Any) -> int:
+        writing.active = True
+        try:
+            return write_batch(self, items)
+        finally:
+            writing.active = False
+
+    SqlReadModel._transaction = crashy_transaction  # type: ignore[method-assign]
+    SqlReadModel.write_batch = tracked_write_batch  # type: ignore[method-assign]
+
+    run_completed = CronService.run_completed
+
+    def crashy_run_completed(self: CronService, *args: Any, **kw: Any) -> None:
+        fault.reached("before-run-completed")
+        run_completed(self, *args, **kw)
+
+    CronService.run_completed = crashy_run_completed  # type: ignore[method-assign]
+
+
+def record_stats(path: str) -> None:
+    services: list[CronService] = []
+    init = CronService.__init__
+
+    def tracked_init(self: CronService, *args: Any, **kw: Any) -> None:
+        init(self, *args, **kw)
+        services.append(self)
+
+    CronService.__init__ = tracked_init  # type: ignore[method-assign]
+
+    commit = CronService.commit
+    fires = [0]
+
+    def counting_commit(self: CronService, aggs: Any, at: Any) -> Any:
+        report = commit(self, aggs, at)
+        fires[0] += report.fires
+        return report
+
+    CronService.commit = counting_commit  # type: ignore[method-assign]
+
+    def write() -> None:
+        stats = {"rejected_writes": sum(s.rejected_writes for s in services), "fires": fires[0]}
+        with open(path, "w") as f:
+            json.dump(stats, f)
+
+    atexit.register(write)
+
+
+def main() -> None:
+    # `kill -USR1 PID` prints every thread's stack into the replica's log (hang diagnosis).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    stats = os.environ.get("CRONSOURCE_FAULT_STATS")
+    if stats:
+        record_stats(stats)
+    spec = os.environ.get("CRONSOURCE_FAULT")
+    if spec:
+        install(Fault(spec))
+    sys.argv[0] = "cronsource"
+    cli.main()
+
+
+if __name__ == "__main__":
+    main()
