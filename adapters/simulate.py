@@ -15,7 +15,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 from uuid import UUID
@@ -391,6 +391,3 @@ def simulate(scenario: Scenario, store: str | None = None) -> dict[str, Any]:
         finally:
             engine.close()
 
-
-def utc(t: datetime) -> datetime:
-    return t.astimezone(UTC)

@@ -284,7 +284,7 @@ class CronService(Application[UUID]):
 
 
 def _count_fires(agg: CronWorkflow) -> int:
-    return sum(1 for e in agg.pending_events if type(e).__name__ == "ScheduleFired")
+    return sum(1 for e in agg.pending_events if event_type(e) == "ScheduleFired")
 
 
 def topic_type(topic: str) -> str:
