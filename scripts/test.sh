@@ -40,5 +40,9 @@ python "$scenarios/check.py" "$scenarios"/*.yaml
 echo "== scenarios on PostgreSQL"
 python "$scenarios/check.py" --store "$CRONSOURCE_TEST_PG" "$scenarios"/*.yaml
 
+echo "== test Kubernetes API server (built once per machine; minutes when cold)"
+apiserver_bin=$(scripts/build-test-apiserver.sh | tail -n 1)
+export CRONSOURCE_TEST_APISERVER="$apiserver_bin"
+
 echo "== pytest"
 .venv/bin/pytest -q -p no:cacheprovider "$@"
