@@ -27,6 +27,7 @@ from rich.progress import Progress
 
 from adapters.engine import build_engine, migrate
 from adapters.store import StoreConfig
+from bench.common import percentile, r, rss_mb
 
 
 def manifests(n: int, schedule: str | None, seed: int) -> list[dict[str, object]]:
@@ -43,23 +44,6 @@ def manifests(n: int, schedule: str | None, seed: int) -> list[dict[str, object]
         }
         for i in range(n)
     ]
-
-
-def rss_mb(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
-def percentile(xs: list[float], q: float) -> float:
-    if not xs:
-        return float("nan")
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
 def main() -> int:
@@ -117,8 +101,8 @@ def main() -> int:
         "store": config.kind,
         "minutes": a.minutes,
         "fires": len(skews),
-        "p50_ms": round(percentile(skews, 0.5), 1),
-        "p99_ms": round(percentile(skews, 0.99), 1),
+        "p50_ms": r(percentile(skews, 0.5)),
+        "p99_ms": r(percentile(skews, 0.99)),
         "max_ms": round(max(skews), 1) if skews else None,
         "mean_ms": round(statistics.fmean(skews), 1) if skews else None,
         "peak_rss_mb": round(peak, 1),

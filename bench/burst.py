@@ -1,0 +1,189 @@
+"""A burst: `python -m bench.burst --crons N --store URL`.
+
+N CronWorkflows (`0 * * * *` by default) are all due at one instant, the next top of the hour
+H. Set-up, not timed: a throwaway store (bench/common.py), the N CronWorkflows created as of
+H - 30 min, and the projections caught up so the due index knows them.
+
+Timed: `SchedulerLoop.schedule_once(H)` of adapters/runtime.py, the code `cronsource run` runs
+each turn: read the due index, then `CronService.tick(ids, H)` in batches of 500, each batch one
+transaction. The clock is virtual (the loop's `clock` is H), so the instant is the moment the
+call starts; `seconds` is the wall time until it returned with every ScheduleFired committed.
+Each fire's latency is the time its batch's commit returned, minus the instant (`p50_ms`,
+`p99_ms`).
+
+`--mode` picks which copy the scheduler decides on; both are real situations:
+- `cold` (default): the first burst after the CronWorkflows were applied, or after a restart:
+  every aggregate is loaded from the store (eventsourcing's aggregate cache is not filled by
+  saves while fast-forwarding is on, so a process that has just applied them is no warmer);
+- `hot`: the steady state of a long-running scheduler: a first burst at H fires, the
+  projections catch up, and the timed burst is the next one at H + 1 h, decided on the copies
+  the scheduler itself saved last (no store reads).
+
+Baseline, in the same run and database: the very rows the burst stored (every ScheduleFired
+event: id, version, topic, state bytes) inserted again by a plain driver loop into a scratch
+table shaped like the event table, 500 rows per transaction (psycopg `executemany` on
+PostgreSQL, sqlite3 on SQLite). `ratio` = per_second / baseline_per_second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
+from typing import Any
+from uuid import UUID
+
+from adapters.engine import Engine, build_engine
+from adapters.runtime import BATCH, SchedulerLoop
+from adapters.shards import SoleOwner
+from bench.common import (
+    FIRED_TOPIC,
+    BenchError,
+    Throwaway,
+    baseline_insert,
+    count_topic,
+    create_crons,
+    emit,
+    next_top_of_hour,
+    percentile,
+    progress,
+    r,
+    self_peak_rss_mb,
+    stored_rows,
+    throwaway_store,
+    utcnow,
+)
+
+
+def timed_ticks(engine: Engine, marks: list[tuple[float, int]], advance: Any = None) -> None:
+    """Record (time the batch returned, fires in it) for every `tick` the loop makes."""
+    svc = engine.service
+    real_tick = svc.tick
+
+    def tick(
+        cron_ids: Iterable[UUID], at: Any, seen_versions: Mapping[UUID, int] | None = None
+    ) -> Any:
+        report = real_tick(cron_ids, at, seen_versions)
+        marks.append((time.perf_counter(), report.fires))
+        if advance is not None:
+            advance(report.fires)
+        return report
+
+    svc.tick = tick  # type: ignore[method-assign]
+
+
+def run(
+    t: Throwaway,
+    n: int,
+    schedule: str,
+    mode: str,
+    do_baseline: bool = True,
+    profile: str | None = None,
+) -> dict[str, Any]:
+    engine = build_engine(t.config, create_tables=False)
+    instant = next_top_of_hour(utcnow())
+    created_at = instant - timedelta(minutes=30)
+    with progress() as bar:
+        task = bar.add_task("create CronWorkflows", total=n)
+        create_crons(
+            engine.service,
+            n,
+            schedule,
+            created_at,
+            advance=lambda k: bar.advance(task, k),
+        )
+        task = bar.add_task("project (due index)", total=None)
+        engine.catch_up(created_at)
+        bar.update(task, total=1, completed=1)
+        loop = SchedulerLoop(engine, SoleOwner(), role="scheduler", clock=lambda: instant)
+        if mode == "hot":
+            task = bar.add_task("first burst (not timed)", total=n)
+            loop.schedule_once(instant)
+            engine.catch_up(instant)
+            bar.update(task, completed=n)
+            instant = instant + timedelta(hours=1)
+        else:  # a scheduler that has loaded nothing yet, as after a start
+            engine.close()
+            engine = build_engine(t.config, create_tables=False)
+            loop = SchedulerLoop(engine, SoleOwner(), role="scheduler", clock=lambda: instant)
+        expected = count_topic(engine.service, FIRED_TOPIC)
+        marks: list[tuple[float, int]] = []
+        task = bar.add_task(f"burst ({mode})", total=n)
+        timed_ticks(engine, marks, lambda k: bar.advance(task, k))
+        profiler = cProfile.Profile() if profile else None
+        start = time.perf_counter()
+        if profiler is not None:
+            profiler.enable()
+        fires = loop.schedule_once(instant)
+        seconds = time.perf_counter() - start
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(profile)
+        per_fire_ms: list[float] = []
+        for at, k in marks:
+            per_fire_ms += [(at - start) * 1000] * k
+        counts = count_topic(engine.service, FIRED_TOPIC)
+        new = {cid: c - expected.get(cid, 0) for cid, c in counts.items()}
+        duplicates = sum(c - 1 for c in new.values() if c > 1)
+        misses = n - sum(1 for c in new.values() if c >= 1)
+        baseline_s = None
+        rows = stored_rows(t, engine.service, FIRED_TOPIC)
+        event_bytes = sum(len(row[3]) for row in rows) / len(rows) if rows else 0
+        if do_baseline:
+            task = bar.add_task("baseline (plain inserts)", total=None)
+            sample = rows[-n:]
+            baseline_s = baseline_insert(t, sample)
+            bar.update(task, total=1, completed=1)
+    engine.close()
+    per_second = fires / seconds if seconds else float("nan")
+    baseline_per_second = (n / baseline_s) if baseline_s else None
+    return {
+        "name": "burst",
+        "n": n,
+        "store": t.kind,
+        "mode": mode,
+        "fires": fires,
+        "seconds": r(seconds, 3),
+        "per_second": r(per_second),
+        "baseline_seconds": r(baseline_s, 3),
+        "baseline_per_second": r(baseline_per_second),
+        "ratio": r(per_second / baseline_per_second, 3) if baseline_per_second else None,
+        "p50_ms": r(percentile(per_fire_ms, 0.5)),
+        "p99_ms": r(percentile(per_fire_ms, 0.99)),
+        "batches": len(marks),
+        "batch_size": BATCH,
+        "event_bytes": r(event_bytes),
+        "duplicates": duplicates,
+        "misses": misses,
+        "rejected_writes": engine.rejected_writes,
+        "peak_rss_mb": r(self_peak_rss_mb()),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.burst", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--crons", type=int, default=10_000, help="N CronWorkflows (default 10000)")
+    ap.add_argument("--store", default=None, help="sqlite:///NEW.db or postgresql://server/db")
+    ap.add_argument("--schedule", default="0 * * * *", help="the one schedule (hourly)")
+    ap.add_argument("--mode", choices=["cold", "hot"], default="cold")
+    ap.add_argument("--no-baseline", action="store_true", help="skip the plain-insert baseline")
+    ap.add_argument("--keep", action="store_true", help="keep the store (and print where)")
+    ap.add_argument("--profile", metavar="FILE", help="cProfile the timed part into FILE")
+    a = ap.parse_args(argv)
+    if a.crons < 1:
+        ap.error("--crons must be at least 1")
+    try:
+        with throwaway_store(a.store, "burst", keep=a.keep) as t:
+            result = run(t, a.crons, a.schedule, a.mode, not a.no_baseline, a.profile)
+    except BenchError as e:
+        print(f"bench.burst: {e}", file=sys.stderr)
+        return 2
+    emit(result)
+    return 0 if result["misses"] == 0 and result["duplicates"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

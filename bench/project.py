@@ -1,0 +1,430 @@
+"""Projection throughput and lag: `python -m bench.project --events N --store URL`.
+
+Set-up, not timed: a throwaway store (bench/common.py); N/4 CronWorkflows (`* * * * *`,
+virtual times a year ahead) created, then ticked minute after minute (batches of 500) until
+the log holds N events (Created and ScheduleFired, the mix of a scheduler at work).
+
+Throughput (`seconds`, `per_second`): a fresh engine, built as `cronsource run` builds it
+(`build_engine` with the local target in a temporary directory), runs `Engine.catch_up` over
+the N events: the status + audit + due-index projection, then the dispatcher writing one
+Workflow manifest per ScheduleFired. Its follower caches start empty, as after a restart.
+`readmodel_seconds` and `dispatch_seconds` split the time (from polling the two positions).
+
+Lag (`p50_ms`, `p99_ms`): with the projections caught up, a projector runs in a separate
+process and this process appends more events in timed waves (`--rate` events/s, a wave every
+`--wave-ms`; each wave one `CronService.tick` transaction). A wave's commit time is taken
+when `save` returns (its notification ids come back with it); a thread here polls the two
+tracking positions every 5 ms, and an event counts as projected at the first poll that sees
+both the read model and the dispatcher past it. Lag = projected - committed, per event; the
+poll adds at most 5 ms, taking the commit time at `save`'s return removes at most the return
+trip. The projector is, by default (`--projector loop`), the projection part of `cronsource
+run`: `SchedulerLoop(role="projector")` woken by the same `Waker` (LISTEN/NOTIFY on
+PostgreSQL; on SQLite the loop polls every 0.5 s, which bounds the lag from below) but without
+the run watcher, whose file scan of every active run is not a projection cost. `--projector
+cli` runs `cronsource run --role projector` itself (watcher included) instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from adapters.engine import Engine, build_engine
+from adapters.localtarget import LocalTarget
+from adapters.runtime import BATCH, SchedulerLoop, Waker
+from adapters.store import StoreConfig
+from bench.common import (
+    BenchError,
+    Throwaway,
+    create_crons,
+    emit,
+    percentile,
+    progress,
+    r,
+    rss_mb,
+    self_peak_rss_mb,
+    throwaway_store,
+    utcnow,
+)
+
+#: The local target's run duration: long, so no run ends (and writes events) during the bench.
+RUN_DURATION = timedelta(days=1)
+POLL_SECONDS = 0.005
+SETTLE_SECONDS = 1.0
+
+
+class Positions:
+    """Reads the two projection positions from a connection of its own."""
+
+    def __init__(self, config: StoreConfig, app_name: str) -> None:
+        self.view = config.read_model()
+        self.app = app_name
+
+    def both(self) -> tuple[int, int]:
+        rm = self.view.max_tracking_id(self.app, "readmodel") or 0
+        dp = self.view.max_tracking_id(self.app, "dispatch") or 0
+        return rm, dp
+
+    def close(self) -> None:
+        self.view.close()
+
+
+class Writer:
+    """Ticks CronWorkflows minute after minute on a virtual clock, remembering its versions
+    (as the scheduler does), and reports each committed batch's notification ids."""
+
+    def __init__(self, engine: Engine, ids: list[UUID], start: datetime) -> None:
+        self.engine = engine
+        self.ids = ids
+        self.start = start
+        self.cursor = 0  # how many (cron, minute) ticks were made
+        self.versions: dict[UUID, int] = {}
+        self.commits: list[tuple[float, list[int]]] = []
+        svc = engine.service
+        real_save = svc.save
+
+        def save(*objs: Any, **kw: Any) -> Any:
+            recordings = real_save(*objs, **kw)
+            self.commits.append((time.perf_counter(), [rec.notification.id for rec in recordings]))
+            return recordings
+
+        svc.save = save  # type: ignore[method-assign]
+
+    def tick(self, events: int) -> int:
+        """Append `events` ScheduleFired (one per CronWorkflow tick), one transaction per
+        minute of virtual time covered; returns how many were committed."""
+        done = 0
+        while done < events:
+            minute, offset = divmod(self.cursor, len(self.ids))
+            k = min(events - done, len(self.ids) - offset)
+            chunk = self.ids[offset : offset + k]
+            at = self.start + timedelta(minutes=minute + 1)
+            report = self.engine.service.tick(chunk, at, self.versions)
+            self.versions.update(report.versions)
+            self.cursor += k
+            done += report.fires
+            if report.fires < k:
+                raise BenchError(f"expected {k} fires at {at}, got {report.fires}")
+        return done
+
+
+def setup(t: Throwaway, n: int, bar: Any) -> tuple[Engine, Writer, int]:
+    """The N events of the log, and the writer that made them (for the lag waves)."""
+    engine = build_engine(t.config, create_tables=False)
+    crons = max(1, n // 4)
+    start = (utcnow() + timedelta(days=365)).replace(second=0, microsecond=0)
+    task = bar.add_task("create CronWorkflows", total=crons)
+    ids = create_crons(
+        engine.service,
+        crons,
+        "* * * * *",
+        start,
+        prefix="proj",
+        advance=lambda k: bar.advance(task, k),
+    )
+    writer = Writer(engine, ids, start)
+    task = bar.add_task("append fires", total=n - crons)
+    left = n - crons
+    while left > 0:
+        k = writer.tick(min(BATCH, left))
+        left -= k
+        bar.advance(task, k)
+    head = engine.service.recorder.max_notification_id() or 0
+    return engine, writer, head
+
+
+def throughput(
+    t: Throwaway, head: int, wfdir: Path, bar: Any, profile: str | None = None
+) -> dict[str, Any]:
+    engine = build_engine(t.config, target=LocalTarget(wfdir, RUN_DURATION), create_tables=False)
+    positions = Positions(t.config, engine.service.name)
+    task = bar.add_task("project (status+audit, dispatch)", total=2 * head)
+    split: dict[str, float] = {}
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(0.05):
+            rm, dp = positions.both()
+            bar.update(task, completed=rm + dp)
+            if rm >= head and "readmodel" not in split:
+                split["readmodel"] = time.perf_counter()
+
+    poller = threading.Thread(target=watch, daemon=True)
+    profiler = cProfile.Profile() if profile else None
+    start = time.perf_counter()
+    poller.start()
+    if profiler is not None:
+        profiler.enable()
+    done = engine.catch_up(utcnow())
+    seconds = time.perf_counter() - start
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(profile)
+    stop.set()
+    poller.join()
+    rm, dp = positions.both()
+    bar.update(task, completed=rm + dp)
+    positions.close()
+    engine.close()
+    if rm < head or dp < head or done < head:
+        raise BenchError(f"catch_up stopped short: readmodel {rm}, dispatch {dp} of {head}")
+    rm_s = split.get("readmodel", start + seconds) - start
+    return {
+        "seconds": seconds,
+        "workflows": sum(1 for _ in wfdir.rglob("*.yaml")),
+        "readmodel_seconds": rm_s,
+        "dispatch_seconds": seconds - rm_s,
+    }
+
+
+def start_projector(t: Throwaway, wfdir: Path, kind: str) -> subprocess.Popen[str]:
+    if kind == "cli":
+        exe = Path(sys.executable).parent / "cronsource"
+        cmd = [
+            str(exe),
+            "--store",
+            t.config.url,
+            "run",
+            "--role",
+            "projector",
+            "--workflows-dir",
+            str(wfdir),
+            "--local-run-duration",
+            f"{int(RUN_DURATION.total_seconds())}s",
+        ]
+        ready = "cronsource running"
+    else:
+        cmd = [sys.executable, "-m", "bench.project", "--serve-projector", t.config.url, str(wfdir)]
+        ready = "projector ready"
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 60
+    for line in proc.stderr:
+        if ready in line:
+            break
+        if time.monotonic() > deadline:
+            break
+    else:
+        raise BenchError(f"projector exited before it was ready (exit {proc.wait()})")
+    # Keep draining its stderr so it never blocks on a full pipe.
+    threading.Thread(target=proc.stderr.read, daemon=True).start()
+    # Its LISTEN connection is opened by a thread of its own: give it time to be listening,
+    # so that the first waves do not measure its start-up.
+    time.sleep(SETTLE_SECONDS)
+    return proc
+
+
+def serve_projector(url: str, wfdir: str) -> int:
+    """The projection part of `cronsource run`, in a process of its own (see the docstring)."""
+    from adapters.shards import AdvisoryLockShards, Ownership, SoleOwner
+
+    config = StoreConfig.parse(url)
+    engine = build_engine(config, target=LocalTarget(wfdir, RUN_DURATION), create_tables=False)
+    ownership: Ownership = (
+        AdvisoryLockShards(config.pg_conninfo, want_projector=True)
+        if config.kind == "postgresql"
+        else SoleOwner()
+    )
+    loop = SchedulerLoop(engine, ownership, role="projector", watcher=None)
+    waker = Waker(engine)
+    loop.install_signal_handlers(waker)
+    loop.turn()
+    print("projector ready", file=sys.stderr, flush=True)
+    try:
+        loop.run(waker)
+    finally:
+        waker.stop()
+        engine.close()
+    return 0
+
+
+def lag(
+    t: Throwaway,
+    writer: Writer,
+    wfdir: Path,
+    events: int,
+    rate: float,
+    wave_ms: float,
+    projector: str,
+    bar: Any,
+) -> dict[str, Any]:
+    proc = start_projector(t, wfdir, projector)
+    positions = Positions(t.config, writer.engine.service.name)
+    seen: list[tuple[float, int]] = []  # (time, min position) whenever it moved
+    stop = threading.Event()
+
+    def poll() -> None:
+        last = -1
+        while not stop.is_set():
+            rm, dp = positions.both()
+            pos = min(rm, dp)
+            if pos != last:
+                seen.append((time.perf_counter(), pos))
+                last = pos
+            time.sleep(POLL_SECONDS)
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    writer.commits.clear()
+    per_wave = max(1, round(rate * wave_ms / 1000))
+    task = bar.add_task(f"lag: {rate:g} events/s in waves of {per_wave}", total=events)
+    begin = time.perf_counter()
+    sent = 0
+    wave = 0
+    try:
+        while sent < events:
+            due = begin + wave * wave_ms / 1000
+            pause = due - time.perf_counter()
+            if pause > 0:
+                time.sleep(pause)
+            k = writer.tick(min(per_wave, events - sent))
+            sent += k
+            wave += 1
+            bar.advance(task, k)
+        appended_s = time.perf_counter() - begin
+        last_id = max(max(ids) for _, ids in writer.commits if ids)
+        deadline = time.monotonic() + 120
+        while (not seen or seen[-1][1] < last_id) and time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise BenchError(f"projector exited (code {proc.returncode})")
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        poller.join()
+        projector_rss = rss_mb(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        positions.close()
+    lags = _lags(writer.commits, seen)
+    unprojected = sum(len(ids) for _, ids in writer.commits) - len(lags)
+    return {
+        "lag_events": sent,
+        "offered_per_second": rate,
+        "appended_per_second": sent / appended_s if appended_s else None,
+        "lags_ms": lags,
+        "unprojected": unprojected,
+        "projector_rss_mb": projector_rss,
+        "projector_exit": proc.returncode,
+    }
+
+
+def _lags(commits: list[tuple[float, list[int]]], seen: list[tuple[float, int]]) -> list[float]:
+    """Per event: first time the position reached its id, minus its commit time (ms)."""
+    out = []
+    j = 0
+    for committed, ids in sorted(commits, key=lambda c: max(c[1]) if c[1] else 0):
+        for nid in sorted(ids):
+            while j < len(seen) and seen[j][1] < nid:
+                j += 1
+            if j == len(seen):
+                return out
+            out.append(max(0.0, seen[j][0] - committed) * 1000)
+    return out
+
+
+def run(
+    t: Throwaway,
+    n: int,
+    lag_events: int,
+    rate: float,
+    wave_ms: float,
+    projector: str,
+    profile: str | None = None,
+    progress_factory: Callable[[], Any] = progress,
+) -> dict[str, Any]:
+    wfdir = t.workdir / "workflows"
+    with progress_factory() as bar:
+        engine, writer, head = setup(t, n, bar)
+        tp = throughput(t, head, wfdir, bar, profile)
+        lg = (
+            lag(t, writer, wfdir, lag_events, rate, wave_ms, projector, bar)
+            if lag_events > 0
+            else None
+        )
+    engine.close()
+    result: dict[str, Any] = {
+        "name": "project",
+        "n": head,
+        "store": t.kind,
+        "seconds": r(tp["seconds"], 3),
+        "per_second": r(head / tp["seconds"]),
+        "readmodel_seconds": r(tp["readmodel_seconds"], 3),
+        "dispatch_seconds": r(tp["dispatch_seconds"], 3),
+        "workflows_created": tp["workflows"],
+        "peak_rss_mb": r(self_peak_rss_mb()),
+    }
+    if lg is not None:
+        lags = lg.pop("lags_ms")
+        result.update(
+            {
+                "p50_ms": r(percentile(lags, 0.5)),
+                "p99_ms": r(percentile(lags, 0.99)),
+                "max_lag_ms": r(max(lags)) if lags else None,
+                "projector": projector,
+                "lag_events": lg["lag_events"],
+                "offered_per_second": lg["offered_per_second"],
+                "appended_per_second": r(lg["appended_per_second"]),
+                "unprojected": lg["unprojected"],
+                "projector_rss_mb": r(lg["projector_rss_mb"]),
+                "projector_exit": lg["projector_exit"],
+            }
+        )
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.project", description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument("--events", type=int, default=10_000, help="N events in the log")
+    ap.add_argument("--store", default=None, help="sqlite:///NEW.db or postgresql://server/db")
+    ap.add_argument(
+        "--lag-events", type=int, default=None, help="events appended for the lag (default N)"
+    )
+    ap.add_argument("--rate", type=float, default=1000, help="offered load, events/s (lag)")
+    ap.add_argument("--wave-ms", type=float, default=100, help="one wave every this many ms")
+    ap.add_argument("--projector", choices=["loop", "cli"], default="loop")
+    ap.add_argument("--keep", action="store_true", help="keep the store (and print where)")
+    ap.add_argument("--profile", metavar="FILE", help="cProfile the catch-up into FILE")
+    ap.add_argument("--serve-projector", nargs=2, metavar=("URL", "DIR"), help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.serve_projector:
+        return serve_projector(*a.serve_projector)
+    if a.events < 4:
+        ap.error("--events must be at least 4")
+    lag_events = a.events if a.lag_events is None else a.lag_events
+    try:
+        with throwaway_store(a.store, "project", keep=a.keep) as t:
+            result = run(t, a.events, lag_events, a.rate, a.wave_ms, a.projector, a.profile)
+    except BenchError as e:
+        print(f"bench.project: {e}", file=sys.stderr)
+        return 2
+    emit(result)
+    ok = result.get("unprojected", 0) == 0 and result.get("projector_exit", 0) == 0
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())
