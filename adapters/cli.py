@@ -459,8 +459,16 @@ def _manifest_files(paths: tuple[str, ...]) -> list[str]:
     show_default=True,
     help="local target: a run succeeds after this long",
 )
+@click.option("--kube", is_flag=True, help="use the cluster from kubeconfig/in-cluster")
 @click.option(
-    "--kube", is_flag=True, help="use the cluster from kubeconfig/in-cluster (not available yet)"
+    "--kubeconfig",
+    default=None,
+    help="with --kube: kubeconfig path (default $KUBECONFIG, ~/.kube/config, in-cluster)",
+)
+@click.option(
+    "--instance-id",
+    default=None,
+    help="with --kube: Argo's controller instance id to select (default: objects without one)",
 )
 @click.option("-v", "--verbose", is_flag=True)
 @click.pass_obj
@@ -472,6 +480,8 @@ def run(
     workflows_dir: str,
     local_run_duration: str,
     kube: bool,
+    kubeconfig: str | None,
+    instance_id: str | None,
     verbose: bool,
 ) -> None:
     """The main job: apply PATHS, then schedule and project until SIGTERM."""
@@ -482,11 +492,6 @@ def run(
     from adapters.shards import AdvisoryLockShards, Ownership, SoleOwner
     from domain.durations import parse_duration
 
-    if kube:
-        fail(
-            "--kube: the Kubernetes target is not available in this version;"
-            " run without --kube for the local target"
-        )
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -504,7 +509,20 @@ def run(
         config = StoreConfig.parse(obj.store)
     except StoreURLError as e:
         fail(str(e))
-    target = LocalTarget(workflows_dir, run_duration)
+    api_client: Any = None
+    target: Any
+    if kube:
+        from adapters.kube import KubeTarget, load_api_client
+
+        try:
+            api_client = load_api_client(kubeconfig)
+        except Exception as e:
+            fail(f"--kube: cannot load a cluster configuration: {e}")
+        target = KubeTarget(api_client)
+        where = "the cluster"
+    else:
+        target = LocalTarget(workflows_dir, run_duration)
+        where = f"{workflows_dir}/"
     try:
         engine = build_engine(config, target=target, late_tolerance=tolerance)
         engine.view.next_due()
@@ -519,16 +537,26 @@ def run(
         if config.kind == "postgresql"
         else SoleOwner()
     )
-    loop = SchedulerLoop(engine, ownership, role=role, watcher=RunWatcher(engine, target))
+    watcher: Any
+    if kube:
+        from adapters.kube import KubeSync
+
+        watcher = KubeSync(engine, api_client, namespace=None, instance_id=instance_id)
+        if role != "scheduler":
+            watcher.start()
+    else:
+        watcher = RunWatcher(engine, target)
+    loop = SchedulerLoop(engine, ownership, role=role, watcher=watcher)
     waker = Waker(engine)
     loop.install_signal_handlers(waker)
     click.echo(
-        f"cronsource running: store {config.url}, role {role}, workflows in {workflows_dir}/",
-        err=True,
+        f"cronsource running: store {config.url}, role {role}, workflows in {where}", err=True
     )
     try:
         loop.run(waker)
     finally:
+        if kube:
+            watcher.stop()
         waker.stop()
         engine.close()
     click.echo(f"cronsource stopped after {loop.fires} fires", err=True)

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 from adapters.engine import Engine
@@ -152,12 +152,20 @@ class RunWatcher:
         return reported
 
 
+class RunPoller(Protocol):
+    """Reports what runs did: the local target's RunWatcher, or the cluster's KubeSync."""
+
+    def poll(
+        self, now: datetime, budget: float | None = None, stop: Callable[[], bool] | None = None
+    ) -> int: ...
+
+
 @dataclass
 class SchedulerLoop:
     engine: Engine
     ownership: Ownership
     role: str = "all"
-    watcher: RunWatcher | None = None
+    watcher: RunPoller | None = None
     poll_seconds: float = 0.5
     clock: Callable[[], datetime] = utcnow
     stop_event: threading.Event = field(default_factory=threading.Event)
