@@ -468,6 +468,7 @@ def _manifest_files(paths: tuple[str, ...]) -> list[str]:
 @click.option(
     "--instance-id",
     default=None,
+    envvar="CRONSOURCE_INSTANCE_ID",
     help="with --kube: Argo's controller instance id to select (default: objects without one)",
 )
 @click.option("-v", "--verbose", is_flag=True)
@@ -488,14 +489,12 @@ def run(
     import logging
 
     from adapters.localtarget import LocalTarget
+    from adapters.logs import configure_logging
     from adapters.runtime import RunWatcher, SchedulerLoop, Waker
     from adapters.shards import AdvisoryLockShards, Ownership, SoleOwner
     from domain.durations import parse_duration
 
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(logging.DEBUG if verbose else logging.INFO)
     try:
         tolerance = parse_duration(late_tolerance)
     except ValueError as e:
@@ -541,7 +540,7 @@ def run(
     if kube:
         from adapters.kube import KubeSync
 
-        watcher = KubeSync(engine, api_client, namespace=None, instance_id=instance_id)
+        watcher = KubeSync(engine, api_client, namespace=None, instance_id=instance_id or None)
         if role != "scheduler":
             watcher.start()
     else:
@@ -611,6 +610,27 @@ def simulate(obj: Ctx, scenario: str, output: str) -> None:
         return t
 
     emit(result, output, table)
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="address to bind")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--token-file",
+    default=None,
+    help="file holding the bearer token (else $CRONSOURCE_TOKEN); required off loopback",
+)
+@click.option("-v", "--verbose", is_flag=True, help="debug logs and access logs")
+@click.pass_obj
+def serve(obj: Ctx, host: str, port: int, token_file: str | None, verbose: bool) -> None:
+    """HTTP API, metrics, health checks and the status page (docs/http-api.md)."""
+    from adapters.http import ServeError
+    from adapters.http import serve as serve_http
+
+    try:
+        serve_http(obj.store, host=host, port=port, token_file=token_file, verbose=verbose)
+    except ServeError as e:
+        fail(str(e))
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ from uuid import UUID
 
 from adapters.engine import Engine
 from adapters.localtarget import LocalTarget
+from adapters.logs import DecisionLog
 from adapters.shards import REBALANCE_SECONDS, Ownership
 
 log = logging.getLogger("cronsource")
@@ -180,6 +181,7 @@ class SchedulerLoop:
         self.shards = Supervisor("shards")
         self._last_rebalance = 0.0
         self._last_report = time.monotonic()
+        self.decision_log: DecisionLog | None = None  # created once this replica projects
 
     @property
     def runs_projections(self) -> bool:
@@ -220,7 +222,13 @@ class SchedulerLoop:
         return fired
 
     def project_once(self, now: datetime) -> int:
-        return self.engine.catch_up(now, budget=TURN_BUDGET, stop=self.stop_event.is_set)
+        n = self.engine.catch_up(now, budget=TURN_BUDGET, stop=self.stop_event.is_set)
+        # One structured line per committed decision (cronWorkflow, tick, version), written by
+        # the projector only, so each decision is logged once across replicas.
+        if self.decision_log is None:
+            self.decision_log = DecisionLog(self.engine.view)
+        self.decision_log.emit_new()
+        return n
 
     def turn(self) -> None:
         if time.monotonic() - self._last_rebalance >= REBALANCE_SECONDS:

@@ -6,6 +6,7 @@ import re
 from datetime import timedelta
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+MAX_SECONDS = 100 * 366 * 86400  # far beyond any schedule; keeps datetime arithmetic in range
 _UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
@@ -23,4 +24,6 @@ def parse_duration(text: str) -> timedelta:
         raise ValueError(f"invalid duration {text!r} (expected e.g. '30s', '5m', '1h30m')")
     if total <= 0:
         raise ValueError(f"duration {text!r} must be greater than zero")
+    if total > MAX_SECONDS:
+        raise ValueError(f"duration {text!r} is longer than 100 years")
     return timedelta(seconds=total)

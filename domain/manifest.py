@@ -149,7 +149,8 @@ class CronWorkflowSpec(_Model):
     timezone: str = ""
     concurrency_policy: Literal["Allow", "Forbid", "Replace"] = "Allow"
     suspend: bool = False
-    starting_deadline_seconds: int | None = Field(default=None, ge=0)
+    # Bounded as Kubernetes' int32 field is, so deadline arithmetic can never overflow.
+    starting_deadline_seconds: int | None = Field(default=None, ge=0, le=2**31 - 1)
     successful_jobs_history_limit: int | None = Field(default=None, ge=0)
     failed_jobs_history_limit: int | None = Field(default=None, ge=0)
     workflow_metadata: WorkflowMetadata | None = None

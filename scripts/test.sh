@@ -44,5 +44,10 @@ echo "== test Kubernetes API server (built once per machine; minutes when cold)"
 apiserver_bin=$(scripts/build-test-apiserver.sh | tail -n 1)
 export CRONSOURCE_TEST_APISERVER="$apiserver_bin"
 
+echo "== Chromium for the status-page browser test (Debian package)"
+if [[ ! -x /usr/bin/chromium ]]; then
+    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
+fi
+
 echo "== pytest"
 .venv/bin/pytest -q -p no:cacheprovider "$@"

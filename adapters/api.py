@@ -1,0 +1,709 @@
+"""The operations behind the HTTP API, free of HTTP: commands with an expected version, and the
+read queries (objects, audit pages, "why did it run at T", timelines) over the read model.
+
+Kept apart from `adapters/http.py` so the rules (what a stale `If-Match` means, how a skipped
+range covers a tick) are plain functions a test or the CLI can call without a server.
+
+The read queries use the SQL read model's own connection (`SqlReadModel._query`): the audit
+filters the API needs (reason, scheduled-time ranges) are not part of its public methods yet.
+They are read-only and use only columns of the documented tables (docs/operations.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from itertools import islice
+from typing import Any, TypeVar
+from uuid import UUID
+from zoneinfo import ZoneInfo
+
+from eventsourcing.persistence import IntegrityError
+
+from adapters.engine import Engine
+from domain.cronworkflow import CronWorkflow
+from domain.manifest import CronWorkflowManifest
+from domain.service import NotFound
+from projections.readmodel import AuditRow, rfc3339
+
+T = TypeVar("T")
+
+#: Times the API accepts. Cron arithmetic far outside this range overflows `datetime` (year
+#: 9999) or walks millions of ticks, and no schedule question needs it.
+TIME_MIN = datetime(1970, 1, 1, tzinfo=UTC)
+TIME_MAX = datetime(2200, 1, 1, tzinfo=UTC)
+_TICK = timedelta(microseconds=1)
+DECISION_TYPES = ("ScheduleFired", "ScheduleSkipped")
+
+
+class FieldError(ValueError):
+    """Bad input, naming the field (camelCase, as the client wrote it) and where it was."""
+
+    def __init__(self, field: str, message: str, location: str = "query") -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+        self.location = location
+
+
+class StaleVersion(RuntimeError):
+    """The client's expected version is not the aggregate's: someone wrote in between."""
+
+    def __init__(self, expected: int | None, current: int | None) -> None:
+        super().__init__(f"expected version {expected}, current version is {current}")
+        self.expected = expected
+        self.current = current
+
+
+class AlreadyExists(RuntimeError):
+    def __init__(self, namespace: str, name: str, version: int) -> None:
+        super().__init__(f"cronworkflow {namespace}/{name} already exists")
+        self.version = version
+
+
+def parse_time(value: str, field: str) -> datetime:
+    """RFC 3339 (a `Z` or an offset; no offset means UTC), within TIME_MIN..TIME_MAX."""
+    try:
+        t = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise FieldError(
+            field, f"{value!r} is not an RFC 3339 time (e.g. 2026-05-04T10:00:00Z)"
+        ) from None
+    try:
+        t = t.astimezone(UTC) if t.tzinfo else t.replace(tzinfo=UTC)
+    except (OverflowError, ValueError):
+        raise FieldError(field, f"{value!r} is out of range") from None
+    if not TIME_MIN <= t < TIME_MAX:
+        raise FieldError(field, f"{value!r} must be between 1970-01-01 and 2199-12-31")
+    return t
+
+
+def _ts(t: datetime) -> float:
+    return t.timestamp()
+
+
+def _dt(x: float | None) -> datetime | None:
+    return None if x is None else datetime.fromtimestamp(x, UTC)
+
+
+# ---------------------------------------------------------------------- objects
+
+
+def cron_object(row: dict[str, Any]) -> dict[str, Any]:
+    """A status row as Argo's CronWorkflow object (the shape of `cronsource get -o json`),
+    plus `metadata.resourceVersion` (the aggregate version `If-Match` takes) and
+    `status.nextScheduledTime` (from the due index; null while nothing can be decided)."""
+    metadata = dict(row["metadata"])
+    metadata["resourceVersion"] = str(row["version"])
+    status = dict(row["status"])
+    status["nextScheduledTime"] = rfc3339(row["nextDue"])
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "CronWorkflow",
+        "metadata": metadata,
+        "spec": row["spec"],
+        "status": status,
+    }
+
+
+def event_object(row: AuditRow) -> dict[str, Any]:
+    """An audit row as `history -o json` prints it, plus its log `position` (for paging)."""
+    out = row.as_event()
+    out["position"] = row.notification_id
+    return out
+
+
+def next_fire_times(agg: CronWorkflow, now: datetime, count: int) -> list[dict[str, str | None]]:
+    """The next `count` fire times after now (or after the last decided tick, if later), in
+    the CronWorkflow's zone and in UTC; the same as `cronsource next`."""
+    zone = ZoneInfo(agg.spec_model.timezone or "UTC")
+    t = max(now, agg.decided_until)
+    out = []
+    for _ in range(count):
+        t = agg.schedule.next_after(t)
+        out.append({"local": t.astimezone(zone).isoformat(), "utc": rfc3339(t)})
+    return out
+
+
+# ---------------------------------------------------------------------- label selectors
+
+_KEY = r"[A-Za-z0-9]([A-Za-z0-9._/-]*[A-Za-z0-9])?"
+_VALUE = r"([A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?)?"
+_EXISTS = re.compile(rf"(?P<neg>!)?\s*(?P<key>{_KEY})")
+_EQUALITY = re.compile(rf"(?P<key>{_KEY})\s*(?P<op>==|=|!=)\s*(?P<value>{_VALUE})")
+_SET = re.compile(rf"(?P<key>{_KEY})\s+(?P<op>in|notin)\s*\((?P<values>[^()]*)\)")
+
+
+@dataclass(frozen=True)
+class Requirement:
+    key: str
+    op: str  # "exists" | "!exists" | "=" | "!=" | "in" | "notin"
+    values: frozenset[str] = frozenset()
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        present = self.key in labels
+        value = labels.get(self.key)
+        if self.op == "exists":
+            return present
+        if self.op == "!exists":
+            return not present
+        if self.op in ("=", "in"):
+            return present and value in self.values
+        return not present or value not in self.values  # "!=", "notin"
+
+
+def parse_label_selector(text: str | None) -> list[Requirement]:
+    """Kubernetes label selector syntax: `a=b`, `a==b`, `a!=b`, `a in (x,y)`, `a notin (x)`,
+    `a`, `!a`, comma-separated (all must hold)."""
+    if text is None or not text.strip():
+        return []
+    parts, depth, current = [], 0, ""
+    for ch in text:
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    parts.append(current)
+    out = []
+    for raw in parts:
+        part = raw.strip()
+        if m := _SET.fullmatch(part):
+            values = [v.strip() for v in m["values"].split(",")]
+            if not all(re.fullmatch(_VALUE, v) for v in values):
+                raise FieldError("labelSelector", f"bad value in {part!r}")
+            out.append(Requirement(m["key"], m["op"], frozenset(values)))
+        elif m := _EQUALITY.fullmatch(part):
+            op = "!=" if m["op"] == "!=" else "="
+            out.append(Requirement(m["key"], op, frozenset([m["value"]])))
+        elif m := _EXISTS.fullmatch(part):
+            out.append(Requirement(m["key"], "!exists" if m["neg"] else "exists"))
+        else:
+            raise FieldError(
+                "labelSelector",
+                f"cannot parse {part!r} (use key=value, key!=value, key in (a,b), key, !key)",
+            )
+    return out
+
+
+def select(rows: list[dict[str, Any]], selector: list[Requirement]) -> list[dict[str, Any]]:
+    return [
+        r for r in rows if all(req.matches(r["metadata"].get("labels") or {}) for req in selector)
+    ]
+
+
+# ---------------------------------------------------------------------- read queries
+
+_AUDIT_COLUMNS = (
+    "notification_id, cron_id, namespace, name, version, type, at, scheduled_time, reason,"
+    " workflow, detail"
+)
+_STATUS_COLUMNS = "cron_id, namespace, name, deleted, next_due, version, status, spec, metadata"
+
+
+def _audit_row(r: Sequence[Any]) -> AuditRow:
+    return AuditRow(
+        notification_id=int(r[0]),
+        cron_id=r[1],
+        namespace=r[2],
+        name=r[3],
+        version=int(r[4]),
+        type=r[5],
+        at=_dt(r[6]),  # type: ignore[arg-type]
+        scheduled_time=_dt(r[7]),
+        reason=r[8],
+        workflow=r[9],
+        detail=json.loads(r[10]),
+    )
+
+
+@dataclass(frozen=True)
+class EventFilter:
+    namespace: str | None = None
+    name: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    types: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()
+    after: int = 0
+    limit: int = 100
+
+
+class ReadQueries:
+    """Queries over the read model tables (status and audit) that the API needs."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.view = engine.view
+
+    def _query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        return self.view._query(sql, args)
+
+    def status(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The live CronWorkflow of that name as the read model shows it, or None."""
+        rows = self._query(
+            f"SELECT {_STATUS_COLUMNS} FROM cronsource_status"
+            " WHERE namespace = ? AND name = ? AND deleted = 0",
+            (namespace, name),
+        )
+        return self.view._status(rows[0]) if rows else None
+
+    def ever_existed(self, namespace: str, name: str) -> bool:
+        rows = self._query(
+            "SELECT 1 FROM cronsource_audit WHERE namespace = ? AND name = ? LIMIT 1",
+            (namespace, name),
+        )
+        return bool(rows)
+
+    def events(self, f: EventFilter) -> list[AuditRow]:
+        """One page of the audit log in log order, after position `f.after`."""
+        sql = f"SELECT {_AUDIT_COLUMNS} FROM cronsource_audit WHERE notification_id > ?"
+        args: list[Any] = [f.after]
+        for column, value in (("namespace", f.namespace), ("name", f.name)):
+            if value is not None:
+                sql += f" AND {column} = ?"
+                args.append(value)
+        if f.since is not None:
+            sql += " AND at >= ?"
+            args.append(_ts(f.since))
+        if f.until is not None:
+            sql += " AND at <= ?"
+            args.append(_ts(f.until))
+        for column, values in (("type", f.types), ("reason", f.reasons)):
+            if values:
+                sql += f" AND {column} IN (" + ", ".join("?" for _ in values) + ")"
+                args.extend(values)
+        sql += " ORDER BY notification_id LIMIT ?"
+        args.append(f.limit)
+        return [_audit_row(r) for r in self._query(sql, args)]
+
+    def decisions_at(self, namespace: str, name: str, t: datetime) -> list[AuditRow]:
+        """The decisions recorded for the tick at `t`: a ScheduleFired for exactly `t`, or a
+        ScheduleSkipped whose range of ticks covers `t`, in log order (a skipped tick may
+        be backfilled later, so both can appear).
+
+        A decision is always recorded at or after its tick, so `at >= t` bounds the scan to
+        the decisions made since then that started at or before `t`.
+        """
+        rows = self._query(
+            f"SELECT {_AUDIT_COLUMNS} FROM cronsource_audit WHERE namespace = ? AND name = ?"
+            " AND type IN ('ScheduleFired', 'ScheduleSkipped')"
+            " AND scheduled_time <= ? AND at >= ? ORDER BY notification_id",
+            (namespace, name, _ts(t) + 0.0005, _ts(t) - 0.0005),
+        )
+        out = []
+        for row in map(_audit_row, rows):
+            assert row.scheduled_time is not None
+            if row.type == "ScheduleFired":
+                if abs((row.scheduled_time - t).total_seconds()) < 0.001:
+                    out.append(row)
+            elif row.scheduled_time <= t <= _skip_last(row):
+                out.append(row)
+        return out
+
+    def _json(self, column: str, key: str) -> str:
+        """A field of a JSON `detail` column, in this database's dialect."""
+        if self.view._ph == "?":  # SQLite
+            return f"json_extract({column}, '$.{key}')"
+        return f"({column}::json ->> '{key}')"
+
+    def _cell(self, column: str) -> str:
+        """The timeline cell of a time column: floor((t - since) / step), given t >= since."""
+        if self.view._ph == "?":
+            return f"CAST(({column} - ?) / ? AS INTEGER)"  # truncation is floor here
+        return f"FLOOR(({column} - ?) / ?)::bigint"
+
+    def window(
+        self,
+        namespace: str | None,
+        name: str | None,
+        since: datetime,
+        until: datetime,
+        step: timedelta,
+    ) -> Window:
+        """What a timeline of [since, until) in cells of `step` needs. Fires and failed runs
+        are counted per cell by the database (an every-minute CronWorkflow has 10,080 fires
+        a week: they never travel as rows); skipped ranges and refused submissions, which
+        are few, come as rows."""
+        where, scope = "", []
+        for column, value in (("namespace", namespace), ("name", name)):
+            if value is not None:
+                where += f" AND f.{column} = ?"
+                scope.append(value)
+        s, u, w = _ts(since), _ts(until), step.total_seconds()
+        fired = self._query(
+            f"SELECT f.namespace, f.name, {self._cell('f.scheduled_time')}, COUNT(*)"
+            " FROM cronsource_audit f WHERE f.type = 'ScheduleFired'"
+            f" AND f.scheduled_time >= ? AND f.scheduled_time < ?{where}"
+            " GROUP BY 1, 2, 3",
+            [s, w, s, u, *scope],
+        )
+        phase = self._json("r.detail", "phase")
+        failed = self._query(
+            f"SELECT f.namespace, f.name, {self._cell('f.scheduled_time')}, COUNT(*)"
+            " FROM cronsource_audit f JOIN cronsource_audit r"
+            " ON r.namespace = f.namespace AND r.name = f.name AND r.workflow = f.workflow"
+            " AND r.type = 'RunCompleted'"
+            f" WHERE f.type = 'ScheduleFired' AND {phase} IN ('Failed', 'Error')"
+            f" AND f.scheduled_time >= ? AND f.scheduled_time < ?{where}"
+            " GROUP BY 1, 2, 3",
+            [s, w, s, u, *scope],
+        )
+        rows = self._query(
+            f"SELECT {_AUDIT_COLUMNS} FROM cronsource_audit f WHERE"
+            " ((f.type = 'ScheduleSkipped' AND f.scheduled_time < ? AND f.at >= ?)"
+            " OR (f.type = 'SubmissionFailed' AND f.scheduled_time >= ? AND f.scheduled_time < ?))"
+            f"{where} ORDER BY notification_id",
+            [u, s, s, u, *scope],
+        )
+        return Window(
+            fired=[(r[0], r[1], int(r[2]), int(r[3])) for r in fired],
+            failed=[(r[0], r[1], int(r[2]), int(r[3])) for r in failed],
+            events=[_audit_row(r) for r in rows],
+        )
+
+
+@dataclass(frozen=True)
+class Window:
+    """Timeline inputs: (namespace, name, cell, count) of fires and of failed runs, and the
+    skipped ranges and refused submissions as audit rows."""
+
+    fired: list[tuple[str, str, int, int]]
+    failed: list[tuple[str, str, int, int]]
+    events: list[AuditRow]
+
+
+def _skip_last(row: AuditRow) -> datetime:
+    """The last tick of a skipped range (stored to the second, so its whole second counts)."""
+    last = row.detail.get("lastScheduledTime")
+    assert row.scheduled_time is not None
+    if not last:
+        return row.scheduled_time
+    return parse_time(last, "lastScheduledTime") + timedelta(seconds=1) - _TICK
+
+
+# ---------------------------------------------------------------------- decisions
+
+
+def explain(agg: CronWorkflow | None, t: datetime, decisions: list[AuditRow]) -> dict[str, Any]:
+    """Why the CronWorkflow did or did not run at `t`.
+
+    `outcome` is Fired or Skipped when a decision for that tick is recorded. Otherwise it
+    says why there is none: Pending (not decided yet: due, or waiting for a resume),
+    NotScheduled (at or before the creation or the last schedule change, whose ticks are
+    never decided), NotATick (the schedule has no tick at `t`; `nextTick` names the next),
+    or Unknown (no live CronWorkflow to ask, or a schedule that has changed since).
+    """
+    out: dict[str, Any] = {
+        "at": rfc3339(t),
+        "decisions": [event_object(r) for r in decisions],
+        "nextTick": None,
+    }
+    if decisions:
+        fires = [r for r in decisions if r.type == "ScheduleFired"]
+        if fires:
+            f = fires[-1]
+            out["outcome"] = "Fired"
+            out["explanation"] = (
+                f"fired ({f.detail.get('trigger', 'schedule')}) at {rfc3339(f.at)}"
+                f" as workflow {f.workflow}"
+            )
+            skips = [r for r in decisions if r.type == "ScheduleSkipped"]
+            if skips:
+                out["explanation"] += f", after first being skipped ({skips[0].reason})"
+        else:
+            s = decisions[-1]
+            count = s.detail.get("count", 1)
+            span = (
+                f"ticks {rfc3339(s.scheduled_time)}..{s.detail.get('lastScheduledTime')}"
+                f" ({count} ticks)"
+                if count > 1
+                else f"tick {rfc3339(s.scheduled_time)}"
+            )
+            message = s.detail.get("message")
+            out["outcome"] = "Skipped"
+            out["reason"] = s.reason
+            out["explanation"] = f"skipped: {s.reason}, decided at {rfc3339(s.at)} for {span}" + (
+                f": {message}" if message else ""
+            )
+        return out
+    if agg is None:
+        out["outcome"] = "Unknown"
+        out["explanation"] = "no decision is recorded for this time and no live CronWorkflow"
+        return out
+    is_tick = agg.schedule.next_after(t - _TICK) == t
+    if not is_tick:
+        nxt = agg.schedule.next_after(t)
+        out["outcome"] = "NotATick"
+        out["nextTick"] = rfc3339(nxt)
+        out["explanation"] = f"the schedule has no tick at this time; the next is {rfc3339(nxt)}"
+    elif t <= agg.baseline:
+        out["outcome"] = "NotScheduled"
+        out["explanation"] = (
+            f"at or before {rfc3339(agg.baseline)}, when the CronWorkflow was created or its"
+            " schedule last changed; ticks before that are never run"
+        )
+    elif t > agg.decided_until:
+        out["outcome"] = "Pending"
+        if agg.suspended:
+            out["explanation"] = "not decided yet: suspended, the tick is decided on resume"
+        elif agg.spec_error:
+            out["explanation"] = f"not decided yet: the spec was rejected ({agg.spec_error})"
+        else:
+            out["explanation"] = "not decided yet: the scheduler decides it when it is due"
+    else:
+        out["outcome"] = "Unknown"
+        out["explanation"] = "no decision is recorded for this tick"
+    return out
+
+
+# ---------------------------------------------------------------------- timeline
+
+
+def timeline(
+    rows: list[dict[str, Any]],
+    window: Window,
+    since: datetime,
+    until: datetime,
+    bucket: timedelta,
+) -> list[dict[str, Any]]:
+    """Per CronWorkflow, one cell per `bucket` of [since, until): ticks fired, of which
+    failed (the run ended Failed/Error, or its submission was refused for good), and ticks
+    skipped by reason. Fires and failures are placed by the tick's scheduled time. A skipped
+    range's ticks are spread over the cells it spans in proportion to time (the event stores
+    the range and its count, not each tick)."""
+    n = max(1, math.ceil((until - since) / bucket))
+    cells: dict[str, list[dict[str, Any]]] = {
+        f"{r['namespace']}/{r['name']}": [{} for _ in range(n)] for r in rows
+    }
+
+    def add(key: str, i: int, field: str, k: int, reason: str | None = None) -> None:
+        if not 0 <= i < n or key not in cells:
+            return
+        cell: dict[str, Any] = cells[key][i]
+        if reason is None:
+            cell[field] = cell.get(field, 0) + k
+        else:
+            cell.setdefault(field, {})
+            cell[field][reason] = cell[field].get(reason, 0) + k
+
+    for ns, name, i, k in window.fired:
+        add(f"{ns}/{name}", i, "fired", k)
+    for ns, name, i, k in window.failed:
+        add(f"{ns}/{name}", i, "failed", k)
+    for e in window.events:
+        key, t = f"{e.namespace}/{e.name}", e.scheduled_time
+        if t is None:
+            continue
+        if e.type == "ScheduleSkipped":
+            for i, k in _spread(t, _skip_last(e), e.detail.get("count", 1), since, bucket, n):
+                add(key, i, "skipped", k, e.reason or "Unknown")
+        elif e.type == "SubmissionFailed" and not e.detail.get("transient"):
+            add(key, math.floor((t - since) / bucket), "failed", 1)
+    return [
+        {
+            "namespace": r["namespace"],
+            "name": r["name"],
+            "cells": cells[f"{r['namespace']}/{r['name']}"],
+        }
+        for r in rows
+    ]
+
+
+def _spread(
+    first: datetime, last: datetime, count: int, since: datetime, bucket: timedelta, n: int
+) -> list[tuple[int, int]]:
+    """Split the `count` ticks of a skipped range [first, last] over the cells it overlaps,
+    by share of time (ticks outside the window are dropped); the cells of the first and last
+    tick, when inside the window, always get one."""
+
+    def index(t: datetime) -> int:
+        return math.floor((t - since) / bucket)
+
+    a, b = index(first), index(last)
+    if count <= 1 or last <= first or a == b:
+        return [(a, count)] if 0 <= a < n else []
+    lo, hi = max(a, 0), min(b, n - 1)
+    if lo > hi:
+        return []
+    span = (last - first).total_seconds()
+    exact = []
+    for i in range(lo, hi + 1):
+        c0 = since + i * bucket
+        overlap = (min(last, c0 + bucket) - max(first, c0)).total_seconds()
+        exact.append(max(overlap, 0.0) / span * count)
+    total = min(count, max(1, round(sum(exact))))
+    shares = [math.floor(x) for x in exact]
+    for j in sorted(range(len(exact)), key=lambda j: exact[j] - shares[j], reverse=True):
+        if sum(shares) >= total:
+            break
+        shares[j] += 1
+    for i in (a, b):
+        j = i - lo
+        if lo <= i <= hi and shares[j] == 0:
+            shares[j] = 1
+            biggest = max(range(len(shares)), key=lambda k: shares[k])
+            if shares[biggest] > 1 and sum(shares) > total:
+                shares[biggest] -= 1
+    return [(lo + j, k) for j, k in enumerate(shares) if k > 0]
+
+
+# ---------------------------------------------------------------------- commands
+
+
+class Operations:
+    """Commands over the engine as the API offers them.
+
+    Without an expected version a command behaves as the CLI's: on a lost race the service
+    re-decides on fresh state. With one (`If-Match`), the aggregate must be at exactly that
+    version, and the save carries it: if anyone appended in between, the store refuses the
+    save (the same version check that stops a stale scheduler) and the client gets the
+    current version back, rather than a decision made on state it never saw.
+
+    One lock serialises commands and projection catch-up in this process: the projection
+    follows aggregates in an in-memory cache that two threads must not evolve at once.
+    Correctness between processes still comes from the store's version check alone.
+    """
+
+    def __init__(self, engine: Engine, clock: Callable[[], datetime]) -> None:
+        self.engine = engine
+        self.clock = clock
+        self.lock = threading.RLock()
+        self.if_match_rejections = 0
+        self.on_stale: Callable[[], None] = lambda: None
+
+    @property
+    def service(self) -> Any:
+        return self.engine.service
+
+    def catch_up(self, wait: bool = True) -> None:
+        """Project what is new. Readers pass wait=False: if a command is already catching up,
+        they read without waiting (that command's own response will be current)."""
+        if self.lock.acquire(blocking=wait):
+            try:
+                self.engine.catch_up(self.clock())
+            finally:
+                self.lock.release()
+
+    def find(self, namespace: str, name: str) -> CronWorkflow:
+        with self.lock:
+            agg: CronWorkflow = self.service.find(namespace, name)
+            return agg
+
+    def _stale(self, expected: int | None, current: int | None) -> StaleVersion:
+        self.if_match_rejections += 1
+        self.on_stale()
+        return StaleVersion(expected, current)
+
+    def _current_version(self, namespace: str, name: str) -> int | None:
+        try:
+            return int(self.service.find(namespace, name).version)
+        except NotFound:
+            return None
+
+    def _save_expected(self, agg: CronWorkflow, expected: int) -> None:
+        try:
+            self.service.save(agg)
+        except IntegrityError:
+            raise self._stale(expected, self._current_version(agg.namespace, agg.name)) from None
+
+    def apply(
+        self,
+        manifest: CronWorkflowManifest,
+        *,
+        expected: int | None = None,
+        must_exist: bool = False,
+        must_not_exist: bool = False,
+    ) -> tuple[UUID, str]:
+        """Create or update; returns (id, created|updated|unchanged)."""
+        meta = manifest.metadata
+        at = self.clock()
+        with self.lock:
+            try:
+                current = self.service.find(meta.namespace, meta.name, meta.uid or "")
+            except NotFound:
+                current = None
+            if current is None:
+                if must_exist:
+                    raise NotFound(f"cronworkflow {meta.namespace}/{meta.name} not found")
+                if expected is not None:
+                    raise self._stale(expected, None)
+                result: tuple[UUID, str] = self.service.apply(manifest, at)
+            elif must_not_exist:
+                raise AlreadyExists(meta.namespace, meta.name, current.version)
+            elif expected is None:
+                result = self.service.apply(manifest, at)
+            else:
+                if current.version != expected:
+                    raise self._stale(expected, current.version)
+                before = current.version
+                current.update_spec(manifest, at, self.service.late_tolerance)
+                self._save_expected(current, expected)
+                result = (current.id, "updated" if current.version != before else "unchanged")
+            self.engine.catch_up(at)
+            return result
+
+    def command(
+        self,
+        namespace: str,
+        name: str,
+        do: Callable[[CronWorkflow, datetime], T],
+        expected: int | None = None,
+    ) -> tuple[T, int]:
+        """Run `do(aggregate, now)` on the live CronWorkflow; returns (result, new version)."""
+        at = self.clock()
+        with self.lock:
+            agg = self.service.find(namespace, name)
+            if expected is None:
+                box: list[int] = []
+
+                def attempt(a: CronWorkflow) -> T:
+                    r = do(a, at)
+                    box[:] = [a.version]
+                    return r
+
+                result: T = self.service.command(agg.id, attempt)
+                version = box[0]
+            else:
+                if agg.version != expected:
+                    raise self._stale(expected, agg.version)
+                result = do(agg, at)
+                self._save_expected(agg, expected)
+                version = agg.version
+            self.engine.catch_up(at)
+            return result, version
+
+    def backfill(
+        self,
+        namespace: str,
+        name: str,
+        start: datetime,
+        end: datetime,
+        dry_run: bool,
+        max_ticks: int,
+    ) -> list[datetime]:
+        """Fire (or with dry_run, list) every tick in [start, end] that never fired. A range
+        with more than `max_ticks` ticks is refused before anything is computed in full."""
+        at = self.clock()
+        with self.lock:
+            agg = self.service.find(namespace, name)
+            upto = min(end, agg.decided_until)
+            if upto >= start:
+                ticks = agg.schedule.ticks_between(start - _TICK, upto)
+                if len(list(islice(ticks, max_ticks + 1))) > max_ticks:
+                    raise FieldError(
+                        "end",
+                        f"the range holds more than {max_ticks} ticks; split it into smaller"
+                        " ranges",
+                        "body",
+                    )
+            times: list[datetime] = self.service.backfill(agg.id, start, end, at, dry_run=dry_run)
+            if not dry_run:
+                self.engine.catch_up(at)
+            return times

@@ -1,0 +1,396 @@
+"""Prometheus metrics: one CollectorRegistry per app, nothing registered globally.
+
+Scheduling counters come from the event log, not from the code that decided: the audit view
+holds every committed event exactly once (its rows are keyed by log position), so counting its
+rows counts each decision once, whichever replica made it, however often it was retried. A
+decision the store refused (a stale replica) leaves no event and is not counted as a fire; it
+shows up in `cronsource_rejected_writes_total` of the process that made it.
+
+How the counters are kept (`EventTail`): at the first scrape, one aggregate query per family
+over the audit rows up to the current head (a GROUP BY in the database, so a long history costs
+one scan, not a Python loop); after that each scrape reads only the rows appended since, by
+position. Every process that serves /metrics therefore reports the same totals for the shared
+log: aggregate them across replicas with max(), not sum(). A restart starts from the whole
+history again, so the counters never go backwards between scrapes of one process.
+
+The other families are read at scrape time: projection lag (log head minus each projection's
+tracking position), due-index size, rejected writes of this process, and replica ownership
+from PostgreSQL's advisory locks (adapters/shards.py), which any process can see.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from adapters.engine import Engine
+from adapters.sqlview import SqlReadModel
+
+#: Fire skew buckets in seconds: on-time fires land in the first few (the scheduler wakes at
+#: the due time), late fires within the 30 s late tolerance in the middle, catch-ups after an
+#: outage in the last ones.
+SKEW_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0)
+#: Audit rows read per query while tailing, and seconds one scrape may spend tailing; a
+#: backlog beyond that is read over the next scrapes.
+TAIL_PAGE = 5000
+TAIL_BUDGET = 2.0
+COUNTED_TYPES = ("ScheduleFired", "ScheduleSkipped", "RunCompleted", "SubmissionFailed")
+
+
+def _truthy(v: Any) -> bool:
+    return v in (True, 1, "1", "true", "True", "t")
+
+
+class EventTail:
+    """Counters over the audit log, advanced by log position (see the module docstring)."""
+
+    def __init__(self, view: SqlReadModel) -> None:
+        self.view = view
+        self.position: int | None = None
+        self.fires: dict[tuple[str, str], float] = defaultdict(float)
+        self.skip_events: dict[tuple[str, str], float] = defaultdict(float)
+        self.skipped_ticks: dict[tuple[str, str], float] = defaultdict(float)
+        self.runs: dict[tuple[str, str], float] = defaultdict(float)
+        self.dispatch_errors: dict[str, float] = defaultdict(float)
+        # per trigger: cumulative-free bucket counts (index len(SKEW_BUCKETS) is +Inf), sum
+        self.skew: dict[str, list[float]] = {}
+        self.skew_sum: dict[str, float] = defaultdict(float)
+        self._lock = threading.Lock()
+
+    def _json(self, key: str) -> str:
+        if self.view._ph == "?":  # SQLite
+            return f"json_extract(detail, '$.{key}')"
+        return f"(detail::json ->> '{key}')"
+
+    def _load(self) -> None:
+        head_rows = self.view._query("SELECT MAX(notification_id) FROM cronsource_audit")
+        head = int(head_rows[0][0] or 0) if head_rows else 0
+        j = self._json
+        types = ", ".join(f"'{t}'" for t in COUNTED_TYPES)
+        rows = self.view._query(
+            f"SELECT namespace, type, reason, {j('trigger')}, {j('phase')}, {j('transient')},"
+            f" COUNT(*), SUM(COALESCE(CAST({j('count')} AS INTEGER), 1))"
+            f" FROM cronsource_audit WHERE notification_id <= ? AND type IN ({types})"
+            " GROUP BY namespace, type, reason, 4, 5, 6",
+            (head,),
+        )
+        for ns, typ, reason, trigger, phase, transient, n, ticks in rows:
+            self._count(ns, typ, reason, trigger, phase, transient, int(n), int(ticks or n))
+        bucket_sql = ", ".join(
+            f"SUM(CASE WHEN at - scheduled_time <= {b} THEN 1 ELSE 0 END)" for b in SKEW_BUCKETS
+        )
+        rows = self.view._query(
+            f"SELECT {j('trigger')}, COUNT(*), SUM(at - scheduled_time), {bucket_sql}"
+            " FROM cronsource_audit WHERE notification_id <= ? AND type = 'ScheduleFired'"
+            f" AND {j('trigger')} IN ('schedule', 'catchup') GROUP BY 1",
+            (head,),
+        )
+        for trigger, n, total, *cumulative in rows:
+            counts = [float(c or 0) for c in cumulative] + [float(n)]
+            buckets = [counts[0]] + [counts[i] - counts[i - 1] for i in range(1, len(counts))]
+            self.skew[trigger] = buckets
+            self.skew_sum[trigger] = float(total or 0.0)
+        self.position = head
+
+    def _count(
+        self,
+        ns: str,
+        typ: str,
+        reason: str | None,
+        trigger: Any,
+        phase: Any,
+        transient: Any,
+        n: int,
+        ticks: int,
+    ) -> None:
+        if typ == "ScheduleFired":
+            self.fires[(ns, str(trigger or "schedule"))] += n
+        elif typ == "ScheduleSkipped":
+            self.skip_events[(ns, reason or "Unknown")] += n
+            self.skipped_ticks[(ns, reason or "Unknown")] += ticks
+        elif typ == "RunCompleted":
+            self.runs[(ns, str(phase or "Unknown"))] += n
+        elif typ == "SubmissionFailed":
+            self.dispatch_errors["transient" if _truthy(transient) else "permanent"] += n
+
+    def _observe_skew(self, trigger: str, seconds: float) -> None:
+        buckets = self.skew.setdefault(trigger, [0.0] * (len(SKEW_BUCKETS) + 1))
+        for i, b in enumerate(SKEW_BUCKETS):
+            if seconds <= b:
+                buckets[i] += 1
+                break
+        else:
+            buckets[-1] += 1
+        self.skew_sum[trigger] += seconds
+
+    def refresh(self, budget: float = TAIL_BUDGET) -> None:
+        """Count what was appended since the last call (at the first, the whole history)."""
+        with self._lock:
+            if self.position is None:
+                self._load()
+                return
+            deadline = time.monotonic() + budget
+            types = ", ".join(f"'{t}'" for t in COUNTED_TYPES)
+            while True:
+                rows = self.view._query(
+                    "SELECT notification_id, namespace, type, reason, at, scheduled_time, detail"
+                    f" FROM cronsource_audit WHERE notification_id > ? AND type IN ({types})"
+                    " ORDER BY notification_id LIMIT ?",
+                    (self.position, TAIL_PAGE),
+                )
+                for pos, ns, typ, reason, at, scheduled, detail_text in rows:
+                    detail = json.loads(detail_text)
+                    trigger = detail.get("trigger")
+                    self._count(
+                        ns,
+                        typ,
+                        reason,
+                        trigger,
+                        detail.get("phase"),
+                        detail.get("transient"),
+                        1,
+                        int(detail.get("count", 1)),
+                    )
+                    if typ == "ScheduleFired" and trigger in ("schedule", "catchup"):
+                        self._observe_skew(trigger, float(at) - float(scheduled))
+                    self.position = int(pos)
+                if len(rows) < TAIL_PAGE or time.monotonic() >= deadline:
+                    break
+
+    def collect(self) -> Iterable[Metric]:
+        fires = CounterMetricFamily(
+            "cronsource_fires",
+            "ScheduleFired events in the log (each fired tick once), by trigger",
+            labels=["namespace", "trigger"],
+        )
+        for (ns, trigger), v in sorted(self.fires.items()):
+            fires.add_metric([ns, trigger], v)
+        skips = CounterMetricFamily(
+            "cronsource_skip_decisions",
+            "ScheduleSkipped events in the log (a folded range of ticks is one), by reason",
+            labels=["namespace", "reason"],
+        )
+        for (ns, reason), v in sorted(self.skip_events.items()):
+            skips.add_metric([ns, reason], v)
+        ticks = CounterMetricFamily(
+            "cronsource_skipped_ticks",
+            "Ticks decided as skipped (a folded range counts each of its ticks), by reason",
+            labels=["namespace", "reason"],
+        )
+        for (ns, reason), v in sorted(self.skipped_ticks.items()):
+            ticks.add_metric([ns, reason], v)
+        runs = CounterMetricFamily(
+            "cronsource_runs_completed",
+            "RunCompleted events in the log, by phase",
+            labels=["namespace", "phase"],
+        )
+        for (ns, phase), v in sorted(self.runs.items()):
+            runs.add_metric([ns, phase], v)
+        errors = CounterMetricFamily(
+            "cronsource_dispatch_errors",
+            "SubmissionFailed events in the log (a Workflow the target refused), by kind",
+            labels=["kind"],
+        )
+        for kind in ("permanent", "transient"):
+            errors.add_metric([kind], self.dispatch_errors.get(kind, 0.0))
+        skew = HistogramMetricFamily(
+            "cronsource_fire_skew_seconds",
+            "Decision time minus scheduled time of schedule and catch-up fires",
+            labels=["trigger"],
+        )
+        for trigger, buckets in sorted(self.skew.items()):
+            cumulative, acc = [], 0.0
+            for b, c in zip([*map(str, SKEW_BUCKETS), "+Inf"], buckets, strict=True):
+                acc += c
+                cumulative.append((b, acc))
+            skew.add_metric([trigger], cumulative, sum_value=self.skew_sum[trigger])
+        return [fires, skips, ticks, runs, errors, skew]
+
+
+class _EngineCollector(Collector):
+    def __init__(
+        self,
+        engine: Engine,
+        clock: Callable[[], datetime],
+        tail: EventTail,
+        rejected_by_api: Callable[[], int],
+        loop: Any = None,
+    ) -> None:
+        self.engine = engine
+        self.clock = clock
+        self.tail = tail
+        self.rejected_by_api = rejected_by_api
+        self.loop = loop
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # collected lazily: describing must not touch the store
+
+    def collect(self) -> Iterable[Metric]:
+        yield from self.tail.collect()
+        yield from self._engine()
+        yield from self._ownership()
+
+    def _engine(self) -> Iterable[Metric]:
+        from adapters.runtime import lag
+
+        rejected = CounterMetricFamily(
+            "cronsource_rejected_writes",
+            "Saves the store refused for a stale version, in this process: decisions re-made"
+            " on fresh state (source=decision) and API writes with a stale If-Match"
+            " (source=if_match)",
+            labels=["source"],
+        )
+        rejected.add_metric(["decision"], float(self.engine.rejected_writes))
+        rejected.add_metric(["if_match"], float(self.rejected_by_api()))
+        yield rejected
+        lags = GaugeMetricFamily(
+            "cronsource_projection_lag_events",
+            "Events in the log not yet processed by each projection",
+            labels=["projection"],
+        )
+        for projection, behind in sorted(lag(self.engine).items()):
+            lags.add_metric([projection], float(behind))
+        yield lags
+        now = self.clock().timestamp()
+        row = self.engine.view._query(
+            "SELECT COUNT(*), SUM(CASE WHEN next_due <= ? THEN 1 ELSE 0 END)"
+            " FROM cronsource_status WHERE deleted = 0 AND next_due IS NOT NULL",
+            (now,),
+        )[0]
+        yield GaugeMetricFamily(
+            "cronsource_due_index_size",
+            "Live CronWorkflows with a next due time in the due index",
+            value=float(row[0] or 0),
+        )
+        yield GaugeMetricFamily(
+            "cronsource_due_overdue",
+            "CronWorkflows whose due time has passed and that are not decided yet",
+            value=float(row[1] or 0),
+        )
+        counts = GaugeMetricFamily(
+            "cronsource_cronworkflows",
+            "Live CronWorkflows, by namespace",
+            labels=["namespace"],
+        )
+        for ns, n in self.engine.view._query(
+            "SELECT namespace, COUNT(*) FROM cronsource_status WHERE deleted = 0"
+            " GROUP BY namespace ORDER BY namespace"
+        ):
+            counts.add_metric([ns], float(n))
+        yield counts
+
+    def _ownership(self) -> Iterable[Metric]:
+        """Replica ownership. On PostgreSQL from pg_locks (every replica's session advisory
+        locks, as adapters/shards.py takes them); embedded stores have one process, which
+        owns everything when it runs a scheduler loop."""
+        from adapters import shards
+
+        if self.loop is not None:
+            owned = getattr(self.loop.ownership, "owned", None)
+            yield GaugeMetricFamily(
+                "cronsource_local_shards_owned",
+                "Shards the scheduler loop of this process owns",
+                value=float(len(owned) if owned is not None else shards.SHARDS),
+            )
+            yield GaugeMetricFamily(
+                "cronsource_local_projector",
+                "1 if this process runs the projections",
+                value=float(self.loop.runs_projections),
+            )
+            failures = CounterMetricFamily(
+                "cronsource_worker_failures",
+                "Failed turns of this process's workers (each retried with backoff)",
+                labels=["worker"],
+            )
+            for sup in (self.loop.projector, self.loop.scheduler, self.loop.watch):
+                failures.add_metric([sup.name], float(sup.failures))
+            yield failures
+        if self.engine.config.kind != "postgresql":
+            return
+        rows = self.engine.view._query(
+            "SELECT classid::bigint, objid::bigint, pid FROM pg_locks"
+            " WHERE locktype = 'advisory' AND granted"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            " AND classid::bigint IN (?, ?, ?)",
+            (shards._MEMBER_CLASS, shards._SHARD_CLASS, shards._PROJECTOR_CLASS),
+        )
+        members = {int(pid) for cls, _, pid in rows if int(cls) == shards._MEMBER_CLASS}
+        by_pid: dict[int, int] = defaultdict(int)
+        for cls, _, pid in rows:
+            if int(cls) == shards._SHARD_CLASS:
+                by_pid[int(pid)] += 1
+        projector = [int(pid) for cls, _, pid in rows if int(cls) == shards._PROJECTOR_CLASS]
+        yield GaugeMetricFamily(
+            "cronsource_replicas",
+            "Scheduler replicas alive on this database (holding the member lock)",
+            value=float(len(members)),
+        )
+        per = GaugeMetricFamily(
+            "cronsource_shards_owned",
+            f"Shards (of {shards.SHARDS}) each replica owns; replica is its PostgreSQL backend pid",
+            labels=["replica"],
+        )
+        for pid in sorted(members | set(by_pid)):
+            per.add_metric([str(pid)], float(by_pid.get(pid, 0)))
+        yield per
+        yield GaugeMetricFamily(
+            "cronsource_shards_unowned",
+            "Shards no replica owns (their CronWorkflows are decided by nobody until a rebalance)",
+            value=float(shards.SHARDS - sum(by_pid.values())) if members else float(shards.SHARDS),
+        )
+        yield GaugeMetricFamily(
+            "cronsource_projector_replicas",
+            "Replicas holding the projector lock (1 when healthy)",
+            value=float(len(projector)),
+        )
+
+
+class Metrics:
+    """The metrics of one app: its own registry, the event-log counters, engine gauges and
+    HTTP request metrics. `loop` (a SchedulerLoop) adds this process's own ownership and
+    worker failures when the scheduler runs in the same process."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        clock: Callable[[], datetime],
+        *,
+        rejected_by_api: Callable[[], int] = lambda: 0,
+        loop: Any = None,
+    ) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.tail = EventTail(engine.view)
+        self.registry.register(_EngineCollector(engine, clock, self.tail, rejected_by_api, loop))
+        self.http_requests = Counter(
+            "cronsource_http_requests",
+            "HTTP requests served, by route template and status code",
+            ["method", "route", "code"],
+            registry=self.registry,
+        )
+        self.http_seconds = Histogram(
+            "cronsource_http_request_duration_seconds",
+            "HTTP request latency, by route template",
+            ["method", "route"],
+            registry=self.registry,
+        )
+
+    def refresh(self) -> None:
+        self.tail.refresh()
+
+    def observe_request(self, method: str, route: str, code: int, seconds: float) -> None:
+        self.http_requests.labels(method, route, str(code)).inc()
+        self.http_seconds.labels(method, route).observe(seconds)
