@@ -11,7 +11,6 @@ They are read-only and use only columns of the documented tables (docs/operation
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import threading
@@ -26,6 +25,7 @@ from zoneinfo import ZoneInfo
 from eventsourcing.persistence import IntegrityError
 
 from adapters.engine import Engine
+from adapters.sqlview import AUDIT_COLUMNS, STATUS_COLUMNS, audit_from_row
 from domain.cronworkflow import CronWorkflow
 from domain.manifest import CronWorkflowManifest
 from domain.service import NotFound
@@ -85,10 +85,6 @@ def parse_time(value: str, field: str) -> datetime:
 
 def _ts(t: datetime) -> float:
     return t.timestamp()
-
-
-def _dt(x: float | None) -> datetime | None:
-    return None if x is None else datetime.fromtimestamp(x, UTC)
 
 
 # ---------------------------------------------------------------------- objects
@@ -201,28 +197,6 @@ def select(rows: list[dict[str, Any]], selector: list[Requirement]) -> list[dict
 
 # ---------------------------------------------------------------------- read queries
 
-_AUDIT_COLUMNS = (
-    "notification_id, cron_id, namespace, name, version, type, at, scheduled_time, reason,"
-    " workflow, detail"
-)
-_STATUS_COLUMNS = "cron_id, namespace, name, deleted, next_due, version, status, spec, metadata"
-
-
-def _audit_row(r: Sequence[Any]) -> AuditRow:
-    return AuditRow(
-        notification_id=int(r[0]),
-        cron_id=r[1],
-        namespace=r[2],
-        name=r[3],
-        version=int(r[4]),
-        type=r[5],
-        at=_dt(r[6]),  # type: ignore[arg-type]
-        scheduled_time=_dt(r[7]),
-        reason=r[8],
-        workflow=r[9],
-        detail=json.loads(r[10]),
-    )
-
 
 @dataclass(frozen=True)
 class EventFilter:
@@ -243,16 +217,16 @@ class ReadQueries:
         self.view = engine.view
 
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
-        return self.view._query(sql, args)
+        return self.view.query(sql, args)
 
     def status(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The live CronWorkflow of that name as the read model shows it, or None."""
         rows = self._query(
-            f"SELECT {_STATUS_COLUMNS} FROM cronsource_status"
+            f"SELECT {STATUS_COLUMNS} FROM cronsource_status"
             " WHERE namespace = ? AND name = ? AND deleted = 0",
             (namespace, name),
         )
-        return self.view._status(rows[0]) if rows else None
+        return self.view.status_from_row(rows[0]) if rows else None
 
     def ever_existed(self, namespace: str, name: str) -> bool:
         rows = self._query(
@@ -263,7 +237,7 @@ class ReadQueries:
 
     def events(self, f: EventFilter) -> list[AuditRow]:
         """One page of the audit log in log order, after position `f.after`."""
-        sql = f"SELECT {_AUDIT_COLUMNS} FROM cronsource_audit WHERE notification_id > ?"
+        sql = f"SELECT {AUDIT_COLUMNS} FROM cronsource_audit WHERE notification_id > ?"
         args: list[Any] = [f.after]
         for column, value in (("namespace", f.namespace), ("name", f.name)):
             if value is not None:
@@ -281,7 +255,7 @@ class ReadQueries:
                 args.extend(values)
         sql += " ORDER BY notification_id LIMIT ?"
         args.append(f.limit)
-        return [_audit_row(r) for r in self._query(sql, args)]
+        return [audit_from_row(r) for r in self._query(sql, args)]
 
     def decisions_at(self, namespace: str, name: str, t: datetime) -> list[AuditRow]:
         """The decisions recorded for the tick at `t`: a ScheduleFired for exactly `t`, or a
@@ -292,13 +266,13 @@ class ReadQueries:
         the decisions made since then that started at or before `t`.
         """
         rows = self._query(
-            f"SELECT {_AUDIT_COLUMNS} FROM cronsource_audit WHERE namespace = ? AND name = ?"
+            f"SELECT {AUDIT_COLUMNS} FROM cronsource_audit WHERE namespace = ? AND name = ?"
             " AND type IN ('ScheduleFired', 'ScheduleSkipped')"
             " AND scheduled_time <= ? AND at >= ? ORDER BY notification_id",
             (namespace, name, _ts(t) + 0.0005, _ts(t) - 0.0005),
         )
         out = []
-        for row in map(_audit_row, rows):
+        for row in map(audit_from_row, rows):
             assert row.scheduled_time is not None
             if row.type == "ScheduleFired":
                 if abs((row.scheduled_time - t).total_seconds()) < 0.001:
@@ -309,13 +283,13 @@ class ReadQueries:
 
     def _json(self, column: str, key: str) -> str:
         """A field of a JSON `detail` column, in this database's dialect."""
-        if self.view._ph == "?":  # SQLite
+        if self.view.is_sqlite:  # SQLite
             return f"json_extract({column}, '$.{key}')"
         return f"({column}::json ->> '{key}')"
 
     def _cell(self, column: str) -> str:
         """The timeline cell of a time column: floor((t - since) / step), given t >= since."""
-        if self.view._ph == "?":
+        if self.view.is_sqlite:
             return f"CAST(({column} - ?) / ? AS INTEGER)"  # truncation is floor here
         return f"FLOOR(({column} - ?) / ?)::bigint"
 
@@ -356,7 +330,7 @@ class ReadQueries:
             [s, w, s, u, *scope],
         )
         rows = self._query(
-            f"SELECT {_AUDIT_COLUMNS} FROM cronsource_audit f WHERE"
+            f"SELECT {AUDIT_COLUMNS} FROM cronsource_audit f WHERE"
             " ((f.type = 'ScheduleSkipped' AND f.scheduled_time < ? AND f.at >= ?)"
             " OR (f.type = 'SubmissionFailed' AND f.scheduled_time >= ? AND f.scheduled_time < ?))"
             f"{where} ORDER BY notification_id",
@@ -365,7 +339,7 @@ class ReadQueries:
         return Window(
             fired=[(r[0], r[1], int(r[2]), int(r[3])) for r in fired],
             failed=[(r[0], r[1], int(r[2]), int(r[3])) for r in failed],
-            events=[_audit_row(r) for r in rows],
+            events=[audit_from_row(r) for r in rows],
         )
 
 

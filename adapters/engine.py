@@ -33,9 +33,6 @@ class Engine:
     dispatcher: Dispatcher | None = None
     extra_replicas: list[CronService] = field(default_factory=list)
 
-    def _load_at(self, cron_id: UUID, version: int) -> CronWorkflow:
-        return self.service.repository.get(cron_id, version=version)  # type: ignore[no-any-return]
-
     def _pending(self, projection: str, limit: int) -> list[tuple[Any, Tracking]]:
         app = self.service
         start = (self.view.max_tracking_id(app.name, projection) or 0) + 1
@@ -124,14 +121,16 @@ def build_engine(
     view = config.read_model()
     if create_tables or config.kind != "postgresql":
         view.create_tables()
-    follower = AggregateFollower(
-        lambda cid, v: service.repository.get(cid, version=v)  # type: ignore[no-any-return]
-    )
+
+    def load_at(cron_id: UUID, version: int) -> CronWorkflow:
+        agg: CronWorkflow = service.repository.get(cron_id, version=version)
+        return agg
+
+    # Each projection follows the log at its own pace, so each keeps its own aggregates.
+    follower = AggregateFollower(load_at)
     engine = Engine(config, service, view, ReadModelProjection(view, follower))
     if target is not None:
-        dfollower = AggregateFollower(
-            lambda cid, v: service.repository.get(cid, version=v)  # type: ignore[no-any-return]
-        )
+        dfollower = AggregateFollower(load_at)
         engine.dispatcher = Dispatcher(
             target,
             view,

@@ -135,7 +135,7 @@ class DecisionLog:
         self.view = view
         self.log = logger or logging.getLogger("cronsource.decisions")
         self.page = page
-        rows = view._query("SELECT MAX(notification_id) FROM cronsource_audit")
+        rows = view.query("SELECT MAX(notification_id) FROM cronsource_audit")
         self.position = int(rows[0][0] or 0) if rows else 0
 
     def emit_new(self) -> int:

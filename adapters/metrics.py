@@ -72,16 +72,16 @@ class EventTail:
         self._lock = threading.Lock()
 
     def _json(self, key: str) -> str:
-        if self.view._ph == "?":  # SQLite
+        if self.view.is_sqlite:  # SQLite
             return f"json_extract(detail, '$.{key}')"
         return f"(detail::json ->> '{key}')"
 
     def _load(self) -> None:
-        head_rows = self.view._query("SELECT MAX(notification_id) FROM cronsource_audit")
+        head_rows = self.view.query("SELECT MAX(notification_id) FROM cronsource_audit")
         head = int(head_rows[0][0] or 0) if head_rows else 0
         j = self._json
         types = ", ".join(f"'{t}'" for t in COUNTED_TYPES)
-        rows = self.view._query(
+        rows = self.view.query(
             f"SELECT namespace, type, reason, {j('trigger')}, {j('phase')}, {j('transient')},"
             f" COUNT(*), SUM(COALESCE(CAST({j('count')} AS INTEGER), 1))"
             f" FROM cronsource_audit WHERE notification_id <= ? AND type IN ({types})"
@@ -93,7 +93,7 @@ class EventTail:
         bucket_sql = ", ".join(
             f"SUM(CASE WHEN at - scheduled_time <= {b} THEN 1 ELSE 0 END)" for b in SKEW_BUCKETS
         )
-        rows = self.view._query(
+        rows = self.view.query(
             f"SELECT {j('trigger')}, COUNT(*), SUM(at - scheduled_time), {bucket_sql}"
             " FROM cronsource_audit WHERE notification_id <= ? AND type = 'ScheduleFired'"
             f" AND {j('trigger')} IN ('schedule', 'catchup') GROUP BY 1",
@@ -146,7 +146,7 @@ class EventTail:
             deadline = time.monotonic() + budget
             types = ", ".join(f"'{t}'" for t in COUNTED_TYPES)
             while True:
-                rows = self.view._query(
+                rows = self.view.query(
                     "SELECT notification_id, namespace, type, reason, at, scheduled_time, detail"
                     f" FROM cronsource_audit WHERE notification_id > ? AND type IN ({types})"
                     " ORDER BY notification_id LIMIT ?",
@@ -266,7 +266,7 @@ class _EngineCollector(Collector):
             lags.add_metric([projection], float(behind))
         yield lags
         now = self.clock().timestamp()
-        row = self.engine.view._query(
+        row = self.engine.view.query(
             "SELECT COUNT(*), SUM(CASE WHEN next_due <= ? THEN 1 ELSE 0 END)"
             " FROM cronsource_status WHERE deleted = 0 AND next_due IS NOT NULL",
             (now,),
@@ -286,7 +286,7 @@ class _EngineCollector(Collector):
             "Live CronWorkflows, by namespace",
             labels=["namespace"],
         )
-        for ns, n in self.engine.view._query(
+        for ns, n in self.engine.view.query(
             "SELECT namespace, COUNT(*) FROM cronsource_status WHERE deleted = 0"
             " GROUP BY namespace ORDER BY namespace"
         ):
@@ -321,7 +321,7 @@ class _EngineCollector(Collector):
             yield failures
         if self.engine.config.kind != "postgresql":
             return
-        rows = self.engine.view._query(
+        rows = self.engine.view.query(
             "SELECT classid::bigint, objid::bigint, pid FROM pg_locks"
             " WHERE locktype = 'advisory' AND granted"
             " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"

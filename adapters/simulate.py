@@ -390,4 +390,3 @@ def simulate(scenario: Scenario, store: str | None = None) -> dict[str, Any]:
             return sim.result()
         finally:
             engine.close()
-

@@ -47,6 +47,32 @@ def _dt(x: float | None) -> datetime | None:
     return None if x is None else datetime.fromtimestamp(x, UTC)
 
 
+#: Columns of cronsource_audit in the order `audit_from_row` reads them.
+AUDIT_COLUMNS = (
+    "notification_id, cron_id, namespace, name, version, type, at, scheduled_time, reason,"
+    " workflow, detail"
+)
+#: Columns of cronsource_status in the order `SqlReadModel.status_from_row` reads them.
+STATUS_COLUMNS = "cron_id, namespace, name, deleted, next_due, version, status, spec, metadata"
+
+
+def audit_from_row(r: Sequence[Any]) -> AuditRow:
+    """An AuditRow from a row selected with AUDIT_COLUMNS."""
+    return AuditRow(
+        notification_id=int(r[0]),
+        cron_id=r[1],
+        namespace=r[2],
+        name=r[3],
+        version=int(r[4]),
+        type=r[5],
+        at=_dt(r[6]),  # type: ignore[arg-type]
+        scheduled_time=_dt(r[7]),
+        reason=r[8],
+        workflow=r[9],
+        detail=json.loads(r[10]),
+    )
+
+
 class SqlReadModel:
     """The read model tables. `projection` names whose tracking row the writes advance."""
 
@@ -121,6 +147,14 @@ class SqlReadModel:
         else:
             with conn.transaction():
                 yield conn
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self._ph == "?"
+
+    def query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        """A read-only query with `?` placeholders, for read-side adapters (API, metrics)."""
+        return self._query(sql, args)
 
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
         with self._lock:
@@ -319,7 +353,7 @@ class SqlReadModel:
         rows = self._query("SELECT MIN(next_due) FROM cronsource_status WHERE deleted = 0")
         return _dt(rows[0][0]) if rows and rows[0][0] is not None else None
 
-    def _status(self, r: Sequence[Any]) -> dict[str, Any]:
+    def status_from_row(self, r: Sequence[Any]) -> dict[str, Any]:
         return {
             "id": r[0],
             "namespace": r[1],
@@ -346,7 +380,7 @@ class SqlReadModel:
         if not include_deleted:
             sql += " AND deleted = 0"
         sql += " ORDER BY namespace, name"
-        return [self._status(r) for r in self._query(sql, args)]
+        return [self.status_from_row(r) for r in self._query(sql, args)]
 
     def audit(
         self,
@@ -384,19 +418,4 @@ class SqlReadModel:
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)
-        return [
-            AuditRow(
-                notification_id=r[0],
-                cron_id=r[1],
-                namespace=r[2],
-                name=r[3],
-                version=r[4],
-                type=r[5],
-                at=_dt(r[6]),  # type: ignore[arg-type]
-                scheduled_time=_dt(r[7]),
-                reason=r[8],
-                workflow=r[9],
-                detail=json.loads(r[10]),
-            )
-            for r in self._query(sql, args)
-        ]
+        return [audit_from_row(r) for r in self._query(sql, args)]
