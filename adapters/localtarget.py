@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -25,6 +26,7 @@ from projections.dispatch import ANNOTATION_SCHEDULED, PermanentSubmissionError
 
 ANNOTATION_CREATED = "cronsource.io/created-at"
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: 10x faster
+_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # the pure-Python one was 2/3 of dispatch
 PHASES = ("Succeeded", "Failed", "Error")
 
 
@@ -64,6 +66,45 @@ def _write_atomically(path: Path, text: str, exclusive: bool) -> bool:
                 os.unlink(tmp)
 
 
+def _link_all_exclusively(files: list[tuple[Path, str]]) -> list[bool]:
+    """Create many files exclusively with one flush to disk instead of one per file.
+
+    Every text is written aside first and made durable with one `os.sync()`; only then are the
+    final names linked, so no name ever points at a half-written file, even after a power cut.
+    The directories are synced after the links, so the caller may record the batch as done.
+    Returns, per file, False where the name already existed.
+    """
+    dirs = {path.parent for path, _ in files}
+    for d in dirs:
+        d.mkdir(parents=True, exist_ok=True)
+    temps: list[str] = []
+    try:
+        for path, text in files:
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            temps.append(tmp)
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+        os.sync()
+        created = []
+        for (path, _), tmp in zip(files, temps, strict=True):
+            try:
+                os.link(tmp, path)
+                created.append(True)
+            except FileExistsError:
+                created.append(False)
+        for d in dirs:
+            dfd = os.open(d, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        return created
+    finally:
+        for tmp in temps:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+
 class LocalTarget:
     def __init__(self, directory: str | Path, run_duration: timedelta = timedelta(seconds=1)):
         self.dir = Path(directory)
@@ -78,23 +119,43 @@ class LocalTarget:
         return self.dir / namespace / f"{name}.phase"
 
     def create(self, workflow: dict[str, Any], *, cron_id: str, trigger: str, at: datetime) -> None:
-        meta = workflow["metadata"]
-        meta.setdefault("annotations", {})[ANNOTATION_CREATED] = at.astimezone(UTC).isoformat()
-        path = self.manifest_path(meta["namespace"], meta["name"])
-        if _write_atomically(path, yaml.safe_dump(workflow, sort_keys=False), exclusive=True):
-            return
-        # AlreadyExists is success only if it is the same Workflow: our owner, our tick.
-        existing = yaml.safe_load(path.read_text()) or {}
+        error = self.create_many([(workflow, cron_id, trigger)], at)[0]
+        if error is not None:
+            raise error
+
+    def create_many(
+        self, items: Sequence[tuple[dict[str, Any], str, str]], at: datetime
+    ) -> list[PermanentSubmissionError | None]:
+        """Create (workflow, cron_id, trigger) items; per item None or why it was refused."""
+        created_at = at.astimezone(UTC).isoformat()
+        files = []
+        for workflow, _, _ in items:
+            meta = workflow["metadata"]
+            meta.setdefault("annotations", {})[ANNOTATION_CREATED] = created_at
+            path = self.manifest_path(meta["namespace"], meta["name"])
+            files.append((path, yaml.dump(workflow, Dumper=_Dumper, sort_keys=False)))
+        results: list[PermanentSubmissionError | None] = []
+        for (workflow, _, _), (path, _), created in zip(
+            items, files, _link_all_exclusively(files), strict=True
+        ):
+            results.append(None if created else self._conflict(workflow["metadata"], path))
+        return results
+
+    @staticmethod
+    def _conflict(meta: dict[str, Any], path: Path) -> PermanentSubmissionError | None:
+        """AlreadyExists is success only if it is the same Workflow: our owner, our tick."""
+        existing = yaml.load(path.read_text(), Loader=_Loader) or {}
         emeta = existing.get("metadata") or {}
         owners = {o.get("uid") for o in emeta.get("ownerReferences") or []}
         ours = {o.get("uid") for o in meta.get("ownerReferences") or []}
         same_tick = (emeta.get("annotations") or {}).get(ANNOTATION_SCHEDULED) == meta[
             "annotations"
         ].get(ANNOTATION_SCHEDULED)
-        if not (owners & ours and same_tick):
-            raise WorkflowConflict(
-                f"workflow {meta['namespace']}/{meta['name']} exists and is not ours"
-            )
+        if owners & ours and same_tick:
+            return None
+        return WorkflowConflict(
+            f"workflow {meta['namespace']}/{meta['name']} exists and is not ours"
+        )
 
     def terminate(self, namespace: str, name: str, at: datetime) -> None:
         """Replace's terminate: the run ends Failed; one that already ended is left alone."""
@@ -114,7 +175,7 @@ class LocalTarget:
         path = self.manifest_path(namespace, name)
         phase_file = self.phase_path(namespace, name)
         try:
-            created_text = yaml.safe_load(path.read_text())["metadata"]["annotations"][
+            created_text = yaml.load(path.read_text(), Loader=_Loader)["metadata"]["annotations"][
                 ANNOTATION_CREATED
             ]
         except FileNotFoundError:

@@ -67,6 +67,7 @@ class StoreConfig:
                 "PERSISTENCE_MODULE": "eventsourcing.sqlite",
                 "SQLITE_DBNAME": self.sqlite_path,
                 "SQLITE_LOCK_TIMEOUT": "30",
+                "APPLICATION_RECORDER_TOPIC": "adapters.recorders:SqliteRecorder",
                 "CREATE_TABLE": "y" if create_table else "n",
             }
         p = urlparse(self.pg_conninfo)
@@ -81,6 +82,7 @@ class StoreConfig:
             "POSTGRES_MAX_OVERFLOW": "10",
             "POSTGRES_CONNECT_TIMEOUT": "10",
             "POSTGRES_PRE_PING": "y",
+            "APPLICATION_RECORDER_TOPIC": "adapters.recorders:PostgresRecorder",
             "CREATE_TABLE": "y" if create_table else "n",
             # Pinned, because eventsourcing also reads the process environment: a stray
             # variable must not switch on the shared DB functions or move the event store

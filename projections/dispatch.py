@@ -105,28 +105,59 @@ class Dispatcher:
 
     def process_batch(self, batch: Sequence[tuple[Any, Tracking]], at: datetime) -> None:
         """Dispatch events in order; the position moves once, after all of them (a crash
-        before that repeats them, which the idempotent target absorbs)."""
+        before that repeats them, which the idempotent target absorbs).
+
+        Creations are collected and handed to the target together where it can take many at
+        once (`create_many`: one flush to disk for the local target); anything else the batch
+        asks of the target (terminate, delete) first sends the creations collected so far,
+        so the target sees the operations in log order.
+        """
+        creates: list[tuple[Any, CronWorkflow, dict[str, Any]]] = []
         for ev, _ in batch:
-            self._dispatch(ev, at)
+            agg = self.follower.follow(ev)
+            kind = event_type(ev)
+            if kind == "ScheduleFired":
+                if ev.replaced:
+                    self._create(creates, at)
+                    for old in ev.replaced:
+                        self.target.terminate(agg.namespace, old, at)
+                creates.append((ev, agg, build_workflow(agg, ev.workflow_name, ev.scheduled_time)))
+            elif kind == "HistoryPruned":
+                self._create(creates, at)
+                for name in ev.workflow_names:
+                    self.target.delete(agg.namespace, name, at)
+        self._create(creates, at)
         if batch:
             self.positions.track(self.name, batch[-1][1])
 
     def process_event(self, ev: Any, tracking: Tracking, at: datetime) -> None:
         self.process_batch([(ev, tracking)], at)
 
-    def _dispatch(self, ev: Any, at: datetime) -> None:
-        agg = self.follower.follow(ev)
-        kind = event_type(ev)
-        if kind == "ScheduleFired":
-            for old in ev.replaced:
-                self.target.terminate(agg.namespace, old, at)
-            wf = build_workflow(agg, ev.workflow_name, ev.scheduled_time)
-            try:
-                self.target.create(wf, cron_id=str(agg.id), trigger=ev.trigger, at=at)
-            except PermanentSubmissionError as e:
-                if self.on_failure is None:
-                    raise
-                self.on_failure(agg.id, ev.workflow_name, ev.scheduled_time, str(e), at)
-        elif kind == "HistoryPruned":
-            for name in ev.workflow_names:
-                self.target.delete(agg.namespace, name, at)
+    def _create(
+        self, creates: list[tuple[Any, CronWorkflow, dict[str, Any]]], at: datetime
+    ) -> None:
+        """Send the collected creations to the target and empty the list; a refusal for good
+        is fed back as SubmissionFailed, anything else (transient) propagates, so the batch is
+        repeated and the position does not move."""
+        if not creates:
+            return
+        items = [(wf, str(agg.id), ev.trigger) for ev, agg, wf in creates]
+        many = getattr(self.target, "create_many", None)
+        errors: list[PermanentSubmissionError | None]
+        if many is not None:
+            errors = many(items, at)
+        else:
+            errors = []
+            for wf, cron_id, trigger in items:
+                try:
+                    self.target.create(wf, cron_id=cron_id, trigger=trigger, at=at)
+                    errors.append(None)
+                except PermanentSubmissionError as e:
+                    errors.append(e)
+        for (ev, agg, _), error in zip(creates, errors, strict=True):
+            if error is None:
+                continue
+            if self.on_failure is None:
+                raise error
+            self.on_failure(agg.id, ev.workflow_name, ev.scheduled_time, str(error), at)
+        creates.clear()
