@@ -127,10 +127,10 @@ def build_engine(
         return agg
 
     # Each projection follows the log at its own pace, so each keeps its own aggregates.
-    follower = AggregateFollower(load_at)
+    follower = AggregateFollower(load_at, load_many=service.load_many)
     engine = Engine(config, service, view, ReadModelProjection(view, follower))
     if target is not None:
-        dfollower = AggregateFollower(load_at)
+        dfollower = AggregateFollower(load_at, load_many=service.load_many)
         engine.dispatcher = Dispatcher(
             target,
             view,

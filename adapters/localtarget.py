@@ -1,8 +1,10 @@
 """The local target: Workflows as manifest files in a directory, for running without a cluster.
 
-`<dir>/<namespace>/<name>.yaml` is the Workflow; `<name>.phase` holds its phase once it ends
-(written by us after the run duration, by Replace's terminate, or by hand). A manifest that
-disappears while the run is active is a run deleted by hand (RunVanished).
+`<dir>/<namespace>/<name>.yaml` is the Workflow, written as indented JSON, which is YAML too:
+`kubectl apply -f` and every YAML reader take it, and the C JSON encoder is 20x faster than
+PyYAML's representer, which was most of the dispatcher's time. `<name>.phase` holds its phase
+once it ends (written by us after the run duration, by Replace's terminate, or by hand). A
+manifest that disappears while the run is active is a run deleted by hand (RunVanished).
 
 A file is created exclusively and atomically (written aside, then hard-linked into place), so a
 dispatcher that replays an event after a crash finds the file and never writes a second one,
@@ -12,6 +14,7 @@ and nobody ever sees half a manifest.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 from collections.abc import Sequence
@@ -26,7 +29,6 @@ from projections.dispatch import ANNOTATION_SCHEDULED, PermanentSubmissionError
 
 ANNOTATION_CREATED = "cronsource.io/created-at"
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: 10x faster
-_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # the pure-Python one was 2/3 of dispatch
 PHASES = ("Succeeded", "Failed", "Error")
 
 
@@ -133,7 +135,7 @@ class LocalTarget:
             meta = workflow["metadata"]
             meta.setdefault("annotations", {})[ANNOTATION_CREATED] = created_at
             path = self.manifest_path(meta["namespace"], meta["name"])
-            files.append((path, yaml.dump(workflow, Dumper=_Dumper, sort_keys=False)))
+            files.append((path, json.dumps(workflow, indent=2, default=str) + "\n"))
         results: list[PermanentSubmissionError | None] = []
         for (workflow, _, _), (path, _), created in zip(
             items, files, _link_all_exclusively(files), strict=True

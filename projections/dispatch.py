@@ -113,6 +113,7 @@ class Dispatcher:
         so the target sees the operations in log order.
         """
         creates: list[tuple[Any, CronWorkflow, dict[str, Any]]] = []
+        self.follower.prefetch([ev for ev, _ in batch])
         for ev, _ in batch:
             agg = self.follower.follow(ev)
             kind = event_type(ev)

@@ -171,28 +171,60 @@ def audit_row(ev: Any, agg: CronWorkflow, notification_id: int) -> AuditRow:
 class AggregateFollower:
     """Evolves aggregates event by event, as the projections see them.
 
-    Keeps evolved aggregates in a bounded cache; on a miss or a gap (the projection restarted,
-    or the cache evicted the stream) it replays the stream up to the event's version from the
-    store, so a restart re-derives the same state.
+    Keeps evolved aggregates in a bounded cache. A stream's first event builds its aggregate
+    from nothing; on a miss or a gap later in a stream (the projection restarted, or the cache
+    evicted it) the stream is replayed up to the event's version from the store, so a restart
+    re-derives the same state. `prefetch` does those replays for a whole batch in one query.
     """
 
-    def __init__(self, load_at_version: Callable[[UUID, int], CronWorkflow], size: int = 100_000):
+    def __init__(
+        self,
+        load_at_version: Callable[[UUID, int], CronWorkflow],
+        size: int = 100_000,
+        load_many: Callable[[dict[UUID, int | None]], dict[UUID, CronWorkflow]] | None = None,
+    ):
         self._load = load_at_version
+        self._load_many = load_many
         self._cache: OrderedDict[UUID, CronWorkflow] = OrderedDict()
         self._size = size
+
+    def prefetch(self, events: Sequence[Any]) -> None:
+        """Load, in one go, every aggregate the batch would otherwise replay one by one."""
+        if self._load_many is None:
+            return
+        seen: set[UUID] = set()
+        need: dict[UUID, int | None] = {}
+        for ev in events:
+            cron_id, version = ev.originator_id, ev.originator_version
+            if cron_id in seen:
+                continue
+            seen.add(cron_id)
+            agg = self._cache.get(cron_id)
+            if version == 1 or (agg is not None and agg.version in (version - 1, version)):
+                continue
+            need[cron_id] = version
+        if need:
+            for cron_id, agg in self._load_many(need).items():
+                self._remember(cron_id, agg)
 
     def follow(self, ev: Any) -> CronWorkflow:
         cron_id = ev.originator_id
         agg = self._cache.get(cron_id)
         if agg is not None and agg.version == ev.originator_version - 1:
             ev.mutate(agg)
+        elif agg is None and ev.originator_version == 1:
+            agg = ev.mutate(None)
         elif agg is None or agg.version != ev.originator_version:
             agg = self._load(cron_id, ev.originator_version)
+        assert agg is not None
+        self._remember(cron_id, agg)
+        return agg
+
+    def _remember(self, cron_id: UUID, agg: CronWorkflow) -> None:
         self._cache[cron_id] = agg
         self._cache.move_to_end(cron_id)
         if len(self._cache) > self._size:
             self._cache.popitem(last=False)
-        return agg
 
 
 class ReadModelProjection:
@@ -210,6 +242,7 @@ class ReadModelProjection:
     def process_batch(self, batch: Sequence[tuple[Any, Tracking]]) -> int:
         """Several events in one view transaction: the position moves to the last of them."""
         items = []
+        self.follower.prefetch([ev for ev, _ in batch])
         for ev, tracking in batch:
             agg = self.follower.follow(ev)
             items.append((tracking, status_row(agg), audit_row(ev, agg, tracking.notification_id)))
