@@ -1,6 +1,6 @@
 """The local target: Workflows as manifest files in a directory, for running without a cluster.
 
-`<dir>/<namespace>/<name>.yaml` is the Workflow, written as indented JSON, which is YAML too:
+`<dir>/<namespace>/<name>.yaml` is the Workflow, written as one line of JSON, which is YAML too:
 `kubectl apply -f` and every YAML reader take it, and the C JSON encoder is 20x faster than
 PyYAML's representer, which was most of the dispatcher's time. `<name>.phase` holds its phase
 once it ends (written by us after the run duration, by Replace's terminate, or by hand). A
@@ -135,7 +135,7 @@ class LocalTarget:
             meta = workflow["metadata"]
             meta.setdefault("annotations", {})[ANNOTATION_CREATED] = created_at
             path = self.manifest_path(meta["namespace"], meta["name"])
-            files.append((path, json.dumps(workflow, indent=2, default=str) + "\n"))
+            files.append((path, json.dumps(workflow, default=str) + "\n"))
         results: list[PermanentSubmissionError | None] = []
         for (workflow, _, _), (path, _), created in zip(
             items, files, _link_all_exclusively(files), strict=True
