@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -35,6 +35,11 @@ BATCH = 500
 #: Seconds a projection or the run watcher may take per turn before yielding to the
 #: scheduler (and to SIGTERM); a backlog is worked off over several turns.
 TURN_BUDGET = 1.0
+#: How far ahead the scheduler loads the aggregates about to be due, so that at the instant it
+#: decides on copies in memory instead of reading 10,000 streams from the store.
+WARM_AHEAD = timedelta(seconds=60)
+#: Aggregates warmed per turn at most, so warming never holds up a turn for long.
+WARM_LIMIT = 5000
 #: How often a running replica logs its heartbeat (fires, shards, projection lag).
 REPORT_SECONDS = 30.0
 
@@ -179,6 +184,8 @@ class SchedulerLoop:
         self.scheduler = Supervisor("scheduler")
         self.watch = Supervisor("run watcher")
         self.shards = Supervisor("shards")
+        self.warmer = Supervisor("warm-up")
+        self.last_warmed = 0
         self._last_rebalance = 0.0
         self._last_report = time.monotonic()
         self.decision_log: DecisionLog | None = None  # created once this replica projects
@@ -221,6 +228,16 @@ class SchedulerLoop:
         self.fires += fired
         return fired
 
+    def warm_once(self, now: datetime) -> int:
+        """Load what is due within WARM_AHEAD and not yet in memory; returns how many."""
+        versions = {
+            cron_id: version
+            for raw, version in self.engine.view.due_versions(now + WARM_AHEAD)
+            if self.ownership.owns(cron_id := UUID(raw))
+        }
+        self.last_warmed = self.engine.service.warm(versions, WARM_LIMIT)
+        return self.last_warmed
+
     def project_once(self, now: datetime) -> int:
         n = self.engine.catch_up(now, budget=TURN_BUDGET, stop=self.stop_event.is_set)
         # One structured line per committed decision (cronWorkflow, tick, version), written by
@@ -248,6 +265,9 @@ class SchedulerLoop:
                         else 0
                     )
                 )
+        if self.runs_scheduler:
+            # Last, after the projections moved the due index past this turn's decisions.
+            self.warmer.run(lambda: self.warm_once(self.clock()))
         if time.monotonic() - self._last_report >= REPORT_SECONDS:
             self._last_report = time.monotonic()
             self.projector.run(self.report)

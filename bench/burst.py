@@ -15,6 +15,9 @@ Each fire's latency is the time its batch's commit returned, minus the instant (
 - `cold` (default): the first burst after the CronWorkflows were applied, or after a restart:
   every aggregate is loaded from the store (eventsourcing's aggregate cache is not filled by
   saves while fast-forwarding is on, so a process that has just applied them is no warmer);
+- `warm`: a scheduler restarted before the instant: it loads nothing at start, but its loop's
+  turns before the instant (untimed, at H - 30 s, until one warms nothing) load what is due within
+  `WARM_AHEAD` (adapters/runtime.py), as `cronsource run` does;
 - `hot`: the steady state of a long-running scheduler: a first burst at H fires, the
   projections catch up, and the timed burst is the next one at H + 1 h, decided on the copies
   the scheduler itself saved last (no store reads).
@@ -108,7 +111,15 @@ def run(
         else:  # a scheduler that has loaded nothing yet, as after a start
             engine.close()
             engine = build_engine(t.config, create_tables=False)
-            loop = SchedulerLoop(engine, SoleOwner(), role="scheduler", clock=lambda: instant)
+            now = instant - timedelta(seconds=30) if mode == "warm" else instant
+            loop = SchedulerLoop(engine, SoleOwner(), role="scheduler", clock=lambda: now)
+            if mode == "warm":
+                task = bar.add_task("turn before the instant (not timed)", total=None)
+                loop.turn()
+                while loop.last_warmed:
+                    loop.turn()
+                bar.update(task, total=1, completed=1)
+                now = instant
         expected = count_topic(engine.service, FIRED_TOPIC)
         marks: list[tuple[float, int]] = []
         task = bar.add_task(f"burst ({mode})", total=n)
@@ -168,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--crons", type=int, default=10_000, help="N CronWorkflows (default 10000)")
     ap.add_argument("--store", default=None, help="sqlite:///NEW.db or postgresql://server/db")
     ap.add_argument("--schedule", default="0 * * * *", help="the one schedule (hourly)")
-    ap.add_argument("--mode", choices=["cold", "hot"], default="cold")
+    ap.add_argument("--mode", choices=["cold", "warm", "hot"], default="cold")
     ap.add_argument("--no-baseline", action="store_true", help="skip the plain-insert baseline")
     ap.add_argument("--keep", action="store_true", help="keep the store (and print where)")
     ap.add_argument("--profile", metavar="FILE", help="cProfile the timed part into FILE")

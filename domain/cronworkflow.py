@@ -10,6 +10,7 @@ orphans a stored event; a changed event gets a new version and an upcaster.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable
 from datetime import datetime, timedelta
@@ -76,6 +77,22 @@ def _spec_dict(spec: CronWorkflowSpec) -> dict[str, Any]:
 def _schedule_key(spec: dict[str, Any], annotations: dict[str, str]) -> tuple[Any, ...]:
     s = CronWorkflowSpec.model_validate(spec)
     return (s.all_schedules, s.timezone, scheduling_options(annotations).dst_policy)
+
+
+def _compile(
+    schedules: tuple[str, ...], timezone: str, dst_policy: str, baseline: datetime
+) -> CompiledSchedule:
+    """Compiled schedules are immutable, so aggregates with the same schedule share one; only
+    `@every` depends on the aggregate's own anchor (its creation time)."""
+    anchored = any(s.strip().startswith("@every") for s in schedules)
+    return _compile_shared(schedules, timezone, dst_policy, baseline if anchored else None)
+
+
+@functools.lru_cache(maxsize=4096)
+def _compile_shared(
+    schedules: tuple[str, ...], timezone: str, dst_policy: str, anchor: datetime | None
+) -> CompiledSchedule:
+    return compile_schedule(schedules, timezone, dst_policy, anchor=anchor)
 
 
 class CronWorkflow(Aggregate):
@@ -181,11 +198,11 @@ class CronWorkflow(Aggregate):
         )
         cached = getattr(self, "_compiled", None)
         if cached is None or cached[0] != key:
-            compiled = compile_schedule(
-                spec.all_schedules,
+            compiled = _compile(
+                tuple(spec.all_schedules),
                 spec.timezone,
                 scheduling_options(self.annotations).dst_policy,
-                anchor=self.baseline,
+                self.baseline,
             )
             self._compiled = (key, compiled)
             return compiled

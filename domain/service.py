@@ -8,7 +8,6 @@ the caller's business (the `env` given by adapters); nothing here names a databa
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -273,13 +272,15 @@ class CronService(Application[UUID]):
         ids = list(cron_ids)
         fresh: dict[UUID, CronWorkflow] = {}
         for cron_id in ids:
-            hot = self._hot.get(cron_id)
+            # Taken out, not copied: a copy was a fifth of a hot burst. `commit` puts it back
+            # once saved; if the save fails or never comes, the next decision loads afresh.
+            hot = self._hot.pop(cron_id, None)
             if (
                 hot is not None
                 and seen_versions is not None
                 and seen_versions.get(cron_id, hot.version + 1) <= hot.version
             ):
-                fresh[cron_id] = copy.deepcopy(hot)
+                fresh[cron_id] = hot
         cold = [i for i in ids if i not in fresh]
         if cold:
             fresh.update(self.load_many(dict.fromkeys(cold)))
@@ -292,18 +293,36 @@ class CronService(Application[UUID]):
             aggs.append(agg)
         return aggs
 
+    def warm(self, versions: Mapping[UUID, int], limit: int = 5000) -> int:
+        """Load ahead of time the aggregates about to be due (`versions`: what the due index
+        shows), so the decision at the instant needs no store reads. Returns how many."""
+        todo = [
+            cron_id
+            for cron_id, seen in versions.items()
+            if (hot := self._hot.get(cron_id)) is None or hot.version < seen
+        ][:limit]
+        if todo:
+            loaded = self.load_many(dict.fromkeys(todo))
+            for agg in loaded.values():
+                agg.next_due()  # parses the spec and schedule now rather than at the instant
+            self._hot.update(loaded)
+        return len(todo)
+
     def commit(self, aggs: Sequence[CronWorkflow], at: datetime) -> TickReport:
         """Save decided aggregates in one transaction. If any of them is stale the store
         refuses the whole batch; each is then re-decided on fresh state and saved on its own,
         so one conflict costs one retry per aggregate of the batch, never a lost decision."""
         report = TickReport()
         pending = [a for a in aggs if a.pending_events]
-        if pending:
+        if not pending:
+            for a in aggs:
+                self._hot[a.id] = a
+        else:
             fires = sum(_count_fires(a) for a in pending)
             try:
                 self.save(*pending)
                 report.saved, report.fires = len(pending), fires
-                for a in pending:
+                for a in aggs:
                     self._hot[a.id] = a
             except IntegrityError:
                 self.rejected_writes += 1
