@@ -487,6 +487,9 @@ def run(
 ) -> None:
     """The main job: apply PATHS, then schedule and project until SIGTERM."""
     import logging
+    import time
+
+    started = time.monotonic()
 
     from adapters.localtarget import LocalTarget
     from adapters.logs import configure_logging
@@ -552,7 +555,12 @@ def run(
         f"cronsource running: store {config.url}, role {role}, workflows in {where}", err=True
     )
     try:
-        loop.run(waker)
+        loop.run(
+            waker,
+            on_ready=lambda: click.echo(
+                f"cronsource ready after {time.monotonic() - started:.2f}s", err=True
+            ),
+        )
     finally:
         if kube:
             watcher.stop()

@@ -17,6 +17,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -26,6 +27,7 @@ from adapters.engine import Engine
 from adapters.localtarget import LocalTarget
 from adapters.logs import DecisionLog
 from adapters.shards import REBALANCE_SECONDS, Ownership
+from domain.service import TickReport
 
 log = logging.getLogger("cronsource")
 
@@ -217,14 +219,32 @@ class SchedulerLoop:
         return ids
 
     def schedule_once(self, now: datetime) -> int:
-        """Decide everything due now, BATCH CronWorkflows per transaction; returns fires."""
+        """Decide everything due now, BATCH CronWorkflows per transaction; returns fires.
+
+        Batch k+1 is decided while batch k's transaction is on its way to the store (one
+        committing thread keeps the commits in order): the database's time and Python's
+        overlap instead of adding up. Batches hold distinct CronWorkflows, so the two never
+        touch the same aggregate, and a stale save is still refused and re-decided.
+        """
         due = self._due(now)
+        svc = self.engine.service
         fired = 0
-        for i in range(0, len(due), BATCH):
-            report = self.engine.service.tick(due[i : i + BATCH], now, self._seen)
+
+        def settle(report: TickReport) -> None:
+            nonlocal fired
             fired += report.fires
             for cron_id, version in report.versions.items():
                 self._known_next[cron_id] = (version, report.next_due.get(cron_id))
+
+        with ThreadPoolExecutor(1, thread_name_prefix="commit") as committer:
+            in_flight: Future[TickReport] | None = None
+            for i in range(0, len(due), BATCH):
+                decided = svc.decide(due[i : i + BATCH], now, self._seen)
+                if in_flight is not None:
+                    settle(in_flight.result())
+                in_flight = committer.submit(svc.commit, decided, now)
+            if in_flight is not None:
+                settle(in_flight.result())
         self.fires += fired
         return fired
 
@@ -238,8 +258,22 @@ class SchedulerLoop:
         self.last_warmed = self.engine.service.warm(versions, WARM_LIMIT)
         return self.last_warmed
 
+    def budget(self) -> float:
+        """Seconds the projections and the run watcher may take this turn: TURN_BUDGET, but
+        never past the next due instant, so a backlog of projection work does not delay a
+        fire (it waits for the turn after)."""
+        if not self.runs_scheduler:
+            return TURN_BUDGET
+        try:
+            nxt = self.engine.view.next_due()
+        except Exception:
+            return TURN_BUDGET
+        if nxt is None:
+            return TURN_BUDGET
+        return max(0.05, min(TURN_BUDGET, (nxt - self.clock()).total_seconds()))
+
     def project_once(self, now: datetime) -> int:
-        n = self.engine.catch_up(now, budget=TURN_BUDGET, stop=self.stop_event.is_set)
+        n = self.engine.catch_up(now, budget=self.budget(), stop=self.stop_event.is_set)
         # One structured line per committed decision (cronWorkflow, tick, version), written by
         # the projector only, so each decision is logged once across replicas.
         if self.decision_log is None:
@@ -260,7 +294,7 @@ class SchedulerLoop:
             if self.watcher is not None:
                 self.watch.run(
                     lambda: (
-                        self.watcher.poll(self.clock(), TURN_BUDGET, self.stop_event.is_set)
+                        self.watcher.poll(self.clock(), self.budget(), self.stop_event.is_set)
                         if self.watcher
                         else 0
                     )
@@ -293,9 +327,14 @@ class SchedulerLoop:
             return self.poll_seconds
         return max(0.0, min(self.poll_seconds, (nxt - self.clock()).total_seconds()))
 
-    def run(self, waker: Waker | None = None) -> None:
+    def run(self, waker: Waker | None = None, on_ready: Callable[[], None] | None = None) -> None:
+        """Turn until stopped; `on_ready` is called once, after the first turn (projections
+        caught up, what was due decided, the next minute's aggregates loaded)."""
         while not self.stop_event.is_set():
             self.turn()
+            if on_ready is not None:
+                on_ready()
+                on_ready = None
             if self.stop_event.is_set():
                 break
             delay = self.sleep_seconds()

@@ -5,13 +5,14 @@ H. Set-up, not timed: a throwaway store (bench/common.py), the N CronWorkflows c
 H - 30 min, and the projections caught up so the due index knows them.
 
 Timed: `SchedulerLoop.schedule_once(H)` of adapters/runtime.py, the code `cronsource run` runs
-each turn: read the due index, then `CronService.tick(ids, H)` in batches of 500, each batch one
-transaction. The clock is virtual (the loop's `clock` is H), so the instant is the moment the
-call starts; `seconds` is the wall time until it returned with every ScheduleFired committed.
+each turn: read the due index, then `CronService.decide` and `commit` in batches of 500, each
+batch one transaction, the next batch decided while the previous one commits. The clock is
+virtual (the loop's `clock` is H), so the instant is the moment the call starts; `seconds` is
+the wall time until it returned with every ScheduleFired committed.
 Each fire's latency is the time its batch's commit returned, minus the instant (`p50_ms`,
 `p99_ms`).
 
-`--mode` picks which copy the scheduler decides on; both are real situations:
+`--mode` picks which copy the scheduler decides on; all three are real situations:
 - `cold` (default): the first burst after the CronWorkflows were applied, or after a restart:
   every aggregate is loaded from the store (eventsourcing's aggregate cache is not filled by
   saves while fast-forwarding is on, so a process that has just applied them is no warmer);
@@ -34,10 +35,9 @@ import argparse
 import cProfile
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
-from uuid import UUID
 
 from adapters.engine import Engine, build_engine
 from adapters.runtime import BATCH, SchedulerLoop
@@ -59,23 +59,22 @@ from bench.common import (
     throwaway_store,
     utcnow,
 )
+from domain.cronworkflow import CronWorkflow
 
 
 def timed_ticks(engine: Engine, marks: list[tuple[float, int]], advance: Any = None) -> None:
-    """Record (time the batch returned, fires in it) for every `tick` the loop makes."""
+    """Record (time the batch's commit returned, fires in it) for every batch of the loop."""
     svc = engine.service
-    real_tick = svc.tick
+    real_commit = svc.commit
 
-    def tick(
-        cron_ids: Iterable[UUID], at: Any, seen_versions: Mapping[UUID, int] | None = None
-    ) -> Any:
-        report = real_tick(cron_ids, at, seen_versions)
+    def commit(aggs: Sequence[CronWorkflow], at: Any) -> Any:
+        report = real_commit(aggs, at)
         marks.append((time.perf_counter(), report.fires))
         if advance is not None:
             advance(report.fires)
         return report
 
-    svc.tick = tick  # type: ignore[method-assign]
+    svc.commit = commit  # type: ignore[method-assign]
 
 
 def run(

@@ -141,14 +141,15 @@ def manifest(name: str, schedule: str, namespace: str = NAMESPACE) -> dict[str, 
 def create_crons(
     service: Any,
     n: int,
-    schedule: str,
+    schedule: str | Sequence[str],
     at: datetime,
     *,
     prefix: str = "burst",
     batch: int = 500,
     advance: Callable[[int], None] | None = None,
 ) -> list[UUID]:
-    """Create N CronWorkflows as of `at` (set-up, not timed).
+    """Create N CronWorkflows as of `at` (set-up, not timed); `schedule` is one for all or
+    one per CronWorkflow.
 
     The aggregates and their Created events are exactly what `cronsource apply` makes
     (`CronWorkflow.from_manifest` of an admitted manifest); they are saved `batch` per
@@ -157,7 +158,14 @@ def create_crons(
     ids: list[UUID] = []
     for i in range(0, n, batch):
         aggs = [
-            CronWorkflow.from_manifest(parse_manifest(manifest(f"{prefix}-{j:06d}", schedule)), at)
+            CronWorkflow.from_manifest(
+                parse_manifest(
+                    manifest(
+                        f"{prefix}-{j:06d}", schedule if isinstance(schedule, str) else schedule[j]
+                    )
+                ),
+                at,
+            )
             for j in range(i, min(n, i + batch))
         ]
         service.save(*aggs)

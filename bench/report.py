@@ -39,7 +39,6 @@ from bench.common import (
     last_json_line,
     machine_note,
     progress,
-    throwaway_store,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,10 +117,6 @@ def run_once(run: Run, pg: str | None, log: Path) -> dict[str, Any]:
     cmd = [sys.executable, "-m", run.module, *run.args]
     if run.store == "postgresql":
         assert pg is not None
-        if run.module == "bench.steady":
-            # steady uses the store it is given: give it a database of its own.
-            with throwaway_store(pg, "steady", migrate_schema=False) as t:
-                return _call([*cmd, "--store", t.url], log)
         cmd += ["--store", pg]
     return _call(cmd, log)
 

@@ -87,14 +87,15 @@ def install(fault: Fault) -> None:
 
     CronService.commit = crashy_commit  # type: ignore[method-assign]
 
-    create = LocalTarget.create
+    create_many = LocalTarget.create_many
 
-    def crashy_create(self: LocalTarget, workflow: dict[str, Any], **kw: Any) -> None:
+    def crashy_create_many(self: LocalTarget, items: Any, at: Any) -> Any:
         fault.reached("dispatch-before-create")
-        create(self, workflow, **kw)
+        errors = create_many(self, items, at)
         fault.reached("dispatch-after-create")
+        return errors
 
-    LocalTarget.create = crashy_create  # type: ignore[method-assign]
+    LocalTarget.create_many = crashy_create_many  # type: ignore[method-assign]
 
     # Inside the read model's transaction: every row and the new position are written, the
     # COMMIT is not. (`write_batch` is the view's write; `_transaction` wraps it in BEGIN ..
