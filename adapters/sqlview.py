@@ -27,7 +27,8 @@ _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS cronsource_status (
         cron_id TEXT PRIMARY KEY, namespace TEXT NOT NULL, name TEXT NOT NULL,
         deleted INTEGER NOT NULL, next_due DOUBLE PRECISION, version INTEGER NOT NULL,
-        status TEXT NOT NULL, spec TEXT NOT NULL, metadata TEXT NOT NULL)""",
+        status TEXT NOT NULL, spec TEXT NOT NULL, metadata TEXT NOT NULL,
+        active INTEGER NOT NULL DEFAULT 0)""",
     "CREATE INDEX IF NOT EXISTS cronsource_status_due ON cronsource_status (next_due)",
     "CREATE INDEX IF NOT EXISTS cronsource_status_name ON cronsource_status (namespace, name)",
     """CREATE TABLE IF NOT EXISTS cronsource_audit (
@@ -36,6 +37,15 @@ _SCHEMA = [
         at DOUBLE PRECISION NOT NULL, scheduled_time DOUBLE PRECISION, reason TEXT,
         workflow TEXT, detail TEXT NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS cronsource_audit_cron ON cronsource_audit (namespace, name, at)",
+]
+#: Created after `_upgrade`, which may first have to add the column they index.
+_INDEXES = [
+    # The run watcher asks for the few CronWorkflows with runs active among all of them.
+    "CREATE INDEX IF NOT EXISTS cronsource_status_active ON cronsource_status (active)"
+    " WHERE active > 0",
+    # Which fire made this Workflow (the run watcher, for a Workflow file that is missing).
+    "CREATE INDEX IF NOT EXISTS cronsource_audit_workflow"
+    " ON cronsource_audit (namespace, workflow)",
 ]
 
 
@@ -174,6 +184,31 @@ class SqlReadModel:
         with self._transaction() as conn:
             for stmt in _SCHEMA:
                 conn.execute(stmt)
+            self._upgrade(conn)
+            for stmt in _INDEXES:
+                conn.execute(stmt)
+
+    def _upgrade(self, conn: Any) -> None:
+        """Bring tables made by an older version up to date (`cronsource migrate`)."""
+        if self.is_sqlite:
+            columns = {r[1] for r in conn.execute("PRAGMA table_info(cronsource_status)")}
+        else:
+            columns = {
+                r[0]
+                for r in conn.execute(
+                    "SELECT column_name FROM information_schema.columns"
+                    " WHERE table_schema = current_schema() AND table_name = 'cronsource_status'"
+                )
+            }
+        if "active" in columns:
+            return
+        conn.execute("ALTER TABLE cronsource_status ADD COLUMN active INTEGER NOT NULL DEFAULT 0")
+        rows = conn.execute("SELECT cron_id, status FROM cronsource_status").fetchall()
+        counts = [(len(json.loads(st).get("active") or []), cid) for cid, st in rows]
+        conn.cursor().executemany(
+            self._sql("UPDATE cronsource_status SET active = ? WHERE cron_id = ?"),
+            [c for c in counts if c[0]],
+        )
 
     def drop_tables(self) -> None:
         with self._transaction() as conn:
@@ -257,11 +292,12 @@ class SqlReadModel:
             cur.executemany(
                 self._sql(
                     "INSERT INTO cronsource_status (cron_id, namespace, name, deleted, next_due,"
-                    " version, status, spec, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    " version, status, spec, metadata, active)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                     " ON CONFLICT (cron_id) DO UPDATE SET deleted = excluded.deleted,"
                     " next_due = excluded.next_due, version = excluded.version,"
                     " status = excluded.status, spec = excluded.spec,"
-                    " metadata = excluded.metadata"
+                    " metadata = excluded.metadata, active = excluded.active"
                 ),
                 [
                     (
@@ -274,6 +310,7 @@ class SqlReadModel:
                         json.dumps(st.status),
                         json.dumps(st.spec),
                         json.dumps(st.metadata),
+                        len(st.status.get("active") or []),
                     )
                     for st in latest.values()
                 ],
@@ -343,7 +380,8 @@ class SqlReadModel:
         """(cron id, namespace, workflow) of every run the status view shows as active."""
         out = []
         for r in self._query(
-            "SELECT cron_id, namespace, status FROM cronsource_status WHERE deleted = 0"
+            "SELECT cron_id, namespace, status FROM cronsource_status"
+            " WHERE deleted = 0 AND active > 0"
         ):
             for ref in json.loads(r[2]).get("active") or []:
                 out.append((r[0], r[1], ref["name"]))

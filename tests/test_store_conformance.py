@@ -343,3 +343,77 @@ def test_a_replica_shares_the_store(engine: Engine) -> None:
     assert engine.rejected_writes == 1
     assert fired(svc, cron_id) == [minute(1)]
     assert topics(replica) == topics(svc)
+
+
+# ---------------------------------------------------------------------------- batch paths
+
+
+def test_load_many_equals_loading_one_by_one(engine: Engine) -> None:
+    """The one-query batch load (adapters/recorders.py) rebuilds exactly what the repository
+    rebuilds, at the latest version and at a given one, and leaves out unknown ids."""
+    svc = engine.service
+    a, _ = svc.apply(manifest("a"), minute(0))
+    b, _ = svc.apply(manifest("b", "*/2 * * * *"), minute(0))
+    svc.tick([a, b], minute(5))
+    svc.suspend(a, minute(6))
+    missing = UUID(int=7)
+    many = svc.load_many({a: None, b: None, missing: None})
+    assert set(many) == {a, b}
+    for cron_id in (a, b):
+        one = svc.load(cron_id)
+        assert many[cron_id].version == one.version
+        assert many[cron_id].__dict__.keys() == one.__dict__.keys()
+        for key in ("decided_until", "suspended", "active", "last_scheduled_time", "spec"):
+            assert getattr(many[cron_id], key) == getattr(one, key), key
+    at_two = svc.load_many({a: 2})[a]
+    assert (
+        at_two.version == 2
+        and at_two.decided_until == svc.repository.get(a, version=2).decided_until
+    )
+
+
+def test_a_failed_commit_leaves_no_decided_copy_behind(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scheduler decides on copies it keeps in memory; when the commit fails for a
+    reason other than a stale version (the store went away mid-insert), the next decision
+    must not build on the unsaved copy: it loads afresh and fires the lost tick once."""
+    svc = engine.service
+    a, _ = svc.apply(manifest("a"), minute(0))
+    svc.tick([a], minute(1))
+    version = svc.load(a).version
+
+    def store_down(*args: Any, **kwargs: Any) -> Any:
+        raise ConnectionError("store unreachable")
+
+    monkeypatch.setattr(svc.recorder, "insert_events", store_down)
+    with pytest.raises(ConnectionError):
+        svc.tick([a], minute(2), {a: version})
+    monkeypatch.undo()
+    assert svc.tick([a], minute(2), {a: version}).fires == 1
+    assert fired(svc, a) == [minute(1), minute(2)]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_active_runs_come_from_an_upgraded_table_too(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """A read model made before the `active` column existed is upgraded by migrate: the
+    column is added and filled from the status documents, so active runs stay visible.
+    (Not `memory:`: its read model is made afresh every time, there is nothing to upgrade.)"""
+    url = f"sqlite:///{tmp_path}/x.db" if kind == "sqlite" else request.getfixturevalue("pg_url")
+    migrate(StoreConfig.parse(url))
+    engine = build_engine(url)
+    try:
+        a, _ = engine.service.apply(manifest("a"), minute(0))
+        engine.service.tick([a], minute(1))
+        engine.catch_up(minute(1))
+        before = engine.view.active_runs()
+        assert len(before) == 1
+        with engine.view._transaction() as conn:
+            conn.execute("DROP INDEX IF EXISTS cronsource_status_active")
+            conn.execute("ALTER TABLE cronsource_status DROP COLUMN active")
+        engine.view.create_tables()
+        assert engine.view.active_runs() == before
+    finally:
+        engine.close()
