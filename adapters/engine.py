@@ -45,20 +45,17 @@ class Engine:
         batch: int = 1000,
         budget: float | None = None,
         stop: Callable[[], bool] | None = None,
+        *,
+        dispatch: bool = True,
     ) -> int:
         """Process events not yet projected; returns how many the read model took.
 
         Without a `budget` it runs until caught up (simulate, CLI commands, tests). The
         service loop passes a budget in seconds and a stop check, so a backlog never holds
         up SIGTERM or the scheduler for longer than that: the rest waits for the next turn.
+        `dispatch=False` leaves the dispatcher to its own thread (adapters/runtime.py).
         """
-        deadline = None if budget is None else time.monotonic() + budget
-
-        def more_time() -> bool:
-            if stop is not None and stop():
-                return False
-            return deadline is None or time.monotonic() < deadline
-
+        more_time = _time_left(budget, stop)
         done = 0
         while True:
             pending = self._pending("readmodel", batch)
@@ -66,14 +63,31 @@ class Engine:
             done += len(pending)
             if len(pending) < batch or not more_time():
                 break
-        if self.dispatcher is not None:
-            now = at or datetime.now(UTC)
-            while True:  # at least one batch per call, so dispatch always makes progress
-                pending = self._pending("dispatch", batch)
-                self.dispatcher.process_batch(pending, now)
-                if len(pending) < batch or not more_time():
-                    break
+        if dispatch:
+            self._dispatch(at, batch, more_time)
         return done
+
+    def dispatch(
+        self,
+        at: datetime | None = None,
+        batch: int = 1000,
+        budget: float | None = None,
+        stop: Callable[[], bool] | None = None,
+    ) -> int:
+        """Dispatch events not yet dispatched (the dispatcher's part of `catch_up`)."""
+        return self._dispatch(at, batch, _time_left(budget, stop))
+
+    def _dispatch(self, at: datetime | None, batch: int, more_time: Callable[[], bool]) -> int:
+        if self.dispatcher is None:
+            return 0
+        now = at or datetime.now(UTC)
+        done = 0
+        while True:  # at least one batch per call, so dispatch always makes progress
+            pending = self._pending("dispatch", batch)
+            self.dispatcher.process_batch(pending, now)
+            done += len(pending)
+            if len(pending) < batch or not more_time():
+                return done
 
     def replica(self) -> CronService:
         """Another service instance on the same store (its own cache), as a second process
@@ -92,6 +106,17 @@ class Engine:
         for svc in [self.service, *self.extra_replicas]:
             svc.close()
         self.view.close()
+
+
+def _time_left(budget: float | None, stop: Callable[[], bool] | None) -> Callable[[], bool]:
+    deadline = None if budget is None else time.monotonic() + budget
+
+    def more_time() -> bool:
+        if stop is not None and stop():
+            return False
+        return deadline is None or time.monotonic() < deadline
+
+    return more_time
 
 
 def migrate(config: StoreConfig) -> None:

@@ -316,7 +316,7 @@ class _EngineCollector(Collector):
                 "Failed turns of this process's workers (each retried with backoff)",
                 labels=["worker"],
             )
-            for sup in (self.loop.projector, self.loop.scheduler, self.loop.watch):
+            for sup in self.loop.supervisors:
                 failures.add_metric([sup.name], float(sup.failures))
             yield failures
         if self.engine.config.kind != "postgresql":

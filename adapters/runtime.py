@@ -168,6 +168,44 @@ class RunPoller(Protocol):
     ) -> int: ...
 
 
+class DispatchWorker:
+    """The dispatcher on a thread of its own (`cronsource run`).
+
+    Creating Workflows is I/O (files and a sync, or API calls) that used to wait its turn
+    behind the read model's projection; on its own thread it starts as soon as a fire is in
+    the log and overlaps the projection and the next decisions. It follows the log with its
+    own position exactly as before, so crash safety is unchanged: creation first, position
+    after. Only the replica that holds the projector role dispatches.
+    """
+
+    def __init__(self, loop: SchedulerLoop) -> None:
+        self.loop = loop
+        self.wake = threading.Event()
+        self.supervisor = Supervisor("dispatch")
+        self._thread = threading.Thread(target=self._run, name="dispatch", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        loop = self.loop
+        stop = loop.stop_event
+        while not stop.is_set():
+            if loop.runs_projections:
+                done = self.supervisor.run(
+                    lambda: loop.engine.dispatch(loop.clock(), budget=TURN_BUDGET, stop=stop.is_set)
+                )
+                if done:
+                    continue  # there may be more already
+            self.wake.wait(loop.poll_seconds)
+            self.wake.clear()
+
+    def stop(self) -> None:
+        """Let the batch in flight finish (its position moves after its Workflows exist)."""
+        self.wake.set()
+        self._thread.join(timeout=120)
+
+
 @dataclass
 class SchedulerLoop:
     engine: Engine
@@ -188,6 +226,7 @@ class SchedulerLoop:
         self.shards = Supervisor("shards")
         self.warmer = Supervisor("warm-up")
         self.last_warmed = 0
+        self.dispatch_worker: DispatchWorker | None = None  # started by `run`
         self._last_rebalance = 0.0
         self._last_report = time.monotonic()
         self.decision_log: DecisionLog | None = None  # created once this replica projects
@@ -273,7 +312,14 @@ class SchedulerLoop:
         return max(0.05, min(TURN_BUDGET, (nxt - self.clock()).total_seconds()))
 
     def project_once(self, now: datetime) -> int:
-        n = self.engine.catch_up(now, budget=self.budget(), stop=self.stop_event.is_set)
+        worker = self.dispatch_worker
+        if worker is not None:
+            worker.wake.set()  # the dispatcher follows the log alongside the read model
+        n = self.engine.catch_up(
+            now, budget=self.budget(), stop=self.stop_event.is_set, dispatch=worker is None
+        )
+        if worker is not None:
+            worker.wake.set()
         # One structured line per committed decision (cronWorkflow, tick, version), written by
         # the projector only, so each decision is logged once across replicas.
         if self.decision_log is None:
@@ -306,6 +352,11 @@ class SchedulerLoop:
             self._last_report = time.monotonic()
             self.projector.run(self.report)
 
+    @property
+    def supervisors(self) -> list[Supervisor]:
+        extra = [self.dispatch_worker.supervisor] if self.dispatch_worker is not None else []
+        return [self.projector, self.scheduler, self.watch, self.shards, self.warmer, *extra]
+
     def report(self) -> None:
         """The operator's heartbeat: what this replica owns, did, and how far behind it is."""
         owned = getattr(self.ownership, "owned", None)
@@ -315,7 +366,7 @@ class SchedulerLoop:
             self.runs_projections,
             len(owned) if owned is not None else "all",
             lag(self.engine) if self.runs_projections else "-",
-            {s.name: s.failures for s in (self.projector, self.scheduler, self.watch, self.shards)},
+            {s.name: s.failures for s in self.supervisors},
         )
 
     def sleep_seconds(self) -> float:
@@ -330,6 +381,9 @@ class SchedulerLoop:
     def run(self, waker: Waker | None = None, on_ready: Callable[[], None] | None = None) -> None:
         """Turn until stopped; `on_ready` is called once, after the first turn (projections
         caught up, what was due decided, the next minute's aggregates loaded)."""
+        if self.engine.dispatcher is not None and self.role in ("all", "projector"):
+            self.dispatch_worker = DispatchWorker(self)
+            self.dispatch_worker.start()
         while not self.stop_event.is_set():
             self.turn()
             if on_ready is not None:
@@ -342,6 +396,8 @@ class SchedulerLoop:
                 waker.wait(delay)
             else:
                 self.stop_event.wait(delay)
+        if self.dispatch_worker is not None:
+            self.dispatch_worker.stop()
         self.ownership.release()
 
     def install_signal_handlers(self, waker: Waker | None = None) -> None:

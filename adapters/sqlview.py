@@ -270,13 +270,14 @@ class SqlReadModel:
         ).fetchone()
         return int(row[0])
 
-    def write(self, tracking: Tracking, status: StatusRow, audit: AuditRow) -> None:
+    def write(self, tracking: Tracking, status: StatusRow | None, audit: AuditRow) -> None:
         self.write_batch([(tracking, status, audit)])
 
-    def write_batch(self, items: Sequence[tuple[Tracking, StatusRow, AuditRow]]) -> int:
+    def write_batch(self, items: Sequence[tuple[Tracking, StatusRow | None, AuditRow]]) -> int:
         """Apply events (in log order) and move the position to the last, in one transaction.
         Events at or below the stored position were applied before and are skipped, so a
-        replay after a crash, or a second projector, changes nothing. Returns rows applied."""
+        replay after a crash, or a second projector, changes nothing. Returns rows applied.
+        A status may be None where a later event of the batch carries that CronWorkflow's."""
         if not items:
             return 0
         app = items[0][0].application_name
@@ -287,7 +288,8 @@ class SqlReadModel:
                 return 0
             latest: dict[str, StatusRow] = {}
             for _, status, _ in fresh:
-                latest[status.cron_id] = status
+                if status is not None:
+                    latest[status.cron_id] = status
             cur = conn.cursor()
             cur.executemany(
                 self._sql(

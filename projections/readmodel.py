@@ -77,7 +77,7 @@ class ReadModelView(Protocol):
 
     def write(self, tracking: Tracking, status: StatusRow, audit: AuditRow) -> None: ...
 
-    def write_batch(self, items: Sequence[tuple[Tracking, StatusRow, AuditRow]]) -> int: ...
+    def write_batch(self, items: Sequence[tuple[Tracking, StatusRow | None, AuditRow]]) -> int: ...
 
 
 def status_of(agg: CronWorkflow) -> dict[str, Any]:
@@ -240,10 +240,21 @@ class ReadModelProjection:
         self.process_batch([(ev, tracking)])
 
     def process_batch(self, batch: Sequence[tuple[Any, Tracking]]) -> int:
-        """Several events in one view transaction: the position moves to the last of them."""
-        items = []
+        """Several events in one view transaction: the position moves to the last of them.
+
+        A CronWorkflow's status row is built once per batch, with its last event: the rows
+        its earlier events would have written are overwritten in the same transaction anyway.
+        """
+        followed = []
+        last: dict[UUID, int] = {}
         self.follower.prefetch([ev for ev, _ in batch])
-        for ev, tracking in batch:
+        for k, (ev, tracking) in enumerate(batch):
             agg = self.follower.follow(ev)
-            items.append((tracking, status_row(agg), audit_row(ev, agg, tracking.notification_id)))
-        return self.view.write_batch(items)
+            followed.append((tracking, agg, audit_row(ev, agg, tracking.notification_id)))
+            last[agg.id] = k
+        return self.view.write_batch(
+            [
+                (tracking, status_row(agg) if last[agg.id] == k else None, audit)
+                for k, (tracking, agg, audit) in enumerate(followed)
+            ]
+        )
