@@ -51,7 +51,13 @@ class CronService(Application[UUID]):
     """The domain service. `rejected_writes` counts saves the store refused as stale."""
 
     name = "cronsource"
-    env = {"AGGREGATE_CACHE_MAXSIZE": "100000", "DEEPCOPY_FROM_AGGREGATE_CACHE": "y"}
+    # Commands (run completions, suspends) go through the repository's cache; the scheduler
+    # keeps its own copies (`_hot`). Both are bounded so that 100,000 CronWorkflows fit in
+    # well under 1 GiB (about 5 KB per aggregate).
+    env = {"AGGREGATE_CACHE_MAXSIZE": "10000", "DEEPCOPY_FROM_AGGREGATE_CACHE": "y"}
+    #: Copies the scheduler keeps; the least recently decided go first. Warming reloads what
+    #: is due within a minute, so this only needs to hold about one burst.
+    hot_size = 50_000
 
     def __init__(
         self, env: dict[str, str] | None = None, *, recorder: ApplicationRecorder | None = None
@@ -293,6 +299,15 @@ class CronService(Application[UUID]):
             aggs.append(agg)
         return aggs
 
+    def _keep(self, aggs: Iterable[CronWorkflow]) -> None:
+        """Remember the scheduler's copies; beyond `hot_size`, the oldest are dropped (a
+        dict keeps insertion order, and a decision takes a copy out and puts it back)."""
+        hot = self._hot
+        for a in aggs:
+            hot[a.id] = a
+        while len(hot) > self.hot_size:
+            del hot[next(iter(hot))]
+
     def warm(self, versions: Mapping[UUID, int], limit: int = 5000) -> int:
         """Load ahead of time the aggregates about to be due (`versions`: what the due index
         shows), so the decision at the instant needs no store reads. Returns how many."""
@@ -305,7 +320,7 @@ class CronService(Application[UUID]):
             loaded = self.load_many(dict.fromkeys(todo))
             for agg in loaded.values():
                 agg.next_due()  # parses the spec and schedule now rather than at the instant
-            self._hot.update(loaded)
+            self._keep(loaded.values())
         return len(todo)
 
     def commit(self, aggs: Sequence[CronWorkflow], at: datetime) -> TickReport:
@@ -315,15 +330,13 @@ class CronService(Application[UUID]):
         report = TickReport()
         pending = [a for a in aggs if a.pending_events]
         if not pending:
-            for a in aggs:
-                self._hot[a.id] = a
+            self._keep(aggs)
         else:
             fires = sum(_count_fires(a) for a in pending)
             try:
                 self.save(*pending)
                 report.saved, report.fires = len(pending), fires
-                for a in aggs:
-                    self._hot[a.id] = a
+                self._keep(aggs)
             except IntegrityError:
                 self.rejected_writes += 1
                 report.rejected += 1

@@ -180,7 +180,7 @@ class AggregateFollower:
     def __init__(
         self,
         load_at_version: Callable[[UUID, int], CronWorkflow],
-        size: int = 100_000,
+        size: int = 20_000,
         load_many: Callable[[dict[UUID, int | None]], dict[UUID, CronWorkflow]] | None = None,
     ):
         self._load = load_at_version
