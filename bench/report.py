@@ -50,7 +50,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "burst": 200,
         "project": 200,
         "peers": 100,
-        "steady": [50],
+        "steady": [(50, "* * * * *")],
         "steady_minutes": 0.1,
         "skew": [100, 200],
     },
@@ -58,7 +58,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "burst": 2000,
         "project": 2000,
         "peers": 1000,
-        "steady": [200, 1000],
+        "steady": [(1000, "* * * * *"), (10_000, None)],
         "steady_minutes": 1.2,
         "skew": [500, 1000, 2000],
     },
@@ -66,8 +66,8 @@ SIZES: dict[str, dict[str, Any]] = {
         "burst": 10_000,
         "project": 10_000,
         "peers": 5000,
-        "steady": [1000, 2000, 5000],
-        "steady_minutes": 1.5,
+        "steady": [(2000, "* * * * *"), (5000, "* * * * *"), (100_000, None)],
+        "steady_minutes": 2,
         "skew": [1000, 2500, 5000, 10_000],
     },
 }
@@ -143,6 +143,14 @@ def plan(size: dict[str, Any], repeat: int, sqlite: bool, peers: bool) -> list[R
             repeat,
         ),
         Run(
+            "burst-pg-warm",
+            "burst, warm (restarted before the instant)",
+            "bench.burst",
+            ["--crons", b, "--mode", "warm"],
+            "postgresql",
+            repeat,
+        ),
+        Run(
             "burst-pg-hot",
             "burst, hot (next burst)",
             "bench.burst",
@@ -199,20 +207,15 @@ def plan(size: dict[str, Any], repeat: int, sqlite: bool, peers: bool) -> list[R
                 1,
             ),
         ]
-    for n in size["steady"]:
+    for n, schedule in size["steady"]:
+        every_minute = schedule == "* * * * *"
         runs.append(
             Run(
-                f"steady-{n}",
-                f"steady, N={n:,}",
+                f"steady-{n}" + ("-all" if every_minute else ""),
+                f"steady, N={n:,}, " + ("all due every minute" if every_minute else "M * * * *"),
                 "bench.steady",
-                [
-                    "--crons",
-                    str(n),
-                    "--minutes",
-                    str(size["steady_minutes"]),
-                    "--schedule",
-                    "* * * * *",
-                ],
+                ["--crons", str(n), "--minutes", str(size["steady_minutes"])]
+                + (["--schedule", schedule] if schedule else []),
                 "postgresql",
                 1,
             )
@@ -220,7 +223,7 @@ def plan(size: dict[str, Any], repeat: int, sqlite: bool, peers: bool) -> list[R
     for n in size["skew"]:
         if str(n) == b:
             continue  # the burst rows above have it
-        for mode in ("cold", "hot"):
+        for mode in ("cold", "warm", "hot"):
             runs.append(
                 Run(
                     f"skew-{mode}-{n}",
@@ -295,30 +298,37 @@ def document(runs: dict[str, Run], meta: dict[str, str], size_name: str, repeat:
         "| target | measured | verdict |",
         "|---|---|---|",
     ]
-    bc, bh = m("burst-pg-cold"), m("burst-pg-hot")
+    bc, bw, bh = m("burst-pg-cold"), m("burst-pg-warm"), m("burst-pg-hot")
     n_b = bc.get("n")
     at_target = n_b == 10_000
     if bc:
+        # The verdict is for a scheduler that was running before the instant (warm: restarted
+        # at least a turn before it; hot: running for hours); cold is shown beside it.
         lines.append(
-            f"| burst N=10,000 on PostgreSQL >= 10,000 fires/s | N={fmt(n_b)}: cold "
-            f"{fmt(bc.get('per_second'))}/s, hot {fmt(bh.get('per_second'))}/s | "
+            f"| burst N=10,000 on PostgreSQL >= 10,000 fires/s | N={fmt(n_b)}: warm "
+            f"{fmt(bw.get('per_second'))}/s, hot {fmt(bh.get('per_second'))}/s (cold, restarted "
+            f"at the instant: {fmt(bc.get('per_second'))}/s) | "
             + verdict(
-                (max(bc.get("per_second") or 0, bh.get("per_second") or 0) >= 10_000)
+                (min(bw.get("per_second") or 0, bh.get("per_second") or 0) >= 10_000)
                 if at_target
                 else None
             )
             + " |"
         )
         lines.append(
-            f"| burst ratio to plain inserts >= 0.15 | cold {fmt(bc.get('ratio'), 3)}, hot "
-            f"{fmt(bh.get('ratio'), 3)} | "
+            f"| burst ratio to plain inserts >= 0.15 | warm {fmt(bw.get('ratio'), 3)}, hot "
+            f"{fmt(bh.get('ratio'), 3)} (cold {fmt(bc.get('ratio'), 3)}) | "
             + verdict(
-                (max(bc.get("ratio") or 0, bh.get("ratio") or 0) >= 0.15) if at_target else None
+                (min(bw.get("ratio") or 0, bh.get("ratio") or 0) >= 0.15) if at_target else None
             )
             + " |"
         )
     steadies = sorted(
-        (r for k, r in runs.items() if k.startswith("steady-") and r.results),
+        (
+            r
+            for k, r in runs.items()
+            if k.startswith("steady-") and not k.endswith("-all") and r.results
+        ),
         key=lambda r: r.median.get("n", 0),
     )
     if steadies:
@@ -326,7 +336,7 @@ def document(runs: dict[str, Run], meta: dict[str, str], size_name: str, repeat:
         ok100k = big.get("n") == 100_000
         lines.append(
             "| steady N=100,000: p99 <= 1 s, RSS <= 1 GiB, start-up <= 10 s | "
-            f"N={fmt(big.get('n'))} (all due every minute): p99 {fmt(big.get('p99_ms'))} ms, "
+            f"N={fmt(big.get('n'))} (`M * * * *`): p99 {fmt(big.get('p99_ms'))} ms, "
             f"RSS {fmt(big.get('peak_rss_mb'))} MiB, start-up "
             f"{fmt(big.get('startup_seconds'), 1)} s | "
             + verdict(
@@ -445,7 +455,7 @@ def plot(runs: dict[str, Run], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for mode, color in (("cold", "tab:red"), ("hot", "tab:blue")):
+    for mode, color in (("cold", "tab:red"), ("warm", "tab:orange"), ("hot", "tab:blue")):
         pts = []
         for run in runs.values():
             md = run.median
@@ -466,7 +476,10 @@ def plot(runs: dict[str, Run], path: Path) -> None:
     pts = sorted(
         (run.median["n"], run.median["p50_ms"] / 1000, run.median["p99_ms"] / 1000)
         for run in runs.values()
-        if run.module == "bench.steady" and run.results and run.median.get("p99_ms") is not None
+        if run.module == "bench.steady"
+        and run.key.endswith("-all")
+        and run.results
+        and run.median.get("p99_ms") is not None
     )
     if pts:
         xs = [p[0] for p in pts]
