@@ -210,6 +210,21 @@ class CronWorkflow(Aggregate):
         return result
 
     def policy(self, late_tolerance: timedelta = DEFAULT_LATE_TOLERANCE) -> TickPolicy:
+        """The tick policy, built once per spec and annotations (events replace them)."""
+        cached = getattr(self, "_policy", None)
+        if (
+            cached is not None
+            and cached[0] is self.spec
+            and cached[1] is self.annotations
+            and cached[2] == late_tolerance
+        ):
+            result: TickPolicy = cached[3]
+            return result
+        built = self._build_policy(late_tolerance)
+        self._policy = (self.spec, self.annotations, late_tolerance, built)
+        return built
+
+    def _build_policy(self, late_tolerance: timedelta) -> TickPolicy:
         spec = self.spec_model
         opts = scheduling_options(self.annotations)
         d = spec.starting_deadline_seconds
@@ -302,7 +317,10 @@ class CronWorkflow(Aggregate):
         fires: list[Fire] = []
         for d in outcome.decisions:
             if isinstance(d, Fire):
-                self._fired(
+                # The event of `_fired`, triggered directly: the decorator's generic argument
+                # handling was a sixth of a burst's decisions. Same event, same topic.
+                self.trigger_event(
+                    _SCHEDULE_FIRED,
                     scheduled_time=d.scheduled_time,
                     workflow_name=workflow_name(self.name, d.scheduled_time),
                     fired_at=at,
@@ -629,3 +647,7 @@ class CronWorkflow(Aggregate):
     @event("Deleted", topic="cronsource:CronWorkflowDeleted/v1")
     def _deleted(self, at: datetime, timestamp: datetime) -> None:
         self.deleted = True
+
+
+#: The event class `@event("ScheduleFired")` made for `_fired` (see `_record`).
+_SCHEDULE_FIRED: type[Any] = CronWorkflow.ScheduleFired  # type: ignore[attr-defined]
