@@ -173,16 +173,23 @@ class LocalTarget:
         return self.manifest_path(namespace, name).exists()
 
     def observe(self, namespace: str, name: str, now: datetime) -> RunObservation | None:
-        """The run's state if it ended or vanished; None while it is still running."""
+        """The run's state if it ended or vanished; None while it is still running.
+
+        Called for every active run on every turn, so a running one costs two `stat`s: its
+        creation time is read from the manifest once and remembered.
+        """
         path = self.manifest_path(namespace, name)
         phase_file = self.phase_path(namespace, name)
-        try:
-            created_text = yaml.load(path.read_text(), Loader=_Loader)["metadata"]["annotations"][
-                ANNOTATION_CREATED
-            ]
-        except FileNotFoundError:
+        created = self._created.get(path)
+        if created is None:
+            try:
+                created = _created_at(path.read_text())
+            except FileNotFoundError:
+                return RunObservation(namespace, name, None, None)
+            self._created[path] = created
+        elif not path.exists():
+            self._created.pop(path, None)
             return RunObservation(namespace, name, None, None)
-        created = datetime.fromisoformat(created_text)
         try:
             phase = phase_file.read_text().strip()
             finished = datetime.fromtimestamp(phase_file.stat().st_mtime, UTC)
@@ -199,3 +206,12 @@ class LocalTarget:
             os.utime(phase_file, (ends.timestamp(), ends.timestamp()))
             return self.observe(namespace, name, now)
         return None
+
+
+def _created_at(text: str) -> datetime:
+    """The creation annotation of a manifest: ours are JSON, one edited by hand may be YAML."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = yaml.load(text, Loader=_Loader)
+    return datetime.fromisoformat(doc["metadata"]["annotations"][ANNOTATION_CREATED])
