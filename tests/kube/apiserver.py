@@ -1,16 +1,20 @@
 """A real Kubernetes API server for the tests: start, stop, pytest fixture functions.
 
-The server is ``tests/kube/apiserver/`` (Go): the standalone ``k8s.io/apiextensions-apiserver``
-(the generic API server of Kubernetes with CustomResourceDefinitions: resourceVersion
-preconditions, 409 conflicts, the watch cache, bookmarks, 410 Gone) on an embedded etcd, all on
-127.0.0.1. ``scripts/build-test-apiserver.sh`` builds it once per machine into a cache directory
-(several minutes cold, instant after). ``start`` runs it, waits for READY and ``/readyz``,
-installs our CronWorkflow and Workflow CRDs from ``deploy/crds/`` and waits until they are
-Established.
+The server is ``tests/kube/apiserver/`` (Go): the full ``kube-apiserver`` of Kubernetes v1.37.2
+(the core API, apps, batch, RBAC, admission, the aggregator, CustomResourceDefinitions:
+resourceVersion preconditions, 409 conflicts, the watch cache, bookmarks, 410 Gone) on an
+embedded etcd, all on 127.0.0.1. ``scripts/build-test-apiserver.sh`` builds it once per machine
+into a cache directory (many minutes cold, instant after). ``start`` runs it, waits for READY
+and ``/readyz``, installs our CronWorkflow and Workflow CRDs from ``deploy/crds/`` and waits
+until they are Established.
 
-What this server is not: there is no core API group (no Namespaces, Pods, Events, Leases,
-RBAC), so namespaced custom objects can be created in any namespace name, and no admission
-plugins or RBAC run (one admin token, everything allowed).
+Authorization is RBAC; the admin token of the kubeconfig is a user in ``system:masters``, which
+may do everything (including impersonation and SubjectAccessReviews). Admission is the default
+set, so a namespaced object needs its Namespace: ``kube_namespace`` creates one.
+
+What this server is not: there is no controller manager, scheduler or kubelet. Objects are
+stored and validated, but Pods never run, Jobs and Deployments never make Pods, a deleted
+Namespace stays Terminating, and garbage collection of owned objects never happens.
 
 Importable from tests and runnable as a CLI::
 
@@ -51,7 +55,7 @@ REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "scripts" / "build-test-apiserver.sh"
 CRD_DIR = REPO / "deploy" / "crds"
 ENV_BINARY = "CRONSOURCE_TEST_APISERVER"
-BUILD_TIMEOUT = 1800.0  # a cold build on 2 cores takes several minutes
+BUILD_TIMEOUT = 2700.0  # a cold build on 2 cores takes many minutes (see the script)
 READY_TIMEOUT = 120.0
 CRD_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
@@ -197,6 +201,17 @@ class ApiServer:
         _until(lambda: _watch_gone(self, watch), CRD_TIMEOUT, f"{crd_name} watch cache renewed")
         return before
 
+    def create_namespace(self, name: str) -> None:
+        """Create the Namespace ``name`` (one already there is left alone)."""
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        try:
+            self.request("POST", "/api/v1/namespaces", body)
+        except urllib.error.HTTPError as exc:
+            if exc.code != 409:
+                raise ApiServerError(
+                    f"creating Namespace {name}: {exc.code} {exc.read()[:2000]!r}"
+                ) from exc
+
     def alive(self) -> bool:
         return self.process.poll() is None
 
@@ -210,6 +225,7 @@ class ApiServer:
         """SIGTERM, then SIGKILL if it does not stop in time. The work dir (kubeconfig, log)
         stays; the etcd data and certificates (about 60 MB) too unless ``remove_data``."""
         _terminate(self.process)
+        _running.pop(id(self), None)
         if remove_data:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
@@ -226,6 +242,7 @@ class ApiServer:
         )
         self.process, self.url, self.admin_url = new.process, new.url, new.admin_url
         self.startup_seconds = new.startup_seconds
+        _running[id(self)] = self
         wait_established(self, [c["metadata"]["name"] for c in self.crds], CRD_TIMEOUT)
 
 
@@ -254,6 +271,7 @@ def start(
     except BaseException:
         server.stop()
         raise
+    _running[id(server)] = server
     return server
 
 
@@ -414,6 +432,9 @@ def _until(check: Any, timeout: float, what: str) -> None:
 
 
 _children: set[subprocess.Popen[str]] = set()
+# The servers that ``start`` started and that were not stopped: ``kube_namespace`` creates its
+# Namespace in each of them.
+_running: dict[int, ApiServer] = {}
 
 
 @atexit.register
@@ -466,9 +487,15 @@ def kube_api(kube_apiserver: ApiServer) -> Iterator[Any]:
 
 
 def kube_namespace() -> str:
-    """Function: a fresh namespace name, so tests do not see each other's objects. (This
-    server has no Namespace objects; any name is accepted.)"""
-    return f"t-{uuid.uuid4().hex[:10]}"
+    """Function: a fresh Namespace, so tests do not see each other's objects. It is created in
+    every server started and not stopped yet: the session one and those of higher-scoped
+    fixtures (pytest sets those up before this one). It is never deleted: without a controller
+    manager a deleted Namespace would stay Terminating, and the servers are thrown away."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    for server in list(_running.values()):
+        if server.alive():
+            server.create_namespace(name)
+    return name
 
 
 def _main(argv: Sequence[str]) -> int:

@@ -1,23 +1,38 @@
-// Command apiserver runs a real Kubernetes API server for cronsource's tests: the standalone
-// k8s.io/apiextensions-apiserver (the generic API server with CustomResourceDefinitions:
-// resourceVersion preconditions, 409 conflicts, the watch cache, bookmarks, 410 Gone) backed by
-// an embedded etcd, everything on 127.0.0.1.
+// Command apiserver runs a real Kubernetes API server for cronsource's tests: the full
+// kube-apiserver of Kubernetes v1.37.2 (k8s.io/kubernetes/cmd/kube-apiserver/app: the core API
+// with Namespaces, ServiceAccounts, ConfigMaps, Events, apps, batch, RBAC, admission, API
+// priority and fairness, the aggregator and apiextensions with our CustomResourceDefinitions)
+// backed by an embedded etcd, everything on 127.0.0.1. There is no controller manager,
+// scheduler or kubelet: objects are stored and validated, Pods never run, Namespaces are never
+// finalized after a delete, ServiceAccount tokens are not minted into Secrets.
 //
-// It is the same server Kubernetes' own integration tests start through
-// k8s.io/apiextensions-apiserver/pkg/cmd/server/testing.StartTestServer; this program does the
-// same steps but without a core kube-apiserver behind it: no admission plugins (there are no
-// Namespace objects, so any namespace name is accepted), no API priority and fairness, and a
-// static bearer token (written into the kubeconfig) for a user in system:masters, with every
-// request allowed.
+// It does the steps of k8s.io/kubernetes/cmd/kube-apiserver/app/testing.StartTestServer (the
+// server Kubernetes' own integration tests start) without its dependency on package testing,
+// and with our own embedded etcd (go.etcd.io/etcd/server/v3/embed) instead of a separate etcd
+// process:
+//
+//   - authentication: a static token (--token, written into the kubeconfig) for the user
+//     cronsource-test-admin in group system:masters (through --token-auth-file), and
+//     ServiceAccount tokens (TokenRequest) signed by a key kept in DATA-DIR/certs; no anonymous
+//     requests (--anonymous-auth=false: a request without a token gets 401);
+//   - authorization: --authorization-mode=RBAC (system:masters may do everything), so RBAC
+//     objects mean what they mean in a cluster; SubjectAccessReview and impersonation work;
+//   - the default admission plugins but NamespaceLifecycle
+//     (--disable-admission-plugins=NamespaceLifecycle): a namespaced object may be created in a
+//     namespace that has no Namespace object, as tests name namespaces freely. Pass
+//     --disable-admission-plugins= (empty) to have it, as a cluster has;
+//   - --endpoint-reconciler-type=none, --service-cluster-ip-range=10.0.0.0/24 (no address of
+//     it is ever used: nothing routes traffic here).
 //
 // Usage:
 //
-//	apiserver --write-kubeconfig PATH [--data-dir DIR] [--port N] [--token T] [apiserver flags...]
+//	apiserver --write-kubeconfig PATH [--data-dir DIR] [--port N] [--token T] [kube-apiserver flags...]
 //
-// Any flag of the apiextensions-apiserver is accepted too, e.g. --watch-cache=false,
-// --etcd-compaction-interval=10s, -v=2.
+// Any flag of kube-apiserver is accepted too, e.g. --watch-cache=false,
+// --etcd-compaction-interval=10s, --authorization-mode=AlwaysAllow, -v=2.
 //
-// Once the server answers /readyz it writes the kubeconfig and prints one line on stdout:
+// Once the server answers /readyz and has created the "default" Namespace it writes the
+// kubeconfig and prints one line on stdout:
 //
 //	READY https://127.0.0.1:PORT admin=http://127.0.0.1:APORT
 //
@@ -30,10 +45,11 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	goflag "flag"
 	"fmt"
 	"io"
 	"net"
@@ -50,22 +66,26 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/server/v3/embed"
 
-	extensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
-	"k8s.io/apiextensions-apiserver/pkg/cmd/server/options"
-	generatedopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
-	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
-	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
-	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
-	genericapiserver "k8s.io/apiserver/pkg/server"
-	"k8s.io/apiserver/pkg/util/openapi"
-	"k8s.io/apiserver/pkg/util/webhook"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/keyutil"
+	basecompatibility "k8s.io/component-base/compatibility"
+	"k8s.io/component-base/featuregate"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/cmd/kube-apiserver/app"
+	"k8s.io/kubernetes/cmd/kube-apiserver/app/options"
 	netutils "k8s.io/utils/net"
+)
+
+const (
+	adminUser  = "cronsource-test-admin"
+	saIssuer   = "https://kubernetes.default.svc.cluster.local"
+	serviceIPs = "10.0.0.0/24"
 )
 
 type settings struct {
@@ -90,22 +110,26 @@ func run() error {
 	var st settings
 	fs := pflag.NewFlagSet("apiserver", pflag.ContinueOnError)
 	fs.StringVar(&st.kubeconfig, "write-kubeconfig", "", "where to write the kubeconfig (required)")
-	fs.StringVar(&st.dataDir, "data-dir", "", "etcd data and serving certificates; a temporary directory (removed on exit) when empty; kept and reused when given")
+	fs.StringVar(&st.dataDir, "data-dir", "", "etcd data, serving certificates and keys; a temporary directory (removed on exit) when empty; kept and reused when given")
 	fs.IntVar(&st.port, "port", 0, "secure port on 127.0.0.1 (0: a free one)")
 	fs.IntVar(&st.adminPort, "admin-port", 0, "admin HTTP port on 127.0.0.1 (0: a free one)")
-	fs.StringVar(&st.token, "token", "", "bearer token of the admin user (random when empty)")
+	fs.StringVar(&st.token, "token", "", "bearer token of the admin user, in system:masters (random when empty)")
 	fs.BoolVar(&st.exitOnStdinEOF, "exit-on-stdin-eof", false, "stop when standard input is closed")
 	fs.StringVar(&st.etcdLog, "etcd-log", "", "etcd log file (default: DATA-DIR/etcd.log)")
 	fs.DurationVar(&st.readyTimeout, "ready-timeout", 2*time.Minute, "give up when /readyz is not ok by then")
 
-	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
-	klog.InitFlags(klogFlags)
-	fs.AddGoFlagSet(klogFlags)
-
-	o := options.NewCustomResourceDefinitionsServerOptions(os.Stdout, os.Stderr)
-	o.AddFlags(fs)
-	// Defaults of ours, still overridable on the command line.
-	o.RecommendedOptions.Etcd.EnableWatchCache = true
+	s := options.NewServerRunOptions()
+	// Defaults of ours, still overridable on the command line (set before the flags are
+	// added, so that --help shows them).
+	s.Authorization.Modes = []string{"RBAC"}
+	s.Authentication.Anonymous.Allow = false
+	s.Admission.GenericAdmission.DisablePlugins = []string{"NamespaceLifecycle"}
+	s.ServiceClusterIPRanges = serviceIPs
+	s.EndpointReconcilerType = "none" // the advertised address is loopback: no Endpoints for it
+	s.Authentication.ServiceAccounts.Issuers = []string{saIssuer}
+	for _, f := range s.Flags().FlagSets {
+		fs.AddFlagSet(f)
+	}
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
 	}
@@ -118,9 +142,16 @@ func run() error {
 	if st.token == "" {
 		st.token = randomToken()
 	}
-	if err := o.ServerRunOptions.ComponentGlobalsRegistry.Set(); err != nil {
+	registry := s.GenericServerRunOptions.ComponentGlobalsRegistry
+	if err := registry.Set(); err != nil {
 		return err
 	}
+	featureGate := registry.FeatureGateFor(basecompatibility.DefaultKubeComponent)
+	if err := logsapi.ValidateAndApply(s.Logs, featureGate); err != nil {
+		return err
+	}
+	// The server's clients of itself should not log the warnings it sends them.
+	rest.SetDefaultWarningHandler(rest.NoWarnings{})
 
 	removeDataDir := false
 	if st.dataDir == "" {
@@ -130,7 +161,8 @@ func run() error {
 		}
 		st.dataDir, removeDataDir = d, true
 	}
-	if err := os.MkdirAll(st.dataDir, 0o700); err != nil {
+	certDir := filepath.Join(st.dataDir, "certs")
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
 		return err
 	}
 	defer func() {
@@ -143,59 +175,82 @@ func run() error {
 	defer cancel()
 	stopOnSignals(cancel, st.exitOnStdinEOF)
 
+	// Authentication: the admin token, and the key that signs and verifies ServiceAccount
+	// tokens (kept in the data directory, so that a restart keeps tokens valid).
+	if s.Authentication.TokenFile.TokenFile == "" {
+		tokenFile := filepath.Join(certDir, "tokens.csv")
+		line := fmt.Sprintf("%s,%s,%s,\"system:masters\"\n", st.token, adminUser, adminUser)
+		if err := os.WriteFile(tokenFile, []byte(line), 0o600); err != nil {
+			return err
+		}
+		s.Authentication.TokenFile.TokenFile = tokenFile
+	}
+	if s.ServiceAccountSigningKeyFile == "" {
+		keyFile, err := serviceAccountKey(certDir)
+		if err != nil {
+			return err
+		}
+		s.ServiceAccountSigningKeyFile = keyFile
+		if len(s.Authentication.ServiceAccounts.KeyFiles) == 0 {
+			s.Authentication.ServiceAccounts.KeyFiles = []string{keyFile}
+		}
+	}
+
 	etcd, etcdURL, err := startEtcd(st)
 	if err != nil {
 		return err
 	}
 	defer etcd.Close()
-
-	o.RecommendedOptions.Etcd.StorageConfig.Transport.ServerList = []string{etcdURL}
-	if o.RecommendedOptions.Etcd.StorageConfig.Prefix == "" {
-		o.RecommendedOptions.Etcd.StorageConfig.Prefix = "/registry"
+	if len(s.Etcd.StorageConfig.Transport.ServerList) == 0 {
+		s.Etcd.StorageConfig.Transport.ServerList = []string{etcdURL}
 	}
 
 	ln, port, err := listen(st.port)
 	if err != nil {
 		return fmt.Errorf("secure port: %w", err)
 	}
-	ss := o.RecommendedOptions.SecureServing
+	ss := s.SecureServing
 	ss.Listener, ss.BindPort = ln, port
 	ss.BindAddress = netutils.ParseIPSloppy("127.0.0.1")
 	ss.ExternalAddress = ss.BindAddress
-	ss.ServerCert.CertDirectory = filepath.Join(st.dataDir, "certs")
+	ss.ServerCert.CertDirectory = certDir
 
-	if err := o.Complete(); err != nil {
-		return err
-	}
-	// There is no core kube-apiserver behind this server: it has no informers for
-	// admission or priority and fairness, and no TokenReview/SubjectAccessReview to delegate
-	// to. Authentication and authorization are set up below instead.
-	o.RecommendedOptions.CoreAPI = nil
-	o.RecommendedOptions.Admission = nil
-	o.RecommendedOptions.Authentication = nil
-	o.RecommendedOptions.Authorization = nil
-	o.RecommendedOptions.Features.EnablePriorityAndFairness = false
-	var errs []error
-	errs = append(errs, o.ServerRunOptions.Validate()...)
-	errs = append(errs, o.RecommendedOptions.Etcd.Validate()...)
-	errs = append(errs, o.RecommendedOptions.SecureServing.Validate()...)
-	errs = append(errs, o.APIEnablement.Validate(extensionsapiserver.Scheme)...)
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-
-	config, err := serverConfig(o, st.token)
+	informerName, err := cache.NewInformerName("kube-apiserver")
 	if err != nil {
 		return err
 	}
-	server, err := config.Complete().New(genericapiserver.NewEmptyDelegate())
+	s.InformerName = informerName
+	completed, err := s.Complete(ctx)
+	if err != nil {
+		return fmt.Errorf("completing the options: %w", err)
+	}
+	if errs := completed.Validate(); len(errs) != 0 {
+		return utilerrors.NewAggregate(errs)
+	}
+	featureGate.(featuregate.MutableFeatureGate).AddMetrics()
+	registry.AddMetrics()
+
+	config, err := app.NewConfig(completed)
+	if err != nil {
+		return fmt.Errorf("configuring the server: %w", err)
+	}
+	completedConfig, err := config.Complete()
+	if err != nil {
+		return fmt.Errorf("configuring the server: %w", err)
+	}
+	server, err := app.CreateServerChain(completedConfig)
 	if err != nil {
 		return fmt.Errorf("creating the server: %w", err)
 	}
 
 	serverDone := make(chan error, 1)
 	go func() {
-		serverDone <- server.GenericAPIServer.PrepareRun().RunWithContext(ctx)
+		prepared, err := server.PrepareRun()
+		if err != nil {
+			serverDone <- err
+			return
+		}
+		serverDone <- prepared.Run(ctx)
 	}()
 
 	host := fmt.Sprintf("https://127.0.0.1:%d", port)
@@ -243,72 +298,24 @@ func run() error {
 	}
 }
 
-// serverConfig is options.CustomResourceDefinitionsServerOptions.Config without the parts that
-// need a core kube-apiserver (see run), plus a static token authenticator and an authorizer
-// that allows everything.
-func serverConfig(o *options.CustomResourceDefinitionsServerOptions, token string) (*extensionsapiserver.Config, error) {
-	ro := o.RecommendedOptions
-	if err := ro.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
-		return nil, fmt.Errorf("creating self-signed certificates: %w", err)
+// serviceAccountKey returns DIR/service-account.key, an ECDSA key made on the first start.
+func serviceAccountKey(dir string) (string, error) {
+	path := filepath.Join(dir, "service-account.key")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
 	}
-
-	cfg := genericapiserver.NewRecommendedConfig(extensionsapiserver.Codecs)
-	if err := o.ServerRunOptions.ApplyTo(&cfg.Config); err != nil {
-		return nil, err
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", err
 	}
-	if err := ro.Etcd.ApplyTo(&cfg.Config); err != nil {
-		return nil, err
+	pemKey, err := keyutil.MarshalPrivateKeyToPEM(key)
+	if err != nil {
+		return "", err
 	}
-	if err := ro.EgressSelector.ApplyTo(&cfg.Config); err != nil {
-		return nil, err
+	if err := keyutil.WriteKey(path, pemKey); err != nil {
+		return "", err
 	}
-	if err := ro.SecureServing.ApplyToConfig(&cfg.Config); err != nil {
-		return nil, err
-	}
-	if err := ro.Features.ApplyTo(&cfg.Config, nil, nil); err != nil {
-		return nil, err
-	}
-	if err := o.APIEnablement.ApplyTo(&cfg.Config, extensionsapiserver.DefaultAPIResourceConfigSource(), extensionsapiserver.Scheme); err != nil {
-		return nil, err
-	}
-
-	// Two users: the loopback client the server uses to talk to itself, and ours.
-	tokens := map[string]*user.DefaultInfo{
-		cfg.LoopbackClientConfig.BearerToken: {
-			Name:   user.APIServerUser,
-			UID:    "loopback",
-			Groups: []string{user.AllAuthenticated, user.SystemPrivilegedGroup},
-		},
-		token: {
-			Name:   "cronsource-test-admin",
-			UID:    "cronsource-test-admin",
-			Groups: []string{user.AllAuthenticated, user.SystemPrivilegedGroup},
-		},
-	}
-	cfg.Authentication.Authenticator = authenticatorfactory.NewFromTokens(tokens, cfg.Authentication.APIAudiences)
-	allow := authorizerfactory.NewAlwaysAllowAuthorizer()
-	cfg.Authorization.Authorizer = allow
-	cfg.RuleResolver = allow
-
-	getDefs := openapi.GetOpenAPIDefinitionsWithoutDisabledFeatures(generatedopenapi.GetOpenAPIDefinitions)
-	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(getDefs, openapinamer.NewDefinitionNamer(extensionsapiserver.Scheme))
-	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(getDefs, openapinamer.NewDefinitionNamer(extensionsapiserver.Scheme, scheme.Scheme))
-
-	return &extensionsapiserver.Config{
-		GenericConfig: cfg,
-		ExtraConfig: extensionsapiserver.ExtraConfig{
-			CRDRESTOptionsGetter: options.NewCRDRESTOptionsGetter(*ro.Etcd, cfg.ResourceTransformers, cfg.StorageObjectCountTracker),
-			ServiceResolver:      noServices{},
-			AuthResolverWrapper:  webhook.NewDefaultAuthenticationInfoResolverWrapper(nil, nil, cfg.LoopbackClientConfig, nil),
-		},
-	}, nil
-}
-
-// noServices resolves no Service: there is no core API, so conversion webhooks cannot be used.
-type noServices struct{}
-
-func (noServices) ResolveEndpoint(namespace, name string, port int32) (*url.URL, error) {
-	return nil, fmt.Errorf("no Services in this test API server (%s/%s:%d)", namespace, name, port)
+	return path, nil
 }
 
 func startEtcd(st settings) (*embed.Etcd, string, error) {
@@ -400,13 +407,22 @@ func waitReady(ctx context.Context, cfg *rest.Config, serverDone <-chan error, t
 			return errors.New("stopped before the server was ready")
 		default:
 		}
-		status := 0
-		res := c.Get().AbsPath("/readyz").Do(ctx).StatusCode(&status)
-		if status == http.StatusOK {
+		// Ready, and the "default" Namespace made by the bootstrap controller is there (as
+		// StartTestServer waits for it): objects can be created in it from the first request.
+		ok := true
+		for _, path := range []string{"/readyz", "/api/v1/namespaces/default"} {
+			status := 0
+			res := c.Get().AbsPath(path).Do(ctx).StatusCode(&status)
+			if status != http.StatusOK {
+				body, _ := res.Raw()
+				last = fmt.Sprintf("%s: status %d: %.300s %v", path, status, body, res.Error())
+				ok = false
+				break
+			}
+		}
+		if ok {
 			return nil
 		}
-		body, _ := res.Raw()
-		last = fmt.Sprintf("status %d: %s %v", status, body, res.Error())
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("/readyz not ok after %v (last: %s)", timeout, last)
