@@ -272,6 +272,8 @@ class SchedulerLoop:
         def settle(report: TickReport) -> None:
             nonlocal fired
             fired += report.fires
+            if report.fires and self.dispatch_worker is not None:
+                self.dispatch_worker.wake.set()  # its Workflows can be created right away
             for cron_id, version in report.versions.items():
                 self._known_next[cron_id] = (version, report.next_due.get(cron_id))
 
