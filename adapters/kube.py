@@ -27,7 +27,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
+from uuid import UUID
 
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
@@ -331,10 +332,11 @@ class _ListWatch:
 
     def sync_once(self, at: datetime | None = None) -> int:
         """Full list: every object handled, what vanished reconciled; returns the count."""
+        before = self._before_list()
         fn, args = self._list_fn()
         listed = fn(*args, label_selector=self.label_selector)
         items = listed.get("items") or []
-        self._deliver("LIST", items, at)
+        self._deliver("LIST", (items, before), at)
         self.resource_version = listed["metadata"]["resourceVersion"]
         self.relists += 1
         return len(items)
@@ -356,8 +358,9 @@ class _ListWatch:
 
     def _process(self, kind: str, payload: Any, at: datetime) -> None:
         if kind == "LIST":
-            self._reconcile(payload, at)
-            for obj in payload:
+            items, before = payload
+            self._reconcile(items, before, at)
+            for obj in items:
                 self._handle("ADDED", obj, at)
         else:
             self._handle(kind, payload, at)
@@ -436,10 +439,14 @@ class _ListWatch:
             w.stop()
         return handled
 
+    def _before_list(self) -> Any:
+        """What a subclass must know about the moment just before a list (see _reconcile)."""
+        return None
+
     def _handle(self, kind: str, obj: dict[str, Any], at: datetime) -> None:
         raise NotImplementedError
 
-    def _reconcile(self, items: list[dict[str, Any]], at: datetime) -> None:
+    def _reconcile(self, items: list[dict[str, Any]], before: Any, at: datetime) -> None:
         raise NotImplementedError
 
 
@@ -517,7 +524,7 @@ class CronWorkflowWatcher(_ListWatch):
             n += 1
         return n
 
-    def _reconcile(self, items: list[dict[str, Any]], at: datetime) -> None:
+    def _reconcile(self, items: list[dict[str, Any]], before: Any, at: datetime) -> None:
         present = {_key(o): str(o["metadata"].get("uid") or "") for o in items}
         for key, uid in list(self.known.items()):
             if present.get(key) != uid:  # gone, or replaced by a new object of that name
@@ -557,9 +564,46 @@ class CronWorkflowWatcher(_ListWatch):
         self.service.apply(manifest, at)
 
 
+class DispatchProgress(Protocol):
+    """What the Workflow watcher must know of the store to tell a vanished run from one whose
+    Workflow is not created yet: how far the dispatcher got, and where each run was fired."""
+
+    def dispatched(self) -> int:
+        """Log position up to which every fire's Workflow has been created (or refused)."""
+        ...
+
+    def fired_position(self, namespace: str, workflow: str) -> int | None: ...
+
+    def active_runs(self) -> list[tuple[str, str, str]]:
+        """(cron id, namespace, workflow) of the runs the store counts as active."""
+        ...
+
+
+@dataclass
+class ViewProgress:
+    """DispatchProgress from the read model (thread-safe: the watch thread asks it)."""
+
+    view: Any  # adapters.sqlview.SqlReadModel
+    application_name: str
+
+    def dispatched(self) -> int:
+        return self.view.max_tracking_id(self.application_name, "dispatch") or 0
+
+    def fired_position(self, namespace: str, workflow: str) -> int | None:
+        return cast(int | None, self.view.fired_position(namespace, workflow))
+
+    def active_runs(self) -> list[tuple[str, str, str]]:
+        return cast(list[tuple[str, str, str]], self.view.active_runs())
+
+
 class WorkflowWatcher(_ListWatch):
     """Child Workflows (label workflows.argoproj.io/cron-workflow) -> run_completed when they
-    end Succeeded/Failed/Error, run_vanished when deleted before they ended."""
+    end Succeeded/Failed/Error, run_vanished when deleted before they ended.
+
+    With `progress`, every (re)list also reconciles the store against the cluster: a run the
+    store counts as active whose Workflow is not in the list was deleted while nobody watched
+    (the watcher was down, or its watch expired), so it becomes RunVanished. Without that, a
+    Forbid CronWorkflow would wait forever on a child that no longer exists."""
 
     plural = WF
 
@@ -569,9 +613,11 @@ class WorkflowWatcher(_ListWatch):
         service: CronService,
         namespace: str | None = None,
         clock: Callable[[], datetime] = utcnow,
+        progress: DispatchProgress | None = None,
     ) -> None:
         super().__init__(api_client, namespace, LABEL_CRON, clock)
         self.service = service
+        self.progress = progress
         self.seen: dict[tuple[str, str], dict[str, Any]] = {}  # unfinished children seen
 
     def _cron(self, obj: dict[str, Any]) -> CronWorkflow | None:
@@ -609,12 +655,34 @@ class WorkflowWatcher(_ListWatch):
         if agg is not None and name in agg.active:
             self.service.run_vanished(agg.id, name, at)
 
-    def _reconcile(self, items: list[dict[str, Any]], at: datetime) -> None:
+    def _before_list(self) -> int | None:
+        # Read before the list is requested: every fire at or below this position had its
+        # Workflow created before the list began, so the list must show it if it still
+        # exists. A fire above it may be created after the list was taken (the dispatcher
+        # runs meanwhile): its absence from the list proves nothing.
+        return None if self.progress is None else self.progress.dispatched()
+
+    def _reconcile(self, items: list[dict[str, Any]], before: Any, at: datetime) -> None:
         present = {_key(o) for o in items}
         for key, obj in list(self.seen.items()):
             if key not in present:  # deleted while we were blind, before it ended
                 self.seen.pop(key)
                 self._vanished(obj, at)
+        if self.progress is None or before is None:
+            return
+        for cron_id, ns, name in self.progress.active_runs():
+            if (self.namespace and ns != self.namespace) or (ns, name) in present:
+                continue
+            fired = self.progress.fired_position(ns, name)
+            if fired is None or fired > before:
+                continue  # not dispatched when the list began
+            try:
+                agg = self.service.load(UUID(cron_id))
+            except NotFound:
+                continue
+            if name in agg.active:  # the view may lag the store: ask the aggregate
+                log.info("workflow %s/%s is gone from the cluster: run vanished", ns, name)
+                self.service.run_vanished(agg.id, name, at)
 
 
 def _parse_time(text: str | None) -> datetime | None:
@@ -644,7 +712,13 @@ class KubeSync:
         self.crons = CronWorkflowWatcher(
             api_client, engine.service, namespace, instance_id, clock=clock
         )
-        self.runs = WorkflowWatcher(api_client, engine.service, namespace, clock=clock)
+        self.runs = WorkflowWatcher(
+            api_client,
+            engine.service,
+            namespace,
+            clock=clock,
+            progress=ViewProgress(engine.view, engine.service.name),
+        )
         self.status = StatusWriter(api_client)
         self._written: dict[str, int] = {}
         self._stop = threading.Event()

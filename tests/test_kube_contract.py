@@ -25,6 +25,7 @@ from adapters.kube import (
     KubeSync,
     KubeTarget,
     StatusWriter,
+    ViewProgress,
     WorkflowWatcher,
 )
 from domain.cronworkflow import workflow_name
@@ -392,6 +393,87 @@ def test_child_phases_and_deletion_become_run_events(
     assert engine.service.load(cron_id).active == {}
     runs.watch_for(1)  # replays nothing twice
     assert types(engine, cron_id).count("RunCompleted") == 1
+
+
+def test_a_fire_not_yet_dispatched_is_not_taken_for_a_vanished_run(
+    kube_api: Any, api: Any, kube_namespace: str
+) -> None:
+    ns = kube_namespace
+    eng = build_engine("memory:")  # no dispatcher: fires are committed, never created
+    try:
+        cron_id, _ = admitted(eng, kube_api, api, ns)
+        eng.service.tick([cron_id], TICK)
+        eng.catch_up(TICK)
+        runs = WorkflowWatcher(
+            kube_api, eng.service, ns, progress=ViewProgress(eng.view, eng.service.name)
+        )
+        runs.sync_once(TICK + timedelta(seconds=5))
+        assert list(eng.service.load(cron_id).active) == [workflow_name("job", TICK)]
+        assert "RunVanished" not in types(eng, cron_id)
+    finally:
+        eng.close()
+
+
+def test_a_child_deleted_while_the_watcher_was_down_stops_counting_and_forbid_runs_again(
+    engine: Engine, kube_api: Any, api: Any, kube_namespace: str
+) -> None:
+    ns = kube_namespace
+    obj = create_cwf(api, ns, cron_workflow("job", concurrencyPolicy="Forbid"))
+    uid = obj["metadata"]["uid"]
+    first = KubeSync(engine, kube_api, namespace=ns, clock=lambda: T0)
+    first.start(watch_seconds=1)
+    try:
+        poll_until(first, lambda: _admitted(engine, ns, "job", uid), T0)
+        cron_id = engine.service.find(ns, "job", uid).id
+        engine.service.tick([cron_id], TICK)
+        engine.catch_up(TICK)
+        name = workflow_name("job", TICK)
+        assert [c["metadata"]["name"] for c in children(api, ns)] == [name]
+    finally:
+        first.stop()
+        for t in first.threads:
+            t.join(timeout=5)
+
+    # Down: the child is deleted while still running, and the next tick is forbidden.
+    api.delete_namespaced_custom_object(GROUP, VERSION, ns, WF, name)
+    t2 = TICK + timedelta(minutes=1)
+    engine.service.tick([cron_id], t2)
+    engine.catch_up(t2)
+    assert types(engine, cron_id).count("ScheduleFired") == 1
+    assert list(engine.service.load(cron_id).active) == [name]
+
+    # Restarted: its first list shows the child gone.
+    second = KubeSync(engine, kube_api, namespace=ns, clock=lambda: t2)
+    second.start(watch_seconds=1)
+    try:
+        poll_until(second, lambda: not engine.service.load(cron_id).active, t2)
+        assert types(engine, cron_id).count("RunVanished") == 1
+        t3 = t2 + timedelta(minutes=1)
+        engine.service.tick([cron_id], t3)
+        engine.catch_up(t3)
+        assert {c["metadata"]["name"] for c in children(api, ns)} == {workflow_name("job", t3)}
+    finally:
+        second.stop()
+        for t in second.threads:
+            t.join(timeout=5)
+
+
+def _admitted(eng: Engine, ns: str, name: str, uid: str) -> bool:
+    try:
+        eng.service.find(ns, name, uid)
+        return True
+    except NotFound:
+        return False
+
+
+def poll_until(sync: KubeSync, check: Any, at: datetime, timeout: float = 15.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        sync.poll(at)
+        time.sleep(0.05)
 
 
 # -- the composition: threads watch, the loop thread applies -------------------------------------
