@@ -110,6 +110,7 @@ def build_engine(
     create_tables: bool | None = None,
     late_tolerance: timedelta = DEFAULT_LATE_TOLERANCE,
     service_factory: Callable[[dict[str, str]], CronService] = CronService,
+    dispatcher_class: type[Dispatcher] = Dispatcher,
 ) -> Engine:
     config = store if isinstance(store, StoreConfig) else StoreConfig.parse(store)
     if create_tables is None:
@@ -131,7 +132,7 @@ def build_engine(
     engine = Engine(config, service, view, ReadModelProjection(view, follower))
     if target is not None:
         dfollower = AggregateFollower(load_at)
-        engine.dispatcher = Dispatcher(
+        engine.dispatcher = dispatcher_class(
             target,
             view,
             dfollower,

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from adapters.engine import Engine, build_engine
+from adapters.engine import Engine
 from adapters.kube import (
     ANNOTATION_SEQUENCE,
     CWF,
@@ -29,8 +29,8 @@ from adapters.kube import (
     VERSION,
     WF,
     KubeSync,
-    KubeTarget,
-    load_api_client,
+    build_kube_engine,
+    connect,
 )
 from adapters.runtime import SchedulerLoop
 from adapters.shards import SoleOwner
@@ -78,9 +78,9 @@ def test_faults_between_client_and_server_lose_nothing_and_fire_nothing_twice(
 ) -> None:
     ns = kube_namespace
     direct = client.CustomObjectsApi(kube_api)  # the user and the "Argo executor": no faults
-    proxied = load_api_client(str(proxy.kubeconfig))
+    proxied = connect(str(proxy.kubeconfig))
     clock = VirtualClock(T0)
-    engine: Engine = build_engine("memory:", target=KubeTarget(proxied))
+    engine: Engine = build_kube_engine("memory:", proxied)
     sync = KubeSync(engine, proxied, namespace=ns, clock=clock)
     loop = SchedulerLoop(engine, SoleOwner(), watcher=sync, clock=clock)
     sync.start(watch_seconds=2)
@@ -206,8 +206,6 @@ def test_faults_between_client_and_server_lose_nothing_and_fire_nothing_twice(
         )
     finally:
         sync.stop()
-        for t in sync.threads:
-            t.join(timeout=10)
         engine.close()
         proxied.close()
 

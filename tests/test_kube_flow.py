@@ -16,8 +16,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from adapters.engine import build_engine
-from adapters.kube import CWF, GROUP, VERSION, WF, KubeSync, KubeTarget
+from adapters.kube import CWF, GROUP, VERSION, WF, KubeSync, build_kube_engine, connect
 from adapters.runtime import SchedulerLoop
 from adapters.shards import SoleOwner
 from domain.cronworkflow import workflow_name
@@ -74,13 +73,14 @@ def z(t: datetime) -> str:
 
 
 def test_four_ticks_completed_show_on_the_object_and_history_beyond_the_limits_is_deleted(
-    kube_api: Any, kube_namespace: str
+    kube_apiserver: Any, kube_api: Any, kube_namespace: str
 ) -> None:
     ns = kube_namespace
-    api = client.CustomObjectsApi(kube_api)
+    api = client.CustomObjectsApi(kube_api)  # the user and Argo's executor
     clock = VirtualClock(T0)
-    engine = build_engine("memory:", target=KubeTarget(kube_api))
-    sync = KubeSync(engine, kube_api, namespace=ns, clock=clock)
+    kube = connect(str(kube_apiserver.kubeconfig))
+    engine = build_kube_engine("memory:", kube)
+    sync = KubeSync(engine, kube, namespace=ns, clock=clock)
     loop = SchedulerLoop(engine, SoleOwner(), watcher=sync, clock=clock)
     sync.start(watch_seconds=1)
     try:
@@ -164,9 +164,8 @@ def test_four_ticks_completed_show_on_the_object_and_history_beyond_the_limits_i
         assert types_of(engine, cron_id).count("ScheduleFired") == 4
     finally:
         sync.stop()
-        for t in sync.threads:
-            t.join(timeout=5)
         engine.close()
+        kube.close()
 
 
 def types_of(engine: Any, cron_id: Any) -> list[str]:
