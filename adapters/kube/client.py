@@ -98,9 +98,18 @@ class AioKube:
         return self._loop.submit(coro)
 
     def close(self) -> None:
+        """Cancel what still runs on the loop (watches), close the pool, stop the loop."""
         if not self._loop.loop.is_closed():
-            self.run(self.api_client.close())
+            self.run(self._shutdown())
             self._loop.stop()
+
+    async def _shutdown(self) -> None:
+        me = asyncio.current_task()
+        tasks = [t for t in asyncio.all_tasks() if t is not me]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.api_client.close()
 
     # -- the calls --------------------------------------------------------------------------
 
