@@ -514,19 +514,23 @@ def run(
     api_client: Any = None
     target: Any
     if kube:
-        from adapters.kube import KubeTarget, load_api_client
+        from adapters.kube import connect
 
         try:
-            api_client = load_api_client(kubeconfig)
+            api_client = connect(kubeconfig)
         except Exception as e:
             fail(f"--kube: cannot load a cluster configuration: {e}")
-        target = KubeTarget(api_client)
         where = "the cluster"
     else:
         target = LocalTarget(workflows_dir, run_duration)
         where = f"{workflows_dir}/"
     try:
-        engine = build_engine(config, target=target, late_tolerance=tolerance)
+        if kube:
+            from adapters.kube import build_kube_engine
+
+            engine = build_kube_engine(config, api_client, late_tolerance=tolerance)
+        else:
+            engine = build_engine(config, target=target, late_tolerance=tolerance)
         engine.view.next_due()
     except Exception as e:
         hint = " (run `cronsource migrate` first)" if config.kind == "postgresql" else ""
@@ -566,6 +570,8 @@ def run(
             watcher.stop()
         waker.stop()
         engine.close()
+        if api_client is not None:
+            api_client.close()
     click.echo(f"cronsource stopped after {loop.fires} fires", err=True)
 
 

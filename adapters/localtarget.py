@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from projections.dispatch import ANNOTATION_SCHEDULED, PermanentSubmissionError
+from projections.dispatch import ANNOTATION_SCHEDULED, Creation, PermanentSubmissionError
 
 ANNOTATION_CREATED = "cronsource.io/created-at"
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: 10x faster
@@ -121,27 +121,26 @@ class LocalTarget:
         return self.dir / namespace / f"{name}.phase"
 
     def create(self, workflow: dict[str, Any], *, cron_id: str, trigger: str, at: datetime) -> None:
-        error = self.create_many([(workflow, cron_id, trigger)], at)[0]
+        error = self.create_many([Creation(workflow, cron_id, trigger)], at)[0]
         if error is not None:
             raise error
 
     def create_many(
-        self, items: Sequence[tuple[dict[str, Any], str, str]], at: datetime
-    ) -> list[PermanentSubmissionError | None]:
-        """Create (workflow, cron_id, trigger) items; per item None or why it was refused."""
+        self, creations: Sequence[Creation], at: datetime
+    ) -> list[BaseException | None]:
+        """Create them all; per creation None, or why it was refused."""
         created_at = at.astimezone(UTC).isoformat()
         files = []
-        for workflow, _, _ in items:
-            meta = workflow["metadata"]
+        for c in creations:
+            meta = c.workflow["metadata"]
             meta.setdefault("annotations", {})[ANNOTATION_CREATED] = created_at
             path = self.manifest_path(meta["namespace"], meta["name"])
-            files.append((path, json.dumps(workflow, default=str) + "\n"))
-        results: list[PermanentSubmissionError | None] = []
-        for (workflow, _, _), (path, _), created in zip(
-            items, files, _link_all_exclusively(files), strict=True
-        ):
-            results.append(None if created else self._conflict(workflow["metadata"], path))
-        return results
+            files.append((path, json.dumps(c.workflow, default=str) + "\n"))
+        created = _link_all_exclusively(files)
+        return [
+            None if made else self._conflict(c.workflow["metadata"], path)
+            for c, (path, _), made in zip(creations, files, created, strict=True)
+        ]
 
     @staticmethod
     def _conflict(meta: dict[str, Any], path: Path) -> PermanentSubmissionError | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -26,6 +27,15 @@ ANNOTATION_SCHEDULED = "workflows.argoproj.io/scheduled-time"
 class PermanentSubmissionError(Exception):
     """The target refused the Workflow for good (422, 403, a name taken by someone else):
     retrying cannot help, so the failure is fed back as a SubmissionFailed event."""
+
+
+@dataclass(frozen=True)
+class Creation:
+    """One Workflow to create, as the dispatcher hands it to a target's `create_many`."""
+
+    workflow: dict[str, Any]
+    cron_id: str
+    trigger: str = "schedule"
 
 
 class FailureSink(Protocol):
@@ -137,24 +147,33 @@ class Dispatcher:
     def _create(
         self, creates: list[tuple[Any, CronWorkflow, dict[str, Any]]], at: datetime
     ) -> None:
-        """Send the collected creations to the target and empty the list; a refusal for good
-        is fed back as SubmissionFailed, anything else (transient) propagates, so the batch is
-        repeated and the position does not move."""
+        """Send the collected creations to the target and empty the list.
+
+        Targets that can take many at once (`create_many`: one flush to disk for the local
+        target, concurrent requests for a cluster) answer per creation: None when done, else
+        the error. If any error is transient (it outlived the target's own retries), it is
+        raised before anything is reported: the position stays, the batch is repeated, and the
+        creations that did succeed then answer "already ours". Refusals for good are fed back
+        as SubmissionFailed only once no transient error is left, so never twice.
+        """
         if not creates:
             return
-        items = [(wf, str(agg.id), ev.trigger) for ev, agg, wf in creates]
+        creations = [Creation(wf, str(agg.id), ev.trigger) for ev, agg, wf in creates]
         many = getattr(self.target, "create_many", None)
-        errors: list[PermanentSubmissionError | None]
+        errors: list[BaseException | None]
         if many is not None:
-            errors = many(items, at)
+            errors = many(creations, at)
         else:
             errors = []
-            for wf, cron_id, trigger in items:
+            for c in creations:
                 try:
-                    self.target.create(wf, cron_id=cron_id, trigger=trigger, at=at)
+                    self.target.create(c.workflow, cron_id=c.cron_id, trigger=c.trigger, at=at)
                     errors.append(None)
                 except PermanentSubmissionError as e:
                     errors.append(e)
+        for error in errors:
+            if error is not None and not isinstance(error, PermanentSubmissionError):
+                raise error
         for (ev, agg, _), error in zip(creates, errors, strict=True):
             if error is None:
                 continue

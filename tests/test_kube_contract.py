@@ -1,16 +1,17 @@
-"""Contract tests of the Kubernetes adapter (adapters/kube.py) against the real API server
+"""Contract tests of the Kubernetes adapter (adapters/kube/) against the real API server
 (tests/kube/apiserver.py): watchers into domain commands, the dispatcher target, the status
 writer. Times given to the domain are fixed; the server's own clock never matters."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 import pytest
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
 from adapters.engine import Engine, build_engine
 from adapters.kube import (
@@ -20,12 +21,17 @@ from adapters.kube import (
     LABEL_INSTANCE,
     VERSION,
     WF,
+    AioKube,
+    ApiError,
     Backoff,
     CronWorkflowWatcher,
     KubeSync,
     KubeTarget,
     StatusWriter,
+    ViewProgress,
     WorkflowWatcher,
+    build_kube_engine,
+    connect,
 )
 from domain.cronworkflow import workflow_name
 from domain.manifest import parse_manifest
@@ -59,9 +65,16 @@ def api(kube_api: Any) -> Any:
 
 
 @pytest.fixture
-def engine(kube_api: Any) -> Any:
-    target = KubeTarget(kube_api, Backoff(sleep=lambda s: None))
-    eng = build_engine("memory:", target=target)
+def kube(kube_apiserver: Any) -> Iterator[AioKube]:
+    """The adapter's own client (kubernetes.aio on its loop thread); `api` is the user's."""
+    k = connect(str(kube_apiserver.kubeconfig))
+    yield k
+    k.close()
+
+
+@pytest.fixture
+def engine(kube: AioKube) -> Any:
+    eng = build_kube_engine("memory:", kube, backoff=Backoff(sleep=lambda s: None))
     yield eng
     eng.close()
 
@@ -79,11 +92,11 @@ def create_cwf(api: Any, ns: str, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def admitted(
-    eng: Engine, kube_api: Any, api: Any, ns: str, name: str = "job"
+    eng: Engine, kube: AioKube, api: Any, ns: str, name: str = "job"
 ) -> tuple[UUID, dict[str, Any]]:
     """A CronWorkflow created in the cluster and admitted through the watcher."""
     obj = create_cwf(api, ns, cron_workflow(name))
-    watcher = CronWorkflowWatcher(kube_api, eng.service, namespace=ns, clock=lambda: T0)
+    watcher = CronWorkflowWatcher(kube, eng.service, namespace=ns, clock=lambda: T0)
     watcher.sync_once(T0)
     return eng.service.find(ns, name, obj["metadata"]["uid"]).id, obj
 
@@ -96,12 +109,12 @@ def children(api: Any, ns: str) -> list[dict[str, Any]]:
 
 
 def test_cron_workflow_in_the_cluster_reaches_the_store(
-    engine: Engine, kube_api: Any, api: Any, kube_namespace: str
+    engine: Engine, kube: AioKube, api: Any, kube_namespace: str
 ) -> None:
     ns = kube_namespace
     create_cwf(api, ns, cron_workflow("listed"))
     create_cwf(api, ns, cron_workflow("argos", labels={LABEL_INSTANCE: "argo"}))
-    watcher = CronWorkflowWatcher(kube_api, engine.service, namespace=ns, clock=lambda: T0)
+    watcher = CronWorkflowWatcher(kube, engine.service, namespace=ns, clock=lambda: T0)
     assert watcher.sync_once(T0) == 1  # the instance-labelled one is Argo's
     agg = engine.service.find(ns, "listed", watcher.known[(ns, "listed")])
     assert agg.uid and not agg.suspended
@@ -129,18 +142,18 @@ def test_cron_workflow_in_the_cluster_reaches_the_store(
     assert types(engine, agg.id)[-1] == "CronWorkflowDeleted"
 
     # An instance-id watcher sees exactly the labelled object.
-    argo = CronWorkflowWatcher(kube_api, engine.service, namespace=ns, instance_id="argo")
+    argo = CronWorkflowWatcher(kube, engine.service, namespace=ns, instance_id="argo")
     assert argo.sync_once(T0) == 1 and set(argo.known) == {(ns, "argos")}
 
 
 def test_status_writes_do_not_echo_back_as_spec_updates(
-    engine: Engine, kube_api: Any, api: Any, kube_namespace: str
+    engine: Engine, kube: AioKube, api: Any, kube_namespace: str
 ) -> None:
-    cron_id, _ = admitted(engine, kube_api, api, kube_namespace)
-    watcher = CronWorkflowWatcher(kube_api, engine.service, namespace=kube_namespace)
+    cron_id, _ = admitted(engine, kube, api, kube_namespace)
+    watcher = CronWorkflowWatcher(kube, engine.service, namespace=kube_namespace)
     watcher.sync_once(T0)
     before = types(engine, cron_id)
-    assert StatusWriter(kube_api).write_aggregate(engine.service.load(cron_id))
+    assert StatusWriter(kube).write_aggregate(engine.service.load(cron_id))
     watcher.watch_for(1, at=T0)  # the MODIFIED event of our own write (generation bumped)
     assert types(engine, cron_id) == before
 
@@ -148,14 +161,14 @@ def test_status_writes_do_not_echo_back_as_spec_updates(
 def test_watch_expired_with_410_relists_and_reconciles_a_deletion_made_while_blind(
     kube_apiserver: Any,
     engine: Engine,
-    kube_api: Any,
+    kube: AioKube,
     api: Any,
     kube_namespace: str,
 ) -> None:
     ns = kube_namespace
     create_cwf(api, ns, cron_workflow("stays"))
     gone = create_cwf(api, ns, cron_workflow("goes"))
-    watcher = CronWorkflowWatcher(kube_api, engine.service, namespace=ns)
+    watcher = CronWorkflowWatcher(kube, engine.service, namespace=ns)
     watcher.sync_once(T0)
     relists = watcher.relists
     gone_id = engine.service.find(ns, "goes", gone["metadata"]["uid"]).id
@@ -173,10 +186,10 @@ def test_watch_expired_with_410_relists_and_reconciles_a_deletion_made_while_bli
 
 
 def test_a_restarted_watcher_seeded_from_the_store_reconciles_deletions_made_while_down(
-    engine: Engine, kube_api: Any, api: Any, kube_namespace: str
+    engine: Engine, kube: AioKube, api: Any, kube_namespace: str
 ) -> None:
     ns = kube_namespace
-    cron_id, _ = admitted(engine, kube_api, api, ns)
+    cron_id, _ = admitted(engine, kube, api, ns)
     engine.service.apply(
         parse_manifest(
             {**cron_workflow("cli-applied"), "metadata": {"name": "cli-applied", "namespace": ns}}
@@ -185,7 +198,7 @@ def test_a_restarted_watcher_seeded_from_the_store_reconciles_deletions_made_whi
     )
     engine.catch_up(T0)
     api.delete_namespaced_custom_object(GROUP, VERSION, ns, CWF, "job")  # while down
-    fresh = CronWorkflowWatcher(kube_api, engine.service, namespace=ns)
+    fresh = CronWorkflowWatcher(kube, engine.service, namespace=ns)
     assert fresh.seed(engine.view.statuses(ns)) == 1  # the CLI-applied one has no uid
     assert fresh.sync_once(T0) == 0
     assert types(engine, cron_id)[-1] == "CronWorkflowDeleted"
@@ -196,10 +209,10 @@ def test_a_restarted_watcher_seeded_from_the_store_reconciles_deletions_made_whi
 
 
 def test_a_fire_creates_exactly_one_workflow_and_a_replay_is_a_no_op(
-    engine: Engine, kube_api: Any, api: Any, kube_namespace: str
+    engine: Engine, kube: AioKube, api: Any, kube_namespace: str
 ) -> None:
     ns = kube_namespace
-    cron_id, obj = admitted(engine, kube_api, api, ns)
+    cron_id, obj = admitted(engine, kube, api, ns)
     engine.service.tick([cron_id], TICK)
     engine.catch_up(TICK)
     (wf,) = children(api, ns)
@@ -224,7 +237,7 @@ def test_a_fire_creates_exactly_one_workflow_and_a_replay_is_a_no_op(
 
 
 def test_aggregate_without_uid_gets_the_owner_uid_from_the_cluster(
-    engine: Engine, kube_api: Any, api: Any, kube_namespace: str
+    engine: Engine, kube: AioKube, api: Any, kube_namespace: str
 ) -> None:
     ns = kube_namespace
     obj = create_cwf(api, ns, cron_workflow("local"))
@@ -238,10 +251,10 @@ def test_aggregate_without_uid_gets_the_owner_uid_from_the_cluster(
 
 
 def test_a_foreign_object_with_our_name_is_submission_failed(
-    engine: Engine, kube_api: Any, api: Any, kube_namespace: str
+    engine: Engine, kube: AioKube, api: Any, kube_namespace: str
 ) -> None:
     ns = kube_namespace
-    cron_id, _ = admitted(engine, kube_api, api, ns)
+    cron_id, _ = admitted(engine, kube, api, ns)
     foreign = {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "Workflow",
@@ -256,8 +269,8 @@ def test_a_foreign_object_with_our_name_is_submission_failed(
     assert wf["spec"] == {"entrypoint": "theirs"}  # untouched
 
 
-def test_422_is_permanent_and_5xx_is_retried_with_backoff(kube_api: Any) -> None:
-    target = KubeTarget(kube_api, Backoff(sleep=lambda s: None))
+def test_422_is_permanent_and_5xx_is_retried_with_backoff(kube: AioKube) -> None:
+    target = KubeTarget(kube, Backoff(sleep=lambda s: None))
     wf = {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "Workflow",
@@ -270,26 +283,26 @@ def test_422_is_permanent_and_5xx_is_retried_with_backoff(kube_api: Any) -> None
     sleeps: list[float] = []
     calls = {"n": 0}
 
-    def flaky() -> str:
+    async def flaky() -> str:
         calls["n"] += 1
         if calls["n"] < 3:
-            raise ApiException(status=503, reason="Service Unavailable")
+            raise ApiError(503, "Service Unavailable")
         return "ok"
 
-    assert Backoff(sleep=sleeps.append, base=0.1, cap=1.0).call(flaky) == "ok"
+    assert asyncio.run(Backoff(sleep=sleeps.append, base=0.1, cap=1.0).call(flaky)) == "ok"
     assert len(sleeps) == 2 and all(0 <= s <= 1.0 for s in sleeps)
     calls["n"] = -10
-    with pytest.raises(ApiException):
-        Backoff(attempts=3, sleep=sleeps.append).call(flaky)  # bounded: gives up
+    with pytest.raises(ApiError):
+        asyncio.run(Backoff(attempts=3, sleep=sleeps.append).call(flaky))  # bounded: gives up
 
 
-def test_terminate_and_delete(engine: Engine, kube_api: Any, api: Any, kube_namespace: str) -> None:
+def test_terminate_and_delete(engine: Engine, kube: AioKube, api: Any, kube_namespace: str) -> None:
     ns = kube_namespace
-    cron_id, _ = admitted(engine, kube_api, api, ns)
+    cron_id, _ = admitted(engine, kube, api, ns)
     engine.service.tick([cron_id], TICK)
     engine.catch_up(TICK)
     name = workflow_name("job", TICK)
-    target = KubeTarget(kube_api)
+    target = KubeTarget(kube)
     target.terminate(ns, name, TICK)
     got = api.get_namespaced_custom_object(GROUP, VERSION, ns, WF, name)
     assert got["spec"]["shutdown"] == "Terminate"
@@ -303,16 +316,16 @@ def test_terminate_and_delete(engine: Engine, kube_api: Any, api: Any, kube_name
 
 
 def test_status_writer_writes_and_a_stale_writer_is_dropped(
-    engine: Engine, kube_api: Any, api: Any, kube_namespace: str
+    engine: Engine, kube: AioKube, api: Any, kube_namespace: str
 ) -> None:
     ns = kube_namespace
-    cron_id, _ = admitted(engine, kube_api, api, ns)
+    cron_id, _ = admitted(engine, kube, api, ns)
     old = status_row(engine.service.load(cron_id))
     engine.service.tick([cron_id], TICK)
     engine.catch_up(TICK)
     new = status_row(engine.service.load(cron_id))
     assert new.version > old.version
-    writer = StatusWriter(kube_api)
+    writer = StatusWriter(kube)
     assert writer.write(new)
     obj = api.get_namespaced_custom_object(GROUP, VERSION, ns, CWF, "job")
     assert obj["status"]["lastScheduledTime"] == "2026-05-04T10:01:00Z"
@@ -326,22 +339,18 @@ def test_status_writer_writes_and_a_stale_writer_is_dropped(
 
 
 def test_a_409_from_a_concurrent_edit_is_retried_and_loses_neither(
-    engine: Engine, kube_api: Any, api: Any, kube_namespace: str
+    engine: Engine, kube: AioKube, api: Any, kube_namespace: str
 ) -> None:
     ns = kube_namespace
-    cron_id, _ = admitted(engine, kube_api, api, ns)
-    writer = StatusWriter(kube_api)
-    real_get = writer.api.get_namespaced_custom_object
+    cron_id, _ = admitted(engine, kube, api, ns)
     edits = iter([{"metadata": {"labels": {"user": "edit"}}}, {"spec": {"suspend": True}}])
 
-    def get_then_user_edits(*args: Any, **kwargs: Any) -> Any:
-        obj = real_get(*args, **kwargs)
+    def user_edits() -> None:
         edit = next(edits, None)
-        if edit is not None:  # the user edits between our read and our write
+        if edit is not None:
             api.patch_namespaced_custom_object(GROUP, VERSION, ns, CWF, "job", edit)
-        return obj
 
-    writer.api.get_namespaced_custom_object = get_then_user_edits  # type: ignore[method-assign]
+    writer = StatusWriter(EditsAfterRead(kube, user_edits))
     assert writer.write_aggregate(engine.service.load(cron_id))
     assert writer.conflicts == 2
     obj = api.get_namespaced_custom_object(GROUP, VERSION, ns, CWF, "job")
@@ -350,16 +359,31 @@ def test_a_409_from_a_concurrent_edit_is_retried_and_loses_neither(
     assert obj["status"]["phase"] == "Active"
 
 
+class EditsAfterRead:
+    """The KubeApi port, with a user's edit landing between each read and the next call."""
+
+    def __init__(self, kube: AioKube, edit: Any) -> None:
+        self.kube, self.edit = kube, edit
+
+    async def get(self, namespace: str, plural: str, name: str) -> dict[str, Any]:
+        obj = await self.kube.get(namespace, plural, name)
+        await asyncio.to_thread(self.edit)
+        return obj
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.kube, name)
+
+
 # -- workflow watcher ----------------------------------------------------------------------------
 
 
 def test_child_phases_and_deletion_become_run_events(
-    engine: Engine, kube_api: Any, api: Any, kube_namespace: str
+    engine: Engine, kube: AioKube, api: Any, kube_namespace: str
 ) -> None:
     ns = kube_namespace
     body = cron_workflow("job", concurrencyPolicy="Allow")
     obj = create_cwf(api, ns, body)
-    CronWorkflowWatcher(kube_api, engine.service, namespace=ns).sync_once(T0)
+    CronWorkflowWatcher(kube, engine.service, namespace=ns).sync_once(T0)
     cron_id = engine.service.find(ns, "job", obj["metadata"]["uid"]).id
     t2 = TICK + timedelta(minutes=1)
     for t in (TICK, t2):
@@ -368,7 +392,7 @@ def test_child_phases_and_deletion_become_run_events(
     first, second = workflow_name("job", TICK), workflow_name("job", t2)
     assert {c["metadata"]["name"] for c in children(api, ns)} == {first, second}
 
-    runs = WorkflowWatcher(kube_api, engine.service, namespace=ns)
+    runs = WorkflowWatcher(kube, engine.service, namespace=ns)
     runs.sync_once(t2)  # both running: nothing to report
     assert set(engine.service.load(cron_id).active) == {first, second}
 
@@ -394,14 +418,91 @@ def test_child_phases_and_deletion_become_run_events(
     assert types(engine, cron_id).count("RunCompleted") == 1
 
 
-# -- the composition: threads watch, the loop thread applies -------------------------------------
+def test_a_fire_not_yet_dispatched_is_not_taken_for_a_vanished_run(
+    kube: AioKube, api: Any, kube_namespace: str
+) -> None:
+    ns = kube_namespace
+    eng = build_engine("memory:")  # no dispatcher: fires are committed, never created
+    try:
+        cron_id, _ = admitted(eng, kube, api, ns)
+        eng.service.tick([cron_id], TICK)
+        eng.catch_up(TICK)
+        runs = WorkflowWatcher(
+            kube, eng.service, ns, progress=ViewProgress(eng.view, eng.service.name)
+        )
+        runs.sync_once(TICK + timedelta(seconds=5))
+        assert list(eng.service.load(cron_id).active) == [workflow_name("job", TICK)]
+        assert "RunVanished" not in types(eng, cron_id)
+    finally:
+        eng.close()
 
 
-def test_kube_sync_whole_flow(engine: Engine, kube_api: Any, api: Any, kube_namespace: str) -> None:
+def test_a_child_deleted_while_the_watcher_was_down_stops_counting_and_forbid_runs_again(
+    engine: Engine, kube: AioKube, api: Any, kube_namespace: str
+) -> None:
+    ns = kube_namespace
+    obj = create_cwf(api, ns, cron_workflow("job", concurrencyPolicy="Forbid"))
+    uid = obj["metadata"]["uid"]
+    first = KubeSync(engine, kube, namespace=ns, clock=lambda: T0)
+    first.start(watch_seconds=1)
+    try:
+        poll_until(first, lambda: _admitted(engine, ns, "job", uid), T0)
+        cron_id = engine.service.find(ns, "job", uid).id
+        engine.service.tick([cron_id], TICK)
+        engine.catch_up(TICK)
+        name = workflow_name("job", TICK)
+        assert [c["metadata"]["name"] for c in children(api, ns)] == [name]
+    finally:
+        first.stop()
+
+    # Down: the child is deleted while still running, and the next tick is forbidden.
+    api.delete_namespaced_custom_object(GROUP, VERSION, ns, WF, name)
+    t2 = TICK + timedelta(minutes=1)
+    engine.service.tick([cron_id], t2)
+    engine.catch_up(t2)
+    assert types(engine, cron_id).count("ScheduleFired") == 1
+    assert list(engine.service.load(cron_id).active) == [name]
+
+    # Restarted: its first list shows the child gone.
+    second = KubeSync(engine, kube, namespace=ns, clock=lambda: t2)
+    second.start(watch_seconds=1)
+    try:
+        poll_until(second, lambda: not engine.service.load(cron_id).active, t2)
+        assert types(engine, cron_id).count("RunVanished") == 1
+        t3 = t2 + timedelta(minutes=1)
+        engine.service.tick([cron_id], t3)
+        engine.catch_up(t3)
+        assert {c["metadata"]["name"] for c in children(api, ns)} == {workflow_name("job", t3)}
+    finally:
+        second.stop()
+
+
+def _admitted(eng: Engine, ns: str, name: str, uid: str) -> bool:
+    try:
+        eng.service.find(ns, name, uid)
+        return True
+    except NotFound:
+        return False
+
+
+def poll_until(sync: KubeSync, check: Any, at: datetime, timeout: float = 15.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        sync.poll(at)
+        time.sleep(0.05)
+
+
+# -- the composition: tasks watch, the loop thread applies ---------------------------------------
+
+
+def test_kube_sync_whole_flow(engine: Engine, kube: AioKube, api: Any, kube_namespace: str) -> None:
     import time
 
     ns = kube_namespace
-    sync = KubeSync(engine, kube_api, namespace=ns)
+    sync = KubeSync(engine, kube, namespace=ns)
     sync.start(watch_seconds=1)
     try:
 
@@ -448,5 +549,3 @@ def test_kube_sync_whole_flow(engine: Engine, kube_api: Any, api: Any, kube_name
         )
     finally:
         sync.stop()
-        for t in sync.threads:
-            t.join(timeout=5)

@@ -1,0 +1,94 @@
+"""The status writer: the projected CronWorkflowStatus onto the CronWorkflow object.
+
+At least once and idempotent: the object carries the sequence (aggregate version) of the status
+it shows, in our own annotation; a write whose sequence is not newer is dropped. Each write is
+a merge patch of the main resource (Argo's CRD has no /status subresource) with
+`metadata.resourceVersion` as precondition, so a concurrent change (a user's edit of spec or
+labels, another writer) makes it 409; it then re-reads, re-checks the sequence and tries again.
+It sends only `status` and its own annotation, never spec or labels (Argo #15877).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from adapters.kube.port import CWF, ApiError, KubeApi
+from adapters.kube.target import Backoff, get_object
+from domain.cronworkflow import CronWorkflow
+from projections.readmodel import StatusRow, status_row
+
+ANNOTATION_SEQUENCE = "cronsource.io/status-sequence"
+#: Status writes in flight at once when many CronWorkflows changed in one turn.
+IN_FLIGHT = 16
+
+
+class StatusWriter:
+    def __init__(self, kube: KubeApi, backoff: Backoff | None = None, max_conflicts: int = 10):
+        self.kube = kube
+        self.backoff = backoff or Backoff()
+        self.max_conflicts = max_conflicts
+        self.conflicts = 0  # 409s absorbed, for tests and metrics
+
+    def write_aggregate(self, agg: CronWorkflow) -> bool:
+        return self.write(status_row(agg))
+
+    def write(self, row: StatusRow) -> bool:
+        """True if the status was written; False if dropped (stale, deleted, other object)."""
+        return self.kube.run(self.write_async(row))
+
+    def write_many(self, rows: Iterable[StatusRow]) -> list[bool | BaseException]:
+        """Write all, a few at a time; per row, whether it was written or the error."""
+        return self.kube.run(self._write_many(list(rows)))
+
+    async def _write_many(self, rows: Sequence[StatusRow]) -> list[bool | BaseException]:
+        gate = asyncio.Semaphore(IN_FLIGHT)
+
+        async def one(row: StatusRow) -> bool:
+            async with gate:
+                return await self.write_async(row)
+
+        results = await asyncio.gather(*(one(r) for r in rows), return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException) and not isinstance(r, Exception):
+                raise r
+        return list(results)
+
+    async def write_async(self, row: StatusRow) -> bool:
+        if row.deleted:
+            return False
+        uid = row.metadata.get("uid")
+        for _ in range(self.max_conflicts):
+            try:
+                obj = await get_object(self.kube, self.backoff, row.namespace, CWF, row.name)
+            except ApiError as e:
+                if e.status == 404:
+                    return False
+                raise
+            meta = obj["metadata"]
+            if uid and meta.get("uid") != uid:
+                return False  # another incarnation of the name
+            shown = (meta.get("annotations") or {}).get(ANNOTATION_SEQUENCE, "")
+            if shown.isdigit() and int(shown) >= row.version:
+                return False
+            body: dict[str, Any] = {
+                "metadata": {
+                    "resourceVersion": meta["resourceVersion"],
+                    "annotations": {ANNOTATION_SEQUENCE: str(row.version)},
+                },
+                "status": row.status,
+            }
+            try:
+                await self.backoff.call(
+                    functools.partial(self.kube.patch, row.namespace, CWF, row.name, body)
+                )
+                return True
+            except ApiError as e:
+                if e.status == 404:
+                    return False
+                if e.status != 409:
+                    raise
+                self.conflicts += 1
+        raise RuntimeError(f"status of {row.namespace}/{row.name}: too many conflicts")

@@ -1,0 +1,128 @@
+"""The cluster side of `cronsource run --kube`, wired: the engine with its dispatcher on a
+KubeTarget (concurrent creations), and `KubeSync`, which the scheduler loop polls for what the
+watches saw and which writes changed statuses back."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from adapters.engine import Engine, build_engine
+from adapters.kube.port import KubeApi
+from adapters.kube.status import StatusWriter
+from adapters.kube.target import Backoff, KubeTarget
+from adapters.kube.watch import CronWorkflowWatcher, ViewProgress, WorkflowWatcher, utcnow
+from adapters.store import StoreConfig
+from domain.decisions import DEFAULT_LATE_TOLERANCE
+from projections.readmodel import StatusRow
+
+
+def build_kube_engine(
+    store: str | StoreConfig | None,
+    kube: KubeApi,
+    *,
+    late_tolerance: timedelta = DEFAULT_LATE_TOLERANCE,
+    backoff: Backoff | None = None,
+    in_flight: int | None = None,
+    create_tables: bool | None = None,
+) -> Engine:
+    """The engine as `run --kube` runs it: Workflows created in the cluster, a batch of fires
+    at a time (the dispatcher hands them to KubeTarget.create_many, which creates them
+    concurrently)."""
+    target = (
+        KubeTarget(kube, backoff) if in_flight is None else KubeTarget(kube, backoff, in_flight)
+    )
+    return build_engine(
+        store,
+        target=target,
+        late_tolerance=late_tolerance,
+        create_tables=create_tables,
+    )
+
+
+class KubeSync:
+    """Everything the cluster side needs beside the dispatcher, driven from the scheduler
+    loop: `start()` begins both watches as tasks on the client's loop, `poll()` (the
+    RunPoller interface of adapters/runtime.py) applies what they saw on the caller's thread
+    and writes changed statuses back."""
+
+    def __init__(
+        self,
+        engine: Any,
+        kube: KubeApi,
+        namespace: str | None = None,
+        instance_id: str | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.engine = engine
+        self.namespace = namespace
+        self.crons = CronWorkflowWatcher(kube, engine.service, namespace, instance_id, clock=clock)
+        self.runs = WorkflowWatcher(
+            kube,
+            engine.service,
+            namespace,
+            clock=clock,
+            progress=ViewProgress(engine.view, engine.service.name),
+        )
+        self.status = StatusWriter(kube)
+        self._written: dict[str, int] = {}
+        self._stop = threading.Event()
+        self.tasks: list[concurrent.futures.Future[None]] = []
+
+    def start(self, watch_seconds: int = 30) -> None:
+        self.crons.seed(self.engine.view.statuses(self.namespace))
+        self.tasks = [
+            self.crons.start(self._stop, watch_seconds),
+            self.runs.start(self._stop, watch_seconds),
+        ]
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """End both watches (an open watch is cancelled, not waited out) and wait for them."""
+        self._stop.set()
+        for task in self.tasks:
+            task.cancel()
+        concurrent.futures.wait(self.tasks, timeout=timeout)
+
+    def write_statuses(self) -> int:
+        """Write the status of every CronWorkflow whose view row is newer than what this
+        process last wrote (the writer itself drops what the object already shows), several
+        at a time. A failed write is retried next turn; the first failure is raised after
+        the others were recorded."""
+        rows = [
+            StatusRow(
+                cron_id=row["id"],
+                namespace=row["namespace"],
+                name=row["name"],
+                deleted=row["deleted"],
+                next_due=row["nextDue"],
+                status=row["status"],
+                spec=row["spec"],
+                metadata=row["metadata"],
+                version=row["version"],
+            )
+            for row in self.engine.view.statuses(self.namespace)
+            if self._written.get(row["id"], -1) < row["version"]
+        ]
+        if not rows:
+            return 0
+        written, failure = 0, None
+        for row, result in zip(rows, self.status.write_many(rows), strict=True):
+            if isinstance(result, BaseException):
+                failure = failure or result
+                continue
+            written += result
+            self._written[row.cron_id] = row.version
+        if failure is not None:
+            raise failure
+        return written
+
+    def poll(
+        self, now: datetime, budget: float | None = None, stop: Callable[[], bool] | None = None
+    ) -> int:
+        n = self.crons.drain(now, budget, stop) + self.runs.drain(now, budget, stop)
+        if n:
+            self.engine.catch_up(now, budget=budget, stop=stop)
+        return n + self.write_statuses()

@@ -1,0 +1,123 @@
+"""The dispatcher (projections/dispatch.py) on a recording fake batch target, as it drives
+KubeTarget: a batch of fires becomes one create_many, order holds around Replace, and failures
+are reported right."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from adapters.engine import Engine, build_engine
+from adapters.kube import ApiError, Creation
+from domain.cronworkflow import workflow_name
+from domain.manifest import parse_manifest
+from domain.service import event_type
+from projections.dispatch import PermanentSubmissionError
+
+T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
+T1 = T0 + timedelta(minutes=1)
+T2 = T0 + timedelta(minutes=2)
+
+
+class RecordingBatchTarget:
+    """Records what the dispatcher asked, in order; `fail` maps a Workflow name to the error
+    its creation reports."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self.fail: dict[str, BaseException] = {}
+
+    def create_many(self, creations: Sequence[Creation], at: Any) -> list[BaseException | None]:
+        names = [c.workflow["metadata"]["name"] for c in creations]
+        self.calls.append(("create_many", names))
+        return [self.fail.get(n) for n in names]
+
+    def create(self, workflow: dict[str, Any], *, cron_id: str, trigger: str, at: Any) -> None:
+        raise AssertionError("a target with create_many is given whole batches")
+
+    def terminate(self, namespace: str, name: str, at: datetime) -> None:
+        self.calls.append(("terminate", name))
+
+    def delete(self, namespace: str, name: str, at: datetime) -> None:
+        self.calls.append(("delete", name))
+
+
+@pytest.fixture
+def target() -> RecordingBatchTarget:
+    return RecordingBatchTarget()
+
+
+@pytest.fixture
+def engine(target: RecordingBatchTarget) -> Iterator[Engine]:
+    eng = build_engine("memory:", target=target)
+    yield eng
+    eng.close()
+
+
+def apply(eng: Engine, name: str, **spec: Any) -> Any:
+    manifest = {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "CronWorkflow",
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {
+            "schedules": ["* * * * *"],
+            "workflowSpec": {"entrypoint": "main"},
+            **spec,
+        },
+    }
+    cron_id, _ = eng.service.apply(parse_manifest(manifest), T0)
+    return cron_id
+
+
+def test_fires_committed_together_are_created_in_one_concurrent_call(
+    engine: Engine, target: RecordingBatchTarget
+) -> None:
+    ids = [apply(engine, f"job{i}") for i in range(5)]
+    engine.service.tick(ids, T1)
+    engine.catch_up(T1)
+    assert target.calls == [("create_many", [workflow_name(f"job{i}", T1) for i in range(5)])]
+
+
+def test_replace_terminates_only_after_the_replaced_run_was_created(
+    engine: Engine, target: RecordingBatchTarget
+) -> None:
+    cron_id = apply(engine, "job", concurrencyPolicy="Replace")
+    engine.service.tick([cron_id], T1)
+    engine.service.tick([cron_id], T2)  # both fires reach the dispatcher in one batch
+    engine.catch_up(T2)
+    first, second = workflow_name("job", T1), workflow_name("job", T2)
+    assert target.calls == [
+        ("create_many", [first]),
+        ("terminate", first),
+        ("create_many", [second]),
+    ]
+
+
+def test_a_transient_failure_repeats_the_batch_and_a_refusal_is_reported_once(
+    engine: Engine, target: RecordingBatchTarget
+) -> None:
+    ok, flaky, refused = (apply(engine, n) for n in ("ok", "flaky", "refused"))
+    target.fail = {
+        workflow_name("flaky", T1): ApiError(503, "Service Unavailable"),
+        workflow_name("refused", T1): PermanentSubmissionError("422 Invalid"),
+    }
+    engine.service.tick([ok, flaky, refused], T1)
+    with pytest.raises(ApiError):
+        engine.catch_up(T1)
+    # Nothing reported yet: the batch will be repeated, the refusal with it.
+    assert "SubmissionFailed" not in types(engine, refused)
+
+    del target.fail[workflow_name("flaky", T1)]
+    engine.catch_up(T1)
+    engine.catch_up(T1)  # the SubmissionFailed event itself reaches the dispatcher: no-op
+    assert types(engine, refused).count("SubmissionFailed") == 1
+    assert "SubmissionFailed" not in types(engine, flaky)
+    names = {workflow_name(n, T1) for n in ("ok", "flaky", "refused")}
+    assert [set(c[1]) for c in target.calls] == [names, names]
+
+
+def types(eng: Engine, cron_id: Any) -> list[str]:
+    return [event_type(e) for e in eng.service.events.get(cron_id)]
