@@ -29,9 +29,10 @@ import yaml
 from kubernetes import client
 
 from adapters.engine import build_engine
-from adapters.kube import CWF, GROUP, VERSION, WF, Backoff, KubeSync, KubeTarget
+from adapters.kube import CWF, GROUP, VERSION, WF, Backoff, KubeSync, KubeTarget, connect
 from domain.cronworkflow import workflow_name
 from domain.service import NotFound
+from projections.dispatch import Creation, PermanentSubmissionError
 from tests.kube import apiserver as kube
 
 pytestmark = pytest.mark.k8s
@@ -302,15 +303,30 @@ def service_account_client(server: kube.ApiServer) -> client.ApiClient:
     return sa
 
 
+def service_account_kubeconfig(server: kube.ApiServer, token: str, where: Path) -> Path:
+    """The admin kubeconfig with the service account's token as its only user: what the
+    adapter loads (adapters.kube.connect), as a pod would mount it."""
+    cfg = yaml.safe_load(server.kubeconfig.read_text())
+    for user in cfg.get("users") or []:
+        user["user"] = {"token": token}
+    path = where / "sa-kubeconfig"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
 def test_the_adapter_runs_as_the_service_account(
     deploy_apiserver: kube.ApiServer,
     applied: list[tuple[Path, dict[str, Any], Any]],
     kube_namespace: str,
+    tmp_path: Path,
 ) -> None:
     """`run --kube` as deployed: cluster-wide watches, a Workflow created and owned, status
     written, the Workflow terminated and deleted, all with the service account's token."""
     ns = kube_namespace
-    sa = service_account_client(deploy_apiserver)
+    sa_client = service_account_client(deploy_apiserver)
+    token = sa_client.configuration.api_key["authorization"].removeprefix("Bearer ")
+    sa_client.close()
+    sa = connect(str(service_account_kubeconfig(deploy_apiserver, token, tmp_path)))
     engine = build_engine("memory:", target=KubeTarget(sa, Backoff(sleep=lambda s: None)))
     sync = KubeSync(engine, sa)  # no namespace: cluster-wide, as deploy/ runs it
     with deploy_apiserver.api_client() as admin_client:
@@ -366,8 +382,6 @@ def test_the_adapter_runs_as_the_service_account(
             assert left == []
         finally:
             sync.stop()
-            for t in sync.threads:
-                t.join(timeout=5)
             sa.close()
             engine.close()
 
@@ -438,3 +452,25 @@ def test_without_the_finalizers_rule_an_owned_workflow_is_refused(
     assert code == 201, got
     code, got = create("blocking", blockOwnerDeletion=True)
     assert code == 403 and "blockOwnerDeletion" in got["message"], got
+
+
+def test_a_workflow_for_a_namespace_that_does_not_exist_is_refused_for_good(
+    deploy_apiserver: kube.ApiServer, applied: list[tuple[Path, dict[str, Any], Any]]
+) -> None:
+    """With NamespaceLifecycle on (as in a real cluster), creating in a missing namespace is a
+    404. It must come back as a permanent refusal (SubmissionFailed), not as a transient error
+    that the dispatcher would retry forever, holding up every Workflow after it."""
+    k = connect(str(deploy_apiserver.kubeconfig))
+    try:
+        target = KubeTarget(k, Backoff(sleep=lambda s: None))
+        wf = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "Workflow",
+            "metadata": {"name": "orphan-1", "namespace": "no-such-namespace"},
+            "spec": {"entrypoint": "main"},
+        }
+        (error,) = target.create_many([Creation(wf, "cron-id")], T0)
+        assert isinstance(error, PermanentSubmissionError), error
+        assert "404" in str(error)
+    finally:
+        k.close()

@@ -154,7 +154,9 @@ class KubeTarget:
                 await self.backoff.call(lambda: self.kube.create(ns, WF, workflow))
                 return
             except ApiError as e:
-                if e.status in PERMANENT:
+                if e.status in PERMANENT or e.status == 404:
+                    # 404 on a create: the namespace (or the Workflow kind) does not exist;
+                    # retrying would hold up every later Workflow behind this one.
                     raise PermanentSubmissionError(
                         f"workflow {ns}/{name} refused ({e.status} {e.api_reason or e.reason})"
                     ) from e
