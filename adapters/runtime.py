@@ -137,6 +137,10 @@ class RunWatcher:
         deadline = None if budget is None else time.monotonic() + budget
         view, svc = self.engine.view, self.engine.service
         dispatched = view.max_tracking_id(svc.name, "dispatch") or 0
+        # While the dispatcher is behind the status view (a burst is being dispatched), a
+        # missing file is most likely a Workflow not yet created: look again next turn rather
+        # than ask the audit table about every one of them.
+        dispatch_behind = dispatched < (view.max_tracking_id(svc.name, "readmodel") or 0)
         reported = 0
         for cron_id, namespace, name in view.active_runs():
             if (stop is not None and stop()) or (
@@ -149,6 +153,8 @@ class RunWatcher:
             if obs.phase is None:
                 # Missing file: vanished only if the dispatcher already created it; a fire not
                 # yet dispatched has no file by design.
+                if dispatch_behind:
+                    continue
                 pos = view.fired_position(namespace, name)
                 if pos is None or pos > dispatched:
                     continue
