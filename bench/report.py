@@ -428,8 +428,9 @@ def document(runs: dict[str, Run], meta: dict[str, str], size_name: str, repeat:
         "![fire latency against load](skew.png)",
         "",
         "`skew.png`, left: a burst of N due at one instant, latency of each fire's commit after "
-        "the instant (cold: first burst, aggregates loaded from the store; hot: the next burst, "
-        "decided on the scheduler's own copies). Right: `bench.steady` with every CronWorkflow "
+        "the instant (cold: a scheduler restarted at the instant, aggregates loaded from the "
+        "store; warm: restarted before it, what is due loaded by its turns ahead of time; hot: "
+        "the next burst of a long-running one). Right: `bench.steady` with every CronWorkflow "
         "due every minute (`* * * * *`), skew = first seen in the log minus scheduled time.",
         "",
         END,
