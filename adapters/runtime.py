@@ -16,7 +16,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -27,6 +27,7 @@ from adapters.engine import Engine
 from adapters.localtarget import LocalTarget
 from adapters.logs import DecisionLog
 from adapters.shards import REBALANCE_SECONDS, Ownership
+from domain.cronworkflow import CronWorkflow
 from domain.service import TickReport
 
 log = logging.getLogger("cronsource")
@@ -42,6 +43,13 @@ TURN_BUDGET = 1.0
 WARM_AHEAD = timedelta(seconds=60)
 #: Aggregates warmed per turn at most, so warming never holds up a turn for long.
 WARM_LIMIT = 5000
+#: How close the next due instant must be for the scheduler to decide it in advance (see
+#: `prepare_once`), and how many CronWorkflows it decides in advance at most.
+PREPARE_AHEAD = timedelta(seconds=5)
+PREPARE_LIMIT = 20_000
+#: A decision made in advance for instant T is committed only until T + this; later, it is
+#: dropped and decided again at the time it is actually made.
+PREPARED_MAX_DELAY = timedelta(seconds=1)
 #: How often a running replica logs its heartbeat (fires, shards, projection lag).
 REPORT_SECONDS = 30.0
 
@@ -223,6 +231,8 @@ class SchedulerLoop:
     stop_event: threading.Event = field(default_factory=threading.Event)
     fires: int = 0
     _known_next: dict[UUID, tuple[int, datetime | None]] = field(default_factory=dict)
+    #: Decisions made in advance for one due instant: (instant, batches of aggregates).
+    _prepared: tuple[datetime, list[list[CronWorkflow]]] | None = None
     _seen: dict[UUID, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -266,12 +276,17 @@ class SchedulerLoop:
     def schedule_once(self, now: datetime) -> int:
         """Decide everything due now, BATCH CronWorkflows per transaction; returns fires.
 
-        Batch k+1 is decided while batch k's transaction is on its way to the store (one
+        What `prepare_once` decided in advance for an instant that has now come is committed
+        first, as it is: the store's version check refuses any of it whose CronWorkflow
+        changed since (that batch is then decided again on fresh state). The rest is decided
+        now. Batch k+1 is decided while batch k's transaction is on its way to the store (one
         committing thread keeps the commits in order): the database's time and Python's
         overlap instead of adding up. Batches hold distinct CronWorkflows, so the two never
-        touch the same aggregate, and a stale save is still refused and re-decided.
+        touch the same aggregate.
         """
-        due = self._due(now)
+        prepared = self._take_prepared(now)
+        taken = {a.id for _, batch in prepared for a in batch}
+        due = [cron_id for cron_id in self._due(now) if cron_id not in taken]
         svc = self.engine.service
         fired = 0
 
@@ -283,17 +298,61 @@ class SchedulerLoop:
             for cron_id, version in report.versions.items():
                 self._known_next[cron_id] = (version, report.next_due.get(cron_id))
 
+        def decided() -> Iterator[tuple[datetime, list[CronWorkflow]]]:
+            yield from prepared
+            for i in range(0, len(due), BATCH):
+                yield now, svc.decide(due[i : i + BATCH], now, self._seen)
+
         with ThreadPoolExecutor(1, thread_name_prefix="commit") as committer:
             in_flight: Future[TickReport] | None = None
-            for i in range(0, len(due), BATCH):
-                decided = svc.decide(due[i : i + BATCH], now, self._seen)
+            for at, batch in decided():
                 if in_flight is not None:
                     settle(in_flight.result())
-                in_flight = committer.submit(svc.commit, decided, now)
+                in_flight = committer.submit(svc.commit, batch, at)
             if in_flight is not None:
                 settle(in_flight.result())
         self.fires += fired
         return fired
+
+    def _take_prepared(self, now: datetime) -> list[tuple[datetime, list[CronWorkflow]]]:
+        """The batches decided in advance for an instant that has come, if it came no more
+        than PREPARED_MAX_DELAY ago; decisions for a later instant stay, stale ones go."""
+        if self._prepared is None or now < self._prepared[0]:
+            return []
+        instant, batches = self._prepared
+        self._prepared = None
+        if now - instant > PREPARED_MAX_DELAY:
+            return []  # their copies were taken out of the cache: the next decision reloads
+        return [(instant, batch) for batch in batches]
+
+    def prepare_once(self, now: datetime) -> int:
+        """Decide in advance the next due instant's CronWorkflows, when it is near.
+
+        A decision is a pure function of the aggregate and the instant, so it can be made
+        before the instant and committed at it (never before: `schedule_once` only commits
+        decisions for an instant that has come). A burst then costs the commits alone. If a
+        CronWorkflow changes in between (suspended, a run completed, its spec edited), the
+        store refuses the stale save and that batch is decided again on fresh state.
+        Returns how many were decided.
+        """
+        instant = self.engine.view.next_due_after(now)
+        if (
+            instant is None
+            or instant - now > PREPARE_AHEAD
+            or (self._prepared is not None and self._prepared[0] == instant)
+        ):
+            return 0
+        due_now = {raw for raw, _ in self.engine.view.due_versions(now)}
+        seen = {
+            cron_id: version
+            for raw, version in self.engine.view.due_versions(instant, PREPARE_LIMIT)
+            if raw not in due_now and self.ownership.owns(cron_id := UUID(raw))
+        }
+        ids = list(seen)
+        svc = self.engine.service
+        batches = [svc.decide(ids[i : i + BATCH], instant, seen) for i in range(0, len(ids), BATCH)]
+        self._prepared = (instant, [b for b in batches if b])
+        return len(ids)
 
     def warm_once(self, now: datetime) -> int:
         """Load what is due within WARM_AHEAD and not yet in memory; returns how many."""
@@ -356,6 +415,7 @@ class SchedulerLoop:
         if self.runs_scheduler:
             # Last, after the projections moved the due index past this turn's decisions.
             self.warmer.run(lambda: self.warm_once(self.clock()))
+            self.warmer.run(lambda: self.prepare_once(self.clock()))
         if time.monotonic() - self._last_report >= REPORT_SECONDS:
             self._last_report = time.monotonic()
             self.projector.run(self.report)

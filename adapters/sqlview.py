@@ -389,6 +389,14 @@ class SqlReadModel:
                 out.append((r[0], r[1], ref["name"]))
         return out
 
+    def next_due_after(self, t: datetime) -> datetime | None:
+        """The earliest due time strictly after `t` (the next instant to prepare for)."""
+        rows = self._query(
+            "SELECT MIN(next_due) FROM cronsource_status WHERE deleted = 0 AND next_due > ?",
+            (t.timestamp(),),
+        )
+        return _dt(rows[0][0]) if rows and rows[0][0] is not None else None
+
     def next_due(self) -> datetime | None:
         rows = self._query("SELECT MIN(next_due) FROM cronsource_status WHERE deleted = 0")
         return _dt(rows[0][0]) if rows and rows[0][0] is not None else None

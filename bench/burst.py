@@ -17,11 +17,12 @@ Each fire's latency is the time its batch's commit returned, minus the instant (
   every aggregate is loaded from the store (eventsourcing's aggregate cache is not filled by
   saves while fast-forwarding is on, so a process that has just applied them is no warmer);
 - `warm`: a scheduler restarted before the instant: it loads nothing at start, but its loop's
-  turns before the instant (untimed, at H - 30 s, until one warms nothing) load what is due within
-  `WARM_AHEAD` (adapters/runtime.py), as `cronsource run` does;
+  turns before the instant (untimed, at H - 30 s, until one warms nothing) load what is due
+  within `WARM_AHEAD` (adapters/runtime.py), as `cronsource run` does, and its turn at H - 2 s
+  decides the instant in advance (`prepare_once`), to be committed when it comes;
 - `hot`: the steady state of a long-running scheduler: a first burst at H fires, the
-  projections catch up, and the timed burst is the next one at H + 1 h, decided on the copies
-  the scheduler itself saved last (no store reads).
+  projections catch up, and the timed burst is the next one at H + 1 h, decided (by the turn
+  at H + 1 h - 2 s, as in `warm`) on the copies the scheduler itself saved last.
 
 Baseline, in the same run and database: the very rows the burst stored (every ScheduleFired
 event: id, version, topic, state bytes) inserted again by a plain driver loop into a scratch
@@ -100,7 +101,8 @@ def run(
         task = bar.add_task("project (due index)", total=None)
         engine.catch_up(created_at)
         bar.update(task, total=1, completed=1)
-        loop = SchedulerLoop(engine, SoleOwner(), role="scheduler", clock=lambda: instant)
+        clock = [instant]
+        loop = SchedulerLoop(engine, SoleOwner(), role="scheduler", clock=lambda: clock[0])
         if mode == "hot":
             task = bar.add_task("first burst (not timed)", total=n)
             loop.schedule_once(instant)
@@ -110,15 +112,21 @@ def run(
         else:  # a scheduler that has loaded nothing yet, as after a start
             engine.close()
             engine = build_engine(t.config, create_tables=False)
-            now = instant - timedelta(seconds=30) if mode == "warm" else instant
-            loop = SchedulerLoop(engine, SoleOwner(), role="scheduler", clock=lambda: now)
+            loop = SchedulerLoop(engine, SoleOwner(), role="scheduler", clock=lambda: clock[0])
             if mode == "warm":
-                task = bar.add_task("turn before the instant (not timed)", total=None)
+                task = bar.add_task("turns 30 s before the instant (not timed)", total=None)
+                clock[0] = instant - timedelta(seconds=30)
                 loop.turn()
                 while loop.last_warmed:
                     loop.turn()
                 bar.update(task, total=1, completed=1)
-                now = instant
+        if mode in ("warm", "hot"):
+            # The loop's last turn before the instant, which decides it in advance.
+            task = bar.add_task("turn 2 s before the instant (not timed)", total=None)
+            clock[0] = instant - timedelta(seconds=2)
+            loop.turn()
+            bar.update(task, total=1, completed=1)
+        clock[0] = instant
         expected = count_topic(engine.service, FIRED_TOPIC)
         marks: list[tuple[float, int]] = []
         task = bar.add_task(f"burst ({mode})", total=n)

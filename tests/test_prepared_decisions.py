@@ -1,0 +1,114 @@
+"""Decisions made in advance (SchedulerLoop.prepare_once): the scheduler decides the next due
+instant's CronWorkflows a few seconds ahead and commits them when the instant comes.
+
+What must hold: nothing is committed before its instant; a CronWorkflow changed in between
+(suspended here) is decided again on fresh state, never fired from the stale decision; every
+tick fires exactly once; and a decision whose instant passed too long ago is dropped and made
+again at the time it is really made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import pytest
+
+from adapters.engine import Engine, build_engine, migrate
+from adapters.runtime import PREPARED_MAX_DELAY, SchedulerLoop
+from adapters.shards import SoleOwner
+from adapters.store import StoreConfig
+from domain.manifest import parse_manifest
+from domain.service import event_type
+
+H = datetime(2026, 5, 4, 11, 0, tzinfo=UTC)
+NAMES = ("a", "b", "c")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
+    url = (
+        f"sqlite:///{tmp_path}/x.db"
+        if request.param == "sqlite"
+        else request.getfixturevalue("pg_url")
+    )
+    migrate(StoreConfig.parse(url))
+    e = build_engine(url)
+    yield e
+    e.close()
+
+
+class Clock:
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def setup(engine: Engine) -> tuple[dict[str, UUID], SchedulerLoop, Clock]:
+    ids = {}
+    for name in NAMES:
+        manifest = parse_manifest(
+            {
+                "apiVersion": "argoproj.io/v1alpha1",
+                "kind": "CronWorkflow",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"schedules": ["0 * * * *"], "workflowSpec": {"entrypoint": "main"}},
+            }
+        )
+        ids[name], _ = engine.service.apply(manifest, H - timedelta(minutes=30))
+    engine.catch_up(H - timedelta(minutes=30))
+    clock = Clock(H - timedelta(seconds=2))
+    return ids, SchedulerLoop(engine, SoleOwner(), role="scheduler", clock=clock), clock
+
+
+def fires(engine: Engine, cron_id: UUID) -> list[Any]:
+    return [e for e in engine.service.events.get(cron_id) if event_type(e) == "ScheduleFired"]
+
+
+def test_decided_ahead_committed_at_the_instant_and_never_before(engine: Engine) -> None:
+    ids, loop, clock = setup(engine)
+    assert loop.prepare_once(clock.now) == len(NAMES)
+    head = engine.service.recorder.max_notification_id()
+    # A turn before the instant commits nothing.
+    assert loop.schedule_once(H - timedelta(seconds=1)) == 0
+    assert engine.service.recorder.max_notification_id() == head
+    clock.now = H
+    assert loop.schedule_once(H) == len(NAMES)
+    for cron_id in ids.values():
+        (fired,) = fires(engine, cron_id)
+        assert fired.scheduled_time == H and fired.fired_at == H
+    # The next turn at the instant finds nothing left to decide.
+    engine.catch_up(H)
+    assert loop.schedule_once(H) == 0
+    assert all(len(fires(engine, cron_id)) == 1 for cron_id in ids.values())
+
+
+def test_a_cronworkflow_changed_after_the_decision_is_decided_again(engine: Engine) -> None:
+    """Suspended between the decision made in advance and the instant: the store refuses
+    the stale save, the batch is decided again, the suspended one does not fire."""
+    ids, loop, clock = setup(engine)
+    loop.prepare_once(clock.now)
+    engine.service.suspend(ids["b"], H - timedelta(seconds=1), by="test")
+    engine.catch_up(H - timedelta(seconds=1))
+    rejected = engine.rejected_writes
+    assert loop.schedule_once(H) == 2
+    assert engine.rejected_writes > rejected
+    assert fires(engine, ids["b"]) == []
+    assert [len(fires(engine, ids[n])) for n in ("a", "c")] == [1, 1]
+
+
+def test_a_decision_whose_instant_is_long_past_is_made_again(engine: Engine) -> None:
+    """Committed later than PREPARED_MAX_DELAY after its instant, a decision made in advance
+    would claim a decision time it was not made at: it is dropped and made again."""
+    ids, loop, _ = setup(engine)
+    loop.prepare_once(H - timedelta(seconds=2))
+    late = H + PREPARED_MAX_DELAY + timedelta(seconds=4)
+    assert loop.schedule_once(late) == len(NAMES)
+    for cron_id in ids.values():
+        (fired,) = fires(engine, cron_id)
+        assert fired.scheduled_time == H and fired.fired_at == late
