@@ -306,7 +306,10 @@ class CronService(Application[UUID]):
         for a in aggs:
             hot[a.id] = a
         while len(hot) > self.hot_size:
-            del hot[next(iter(hot))]
+            try:
+                del hot[next(iter(hot))]
+            except (RuntimeError, KeyError):
+                continue  # the deciding thread took one out meanwhile (commits run beside it)
 
     def warm(self, versions: Mapping[UUID, int], limit: int = 5000) -> int:
         """Load ahead of time the aggregates about to be due (`versions`: what the due index
