@@ -56,13 +56,7 @@ class Engine:
         `dispatch=False` leaves the dispatcher to its own thread (adapters/runtime.py).
         """
         more_time = _time_left(budget, stop)
-        done = 0
-        while True:
-            pending = self._pending("readmodel", batch)
-            self.readmodel.process_batch(pending)
-            done += len(pending)
-            if len(pending) < batch or not more_time():
-                break
+        done = self._drain("readmodel", self.readmodel.process_batch, batch, more_time)
         if dispatch:
             self._dispatch(at, batch, more_time)
         return done
@@ -78,13 +72,27 @@ class Engine:
         return self._dispatch(at, batch, _time_left(budget, stop))
 
     def _dispatch(self, at: datetime | None, batch: int, more_time: Callable[[], bool]) -> int:
-        if self.dispatcher is None:
+        dispatcher = self.dispatcher
+        if dispatcher is None:
             return 0
         now = at or datetime.now(UTC)
+        return self._drain(
+            "dispatch", lambda pending: dispatcher.process_batch(pending, now), batch, more_time
+        )
+
+    def _drain(
+        self,
+        projection: str,
+        process: Callable[[list[tuple[Any, Tracking]]], Any],
+        batch: int,
+        more_time: Callable[[], bool],
+    ) -> int:
+        """Feed a projection its pending events, `batch` at a time, until it is caught up or
+        time is up; at least one batch per call, so it always makes progress."""
         done = 0
-        while True:  # at least one batch per call, so dispatch always makes progress
-            pending = self._pending("dispatch", batch)
-            self.dispatcher.process_batch(pending, now)
+        while True:
+            pending = self._pending(projection, batch)
+            process(pending)
             done += len(pending)
             if len(pending) < batch or not more_time():
                 return done
