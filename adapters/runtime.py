@@ -342,11 +342,10 @@ class SchedulerLoop:
             or (self._prepared is not None and self._prepared[0] == instant)
         ):
             return 0
-        due_now = {raw for raw, _ in self.engine.view.due_versions(now)}
         seen = {
             cron_id: version
-            for raw, version in self.engine.view.due_versions(instant, PREPARE_LIMIT)
-            if raw not in due_now and self.ownership.owns(cron_id := UUID(raw))
+            for raw, version in self.engine.view.due_versions(instant, PREPARE_LIMIT, after=now)
+            if self.ownership.owns(cron_id := UUID(raw))
         }
         ids = list(seen)
         svc = self.engine.service

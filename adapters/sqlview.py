@@ -360,12 +360,16 @@ class SqlReadModel:
         )
         return [r[0] for r in rows]
 
-    def due_versions(self, until: datetime, limit: int = 100_000) -> list[tuple[str, int]]:
-        """Like `due`, with the aggregate version each due time was computed at."""
+    def due_versions(
+        self, until: datetime, limit: int = 100_000, after: datetime | None = None
+    ) -> list[tuple[str, int]]:
+        """Like `due`, with the aggregate version each due time was computed at; with
+        `after`, only those due strictly after it."""
+        since, args = ("", ()) if after is None else (" AND next_due > ?", (after.timestamp(),))
         rows = self._query(
             "SELECT cron_id, version FROM cronsource_status WHERE deleted = 0"
-            " AND next_due IS NOT NULL AND next_due <= ? ORDER BY next_due LIMIT ?",
-            (until.timestamp(), limit),
+            f" AND next_due IS NOT NULL AND next_due <= ?{since} ORDER BY next_due LIMIT ?",
+            (until.timestamp(), *args, limit),
         )
         return [(r[0], int(r[1])) for r in rows]
 
