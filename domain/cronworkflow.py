@@ -41,7 +41,7 @@ from domain.manifest import (
     CronWorkflowSpec,
     scheduling_options,
 )
-from domain.schedule import CompiledSchedule, compile_schedule
+from domain.schedule import CompiledSchedule, compile_schedule, needs_anchor
 
 #: uuid5 namespace of cronsource stream ids; never change it (ids are stored everywhere).
 STREAM_NAMESPACE = UUID("6f2d1a52-6c1e-4a55-9d0e-2b8f3c1a7e10")
@@ -84,8 +84,8 @@ def _compile(
 ) -> CompiledSchedule:
     """Compiled schedules are immutable, so aggregates with the same schedule share one; only
     `@every` depends on the aggregate's own anchor (its creation time)."""
-    anchored = any(s.strip().startswith("@every") for s in schedules)
-    return _compile_shared(schedules, timezone, dst_policy, baseline if anchored else None)
+    anchor = baseline if needs_anchor(schedules) else None
+    return _compile_shared(schedules, timezone, dst_policy, anchor)
 
 
 @functools.lru_cache(maxsize=4096)

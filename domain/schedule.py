@@ -501,6 +501,12 @@ class CompiledSchedule:
                     heads[i] = self._tickers[i].next_after(tick)
 
 
+def needs_anchor(expressions: Sequence[str]) -> bool:
+    """Whether the ticks depend on the anchor (an `@every` among the expressions); raises
+    ScheduleError for an invalid expression, as `compile_schedule` would."""
+    return any(isinstance(_parse(expr), _EveryRule) for expr in _expression_tuple(expressions))
+
+
 def compile_schedule(
     expressions: Sequence[str],
     timezone: str = "",
