@@ -26,6 +26,8 @@ fi
 
 echo "== ruff"
 .venv/bin/ruff check domain projections adapters tests
+echo "== import layers (import-linter)"
+.venv/bin/lint-imports
 echo "== mypy --strict domain/"
 .venv/bin/mypy --strict domain/
 
