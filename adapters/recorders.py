@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
@@ -102,7 +102,8 @@ class SqliteRecorder(SQLiteApplicationRecorder):
                     chunk,
                 )
                 for row in c.fetchall():
-                    oid = self.convert_originator_id(row["originator_id"])
+                    # Our stream ids are all uuid5, which the recorder converts back to UUID.
+                    oid = cast(UUID, self.convert_originator_id(row["originator_id"]))
                     out[oid].append(
                         StoredEvent(oid, row["originator_version"], row["topic"], row["state"])
                     )

@@ -82,7 +82,7 @@ class ReadModelView(Protocol):
 
 def status_of(agg: CronWorkflow) -> dict[str, Any]:
     """Argo's CronWorkflowStatus from aggregate state."""
-    conditions = []
+    conditions: list[dict[str, Any]] = []
     if agg.spec_error:
         conditions.append({"type": "SpecError", "status": "True", "message": agg.spec_error})
     elif getattr(agg, "when_error", None):
