@@ -194,7 +194,6 @@ if _Parser is not None:
             _CoreResolver.__init__(self)
 
 else:  # pragma: no cover - PyYAML built without libyaml
-
     from yaml.parser import Parser
     from yaml.reader import Reader
     from yaml.scanner import Scanner
@@ -239,7 +238,9 @@ def _expanded_size(root: Node) -> tuple[int, int]:
             children = (
                 [c for pair in node.value for c in pair]
                 if isinstance(node, MappingNode)
-                else node.value if isinstance(node, SequenceNode) else []
+                else node.value
+                if isinstance(node, SequenceNode)
+                else []
             )
             for child in children:
                 cn, cb = measure(child)

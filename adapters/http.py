@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import hmac
 import ipaddress
-import json
 import logging
 import math
 import os
@@ -680,9 +679,7 @@ def create_app(
     app.state.settings = settings
     app.state.metrics = metrics
     app.state.ops = ops
-    app.add_middleware(
-        BodyLimit, max_bytes=settings.max_body_bytes, timeout=settings.body_timeout
-    )
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, timeout=settings.body_timeout)
 
     # -------------------------------------------------------------- errors
 
