@@ -52,7 +52,12 @@ def parse_time(value: str, field: str) -> datetime:
         t = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         fail(f"{field}: {value!r} is not an RFC 3339 time (e.g. 2026-05-04T10:00:00Z)")
-    return t if t.tzinfo else t.replace(tzinfo=UTC)
+    from adapters.api import TIME_MAX, TIME_MIN
+
+    t = t if t.tzinfo else t.replace(tzinfo=UTC)
+    if not TIME_MIN <= t < TIME_MAX:  # cron arithmetic near year 1 or 9999 overflows
+        fail(f"{field}: {value!r} must be between 1970-01-01 and 2199-12-31")
+    return t
 
 
 def read_input(path: str) -> bytes:
@@ -641,10 +646,29 @@ def simulate(obj: Ctx, scenario: str, output: str) -> None:
         sc = load_scenario(data)
     except ScenarioError as e:
         fail(f"{scenario}: {e}", 2)
+    import signal
+
+    from adapters.simulate import SimulationInterrupted
+
+    stopping: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stopping.append(signum)
+
+    # Installed explicitly: a shell starts background jobs with SIGINT ignored, and Python
+    # then installs no handler of its own, so Ctrl-C / kill -INT did nothing.
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        result = run_simulation(sc, obj.store)
+        result = run_simulation(sc, obj.store, stop=lambda: bool(stopping))
     except StoreURLError as e:
         fail(str(e), 2)
+    except ScenarioError as e:
+        fail(f"{scenario}: {e}", 2)
+    except SimulationInterrupted as e:
+        fail(f"{scenario}: {e}", 130)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
     def table() -> Table:
         t = Table(

@@ -74,6 +74,7 @@ from adapters.documents import (
 from adapters.engine import Engine
 from adapters.logs import scheduling_fields
 from adapters.metrics import Metrics
+from adapters.storecheck import StoreCheck
 from domain.cronworkflow import manual_workflow_name
 from domain.manifest import CronWorkflowManifest, ManifestError, parse_manifest
 from domain.service import Conflict, NotFound
@@ -667,6 +668,7 @@ def create_app(
     settings.check()
     ops = Operations(engine, clock)
     queries = ReadQueries(engine)
+    store_check = StoreCheck(engine)
     metrics = Metrics(engine, clock, rejected_by_api=lambda: ops.if_match_rejections)
     app = FastAPI(
         title="cronsource",
@@ -1253,6 +1255,9 @@ def create_app(
     def readyz() -> JSONResponse:
         from adapters.runtime import lag
 
+        if (unreadable := store_check.problem()) is not None:
+            body = {"status": "store unreadable", "error": unreadable}
+            return JSONResponse(body, status_code=503)
         try:
             behind = lag(engine)
         except Exception as e:
