@@ -28,7 +28,7 @@ from adapters.engine import Engine
 from adapters.sqlview import AUDIT_COLUMNS, STATUS_COLUMNS, audit_from_row
 from domain.cronworkflow import CronWorkflow
 from domain.manifest import CronWorkflowManifest
-from domain.service import NotFound
+from domain.service import AlreadyExists, NotFound
 from projections.readmodel import AuditRow, rfc3339
 
 T = TypeVar("T")
@@ -58,12 +58,6 @@ class StaleVersion(RuntimeError):
         super().__init__(f"expected version {expected}, current version is {current}")
         self.expected = expected
         self.current = current
-
-
-class AlreadyExists(RuntimeError):
-    def __init__(self, namespace: str, name: str, version: int) -> None:
-        super().__init__(f"cronworkflow {namespace}/{name} already exists")
-        self.version = version
 
 
 def parse_time(value: str, field: str) -> datetime:
@@ -599,6 +593,8 @@ class Operations:
         meta = manifest.metadata
         at = self.clock()
         with self.lock:
+            if must_not_exist:
+                return self._create(manifest, expected, at)
             try:
                 current = self.service.find(meta.namespace, meta.name, meta.uid or "")
             except NotFound:
@@ -609,8 +605,6 @@ class Operations:
                 if expected is not None:
                     raise self._stale(expected, None)
                 result: tuple[UUID, str] = self.service.apply(manifest, at)
-            elif must_not_exist:
-                raise AlreadyExists(meta.namespace, meta.name, current.version)
             elif expected is None:
                 result = self.service.apply(manifest, at)
             else:
@@ -622,6 +616,30 @@ class Operations:
                 result = (current.id, "updated" if current.version != before else "unchanged")
             self.engine.catch_up(at)
             return result
+
+    def _create(
+        self, manifest: CronWorkflowManifest, expected: int | None, at: datetime
+    ) -> tuple[UUID, str]:
+        """Create only (`If-None-Match: *`), decided by the store (`CronService.create`), so
+        two replicas creating one name at once get one 201 and one AlreadyExists.
+
+        A live object of that name under another uid (one the Kubernetes watch synced) counts
+        as existing too; that check reads the read model, caught up first.
+        """
+        meta = manifest.metadata
+        if expected is not None:
+            raise FieldError(
+                "If-None-Match",
+                "'*' (create only) cannot be combined with If-Match or metadata.resourceVersion",
+                "header",
+            )
+        self.engine.catch_up(at)
+        row = ReadQueries(self.engine).status(meta.namespace, meta.name)
+        if row is not None:
+            raise AlreadyExists(meta.namespace, meta.name, int(row["version"]))
+        cron_id: UUID = self.service.create(manifest, at)
+        self.engine.catch_up(at)
+        return cron_id, "created"
 
     def command(
         self,

@@ -52,30 +52,62 @@ def parse_time(value: str, field: str) -> datetime:
         t = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         fail(f"{field}: {value!r} is not an RFC 3339 time (e.g. 2026-05-04T10:00:00Z)")
-    return t if t.tzinfo else t.replace(tzinfo=UTC)
+    from adapters.api import TIME_MAX, TIME_MIN
+
+    t = t if t.tzinfo else t.replace(tzinfo=UTC)
+    if not TIME_MIN <= t < TIME_MAX:  # cron arithmetic near year 1 or 9999 overflows
+        fail(f"{field}: {value!r} must be between 1970-01-01 and 2199-12-31")
+    return t
+
+
+def read_input(path: str) -> bytes:
+    """The bytes of a file ('-' is stdin), at most MAX_INPUT_BYTES (exit 1 beyond: a huge
+    file is refused before it is read into memory)."""
+    from adapters.documents import MAX_INPUT_BYTES
+
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+        else:
+            with open(path, "rb") as f:
+                data = f.read(MAX_INPUT_BYTES + 1)
+    except OSError as e:
+        fail(f"{path}: {e.strerror}")
+    if len(data) > MAX_INPUT_BYTES:
+        fail(f"{path}: larger than the limit of {MAX_INPUT_BYTES} bytes (3 MiB)")
+    return data
 
 
 def load_documents(path: str) -> list[tuple[str, object]]:
-    """YAML documents of a file ('-' is stdin), each with a source label for messages."""
+    """YAML documents of a file ('-' is stdin), each with a source label for messages,
+    through the loader every entrypoint shares (adapters/documents.py)."""
+    from adapters.documents import DocumentError, from_client, load_yaml
+
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text()
-    except OSError as e:
-        fail(f"{path}: {e.strerror}")
-    try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as e:
-        fail(f"{path}: not valid YAML: {e}")
+        docs = load_yaml(read_input(path), path)
+    except DocumentError as e:
+        fail(str(e))
     if not docs:
         fail(f"{path}: no documents")
-    return [(f"{path}#{i}" if len(docs) > 1 else path, d) for i, d in enumerate(docs)]
+    return [(f"{path}#{i}" if len(docs) > 1 else path, from_client(d)) for i, d in enumerate(docs)]
 
 
-def admit(paths: list[str], namespace: str | None = None) -> list[CronWorkflowManifest]:
+def admit(
+    paths: list[str], namespace: str | None = None, *, only_cronworkflows: bool = False
+) -> list[CronWorkflowManifest]:
     """Every document of every file, or exit 1 naming each bad field (nothing is applied).
-    A manifest without a namespace takes `-n` (as kubectl does)."""
+    A manifest without a namespace takes `-n` (as kubectl does). With `only_cronworkflows`
+    (`run PATHS`: a directory may hold other manifests), documents of another kind are
+    skipped with a note instead of refused."""
     manifests, problems = [], []
     for path in paths:
         for source, doc in load_documents(path):
+            if only_cronworkflows and not (
+                isinstance(doc, dict) and doc.get("kind") == "CronWorkflow"
+            ):
+                kind = doc.get("kind") if isinstance(doc, dict) else type(doc).__name__
+                click.echo(f"skipped {source}: kind {kind!s:.60} is not a CronWorkflow", err=True)
+                continue
             if namespace and isinstance(doc, dict) and isinstance(doc.get("metadata"), dict):
                 doc["metadata"].setdefault("namespace", namespace)
             try:
@@ -423,12 +455,20 @@ def backfill(obj: Ctx, name: str, start: str, end: str, dry_run: bool, output: s
     emit(data, output, table)
 
 
-def _manifest_files(paths: tuple[str, ...]) -> list[str]:
+def _manifest_files(paths: tuple[str, ...], exclude: str | None = None) -> list[str]:
+    """The YAML files of PATHS; directories are walked, leaving out `exclude` (the local
+    target's workflows directory: `run .` must not read its own Workflow files back)."""
     files: list[str] = []
+    skip = Path(exclude).resolve() if exclude else None
     for p in paths:
         path = Path(p)
         if path.is_dir():
-            files += sorted(str(f) for f in path.rglob("*") if f.suffix in (".yaml", ".yml"))
+            files += sorted(
+                str(f)
+                for f in path.rglob("*")
+                if f.suffix in (".yaml", ".yml")
+                and not (skip is not None and f.resolve().is_relative_to(skip))
+            )
         elif path.exists():
             files.append(p)
         else:
@@ -506,7 +546,15 @@ def run(
         run_duration = parse_duration(local_run_duration)
     except ValueError as e:
         fail(f"--local-run-duration: {e}")
-    manifests = admit(_manifest_files(paths), obj.namespace) if paths else []
+    manifests = (
+        admit(
+            _manifest_files(paths, exclude=None if kube else workflows_dir),
+            obj.namespace,
+            only_cronworkflows=True,
+        )
+        if paths
+        else []
+    )
     try:
         config = StoreConfig.parse(obj.store)
     except StoreURLError as e:
@@ -581,23 +629,46 @@ def run(
 @click.pass_obj
 def simulate(obj: Ctx, scenario: str, output: str) -> None:
     """Run the real engine on a virtual clock (DESIGN.md 7.1)."""
+    from adapters.documents import DocumentError, load_yaml
     from adapters.simulate import ScenarioError, load_scenario
     from adapters.simulate import simulate as run_simulation
 
     try:
-        data = yaml.safe_load(Path(scenario).read_text())
+        docs = load_yaml(Path(scenario).read_bytes(), scenario)
     except OSError as e:
         fail(f"{scenario}: {e.strerror}", 2)
-    except yaml.YAMLError as e:
-        fail(f"{scenario}: not valid YAML: {e}", 2)
+    except DocumentError as e:
+        fail(str(e), 2)
+    if len(docs) > 1:
+        fail(f"{scenario}: {len(docs)} YAML documents; a scenario is one", 2)
+    data = docs[0] if docs else None
     try:
         sc = load_scenario(data)
     except ScenarioError as e:
         fail(f"{scenario}: {e}", 2)
+    import signal
+
+    from adapters.simulate import SimulationInterrupted
+
+    stopping: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stopping.append(signum)
+
+    # Installed explicitly: a shell starts background jobs with SIGINT ignored, and Python
+    # then installs no handler of its own, so Ctrl-C / kill -INT did nothing.
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        result = run_simulation(sc, obj.store)
+        result = run_simulation(sc, obj.store, stop=lambda: bool(stopping))
     except StoreURLError as e:
         fail(str(e), 2)
+    except ScenarioError as e:
+        fail(f"{scenario}: {e}", 2)
+    except SimulationInterrupted as e:
+        fail(f"{scenario}: {e}", 130)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
     def table() -> Table:
         t = Table(

@@ -18,10 +18,10 @@ Contract (docs/http-api.md has the long form):
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import ipaddress
-import json
 import logging
 import math
 import os
@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import uvicorn
-import yaml
 from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request, Response
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
@@ -65,9 +64,17 @@ from adapters.api import (
     select,
     timeline,
 )
+from adapters.documents import (
+    MAX_INPUT_BYTES,
+    DocumentError,
+    from_client,
+    load_json,
+    load_yaml,
+)
 from adapters.engine import Engine
 from adapters.logs import scheduling_fields
 from adapters.metrics import Metrics
+from adapters.storecheck import StoreCheck
 from domain.cronworkflow import manual_workflow_name
 from domain.manifest import CronWorkflowManifest, ManifestError, parse_manifest
 from domain.service import Conflict, NotFound
@@ -133,6 +140,13 @@ class ServeSettings:
     ready_projections: tuple[str, ...] = ("readmodel",)
     #: Largest backfill in one request; a longer range is refused with 422 (split it).
     max_backfill_ticks: int = 10_000
+    #: Largest request body (413 beyond): Kubernetes' 3 MiB.
+    max_body_bytes: int = MAX_INPUT_BYTES
+    #: Seconds a client may take to send its body (408 after).
+    body_timeout: float = 30.0
+    #: Seconds a write may take before the client is answered 504 (the work, bounded by
+    #: the admission limits, may still finish and take effect, as in Kubernetes).
+    request_timeout: float = 60.0
 
     def check(self) -> None:
         """Refuse to serve a non-loopback address without a token."""
@@ -216,6 +230,7 @@ class Problem(BaseModel):
     errors: list[FieldProblem] | None = None
     currentVersion: int | None = None
     expectedVersion: int | None = None
+    reason: str | None = Field(default=None, description="AlreadyExists on a create-only 409")
 
 
 def _problem_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -224,6 +239,7 @@ def _problem_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
         401: "No or wrong bearer token",
         404: "No such CronWorkflow",
         409: "Stale If-Match (body has currentVersion), or the CronWorkflow already exists",
+        413: "The request body is larger than 3 MiB",
         415: "Unsupported content type",
         422: "Invalid input; errors[].field names each bad field",
     }
@@ -478,22 +494,113 @@ def admit(doc: Any, namespace: str, name: str | None = None) -> CronWorkflowMani
     return m
 
 
-async def _body(request: Request) -> Any:
-    """The request body as data: JSON (default) or YAML by Content-Type."""
-    ctype = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
-    raw = await request.body()
+def _resource_version(doc: Any, if_match: int | None) -> int | None:
+    """The expected version: `If-Match`, or `metadata.resourceVersion` in the body (as
+    Kubernetes takes it: a precondition, 409 when stale). Taken out of the body, since it
+    is ours to set. Both given and different is a 422 naming the body field."""
+    meta = doc.get("metadata") if isinstance(doc, dict) else None
+    if not isinstance(meta, dict) or meta.get("resourceVersion") in (None, ""):
+        return if_match
+    given = meta.pop("resourceVersion")
+    text = str(given)
+    if isinstance(given, bool) or not text.isdigit() or len(text) > 18:
+        raise FieldError(
+            "metadata.resourceVersion", f"{given!r} is not a version (use the ETag value)", "body"
+        )
+    version = int(text)
+    if if_match is not None and if_match != version:
+        raise FieldError(
+            "metadata.resourceVersion",
+            f"{version} disagrees with If-Match {if_match}; give one of them",
+            "body",
+        )
+    return version
+
+
+def _ctype(request: Request) -> str:
+    return request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+
+
+def _parse_body(raw: bytes, ctype: str) -> Any:
+    """The request body as data: JSON (default) or YAML by Content-Type, through the loader
+    every entrypoint shares (adapters/documents.py: strict scalars, no duplicate keys,
+    bounded aliases and depth). CPU-bound: called in the threadpool, never on the loop."""
     if not raw.strip():
         raise invalid([{"field": "<body>", "in": "body", "message": "a manifest is required"}])
     try:
         if ctype in ("application/json", "") or ctype.endswith("+json"):
-            return json.loads(raw)
+            return from_client(load_json(raw, "body"))
         if ctype in ("application/yaml", "application/x-yaml", "text/yaml"):
-            return yaml.safe_load(raw)
-    except (ValueError, yaml.YAMLError, RecursionError) as e:
-        raise ApiError(400, "Bad request", f"the body cannot be parsed as {ctype}: {e}") from None
+            docs = load_yaml(raw, "body")
+            if len(docs) > 1:
+                raise DocumentError(f"body: {len(docs)} YAML documents, send one")
+            return from_client(docs[0] if docs else None)
+    except DocumentError as e:
+        raise ApiError(400, "Bad request", str(e)) from None
     raise ApiError(
         415, "Unsupported media type", f"{ctype}: send application/json or application/yaml"
     )
+
+
+class BodyLimit:
+    """ASGI middleware: the whole request body is read here, at most `max_bytes` (413
+    beyond, from Content-Length before reading when it is given) and within `timeout`
+    seconds (408: a client trickling bytes holds no handler), then handed on.
+
+    Kubernetes' API server refuses bodies over 3 MiB the same way; without a limit one
+    100 MB POST held the server for minutes at 5.7 GB.
+    """
+
+    def __init__(self, app: Any, max_bytes: int, timeout: float) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+        self.timeout = timeout
+
+    async def _refuse(self, scope: Any, receive: Any, send: Any, status: int, detail: str) -> None:
+        title = HTTPStatus(status).phrase
+        response = problem(status, title, detail, instance=scope.get("path"))
+        response.headers["Connection"] = "close"
+        await response(scope, receive, send)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_big = f"the request body is larger than {self.max_bytes} bytes (3 MiB)"
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_bytes:
+            await self._refuse(scope, receive, send, 413, too_big)
+            return
+        chunks, size, more = [], 0, True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout
+        while more:
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                detail = f"the request body did not arrive within {self.timeout:g}s"
+                await self._refuse(scope, receive, send, 408, detail)
+                return
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await self._refuse(scope, receive, send, 413, too_big)
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Any:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
 
 
 MANIFEST_BODY = {
@@ -561,6 +668,7 @@ def create_app(
     settings.check()
     ops = Operations(engine, clock)
     queries = ReadQueries(engine)
+    store_check = StoreCheck(engine)
     metrics = Metrics(engine, clock, rejected_by_api=lambda: ops.if_match_rejections)
     app = FastAPI(
         title="cronsource",
@@ -573,6 +681,7 @@ def create_app(
     app.state.settings = settings
     app.state.metrics = metrics
     app.state.ops = ops
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, timeout=settings.body_timeout)
 
     # -------------------------------------------------------------- errors
 
@@ -624,6 +733,7 @@ def create_app(
             str(e),
             type_="urn:cronsource:problem:already-exists",
             instance=request.url.path,
+            reason="AlreadyExists",  # Kubernetes' StatusReason for the same refusal
             currentVersion=e.version,
         )
 
@@ -706,6 +816,19 @@ def create_app(
 
     # -------------------------------------------------------------- helpers
 
+    async def bounded(run: Callable[[], JSONResponse]) -> JSONResponse:
+        """Parsing, admission and the command in the threadpool (the event loop keeps
+        answering /healthz and other requests), answered 504 past `request_timeout`."""
+        try:
+            return await asyncio.wait_for(run_in_threadpool(run), settings.request_timeout)
+        except TimeoutError:
+            raise ApiError(
+                504,
+                "Gateway timeout",
+                f"the request took longer than {settings.request_timeout:g}s; it may still"
+                " take effect (GET the CronWorkflow to see)",
+            ) from None
+
     def current(namespace: str, name: str) -> dict[str, Any]:
         ops.catch_up(wait=False)
         row = queries.status(namespace, name)
@@ -784,10 +907,13 @@ def create_app(
         if_match: IfMatch = None,
         if_none_match: Annotated[str | None, Header(alias="If-None-Match")] = None,
     ) -> JSONResponse:
-        expected = _if_match(if_match)
-        manifest = admit(await _body(request), namespace)
+        header_version = _if_match(if_match)
+        raw, ctype = await request.body(), _ctype(request)
 
         def run() -> JSONResponse:
+            doc = _parse_body(raw, ctype)
+            expected = _resource_version(doc, header_version)
+            manifest = admit(doc, namespace)
             _, what = ops.apply(
                 manifest, expected=expected, must_not_exist=(if_none_match or "").strip() == "*"
             )
@@ -800,7 +926,7 @@ def create_app(
                 )
             return resp
 
-        return await run_in_threadpool(run)
+        return await bounded(run)
 
     @api.get(
         base,
@@ -849,16 +975,19 @@ def create_app(
     async def replace(
         namespace: Namespace, name: Name, request: Request, if_match: IfMatch = None
     ) -> JSONResponse:
-        expected = _if_match(if_match)
-        manifest = admit(await _body(request), namespace, name)
+        header_version = _if_match(if_match)
+        raw, ctype = await request.body(), _ctype(request)
 
         def run() -> JSONResponse:
+            doc = _parse_body(raw, ctype)
+            expected = _resource_version(doc, header_version)
+            manifest = admit(doc, namespace, name)
             _, what = ops.apply(manifest, expected=expected, must_exist=True)
             row = current(namespace, name)
             log_command(what, namespace, name, row["version"])
             return respond(row)
 
-        return await run_in_threadpool(run)
+        return await bounded(run)
 
     @api.delete(
         base + "/{name}",
@@ -1111,7 +1240,9 @@ def create_app(
     # -------------------------------------------------------------- operations
 
     @app.get("/healthz", response_model=Health, tags=["operations"], summary="The process is up")
-    def healthz() -> dict[str, Any]:
+    async def healthz() -> dict[str, Any]:
+        # On the event loop itself, not in the threadpool: busy worker threads (a large
+        # admission, a slow store) never delay the liveness answer.
         return {"status": "ok"}
 
     @app.get(
@@ -1124,6 +1255,9 @@ def create_app(
     def readyz() -> JSONResponse:
         from adapters.runtime import lag
 
+        if (unreadable := store_check.problem()) is not None:
+            body = {"status": "store unreadable", "error": unreadable}
+            return JSONResponse(body, status_code=503)
         try:
             behind = lag(engine)
         except Exception as e:

@@ -115,12 +115,46 @@ def _link_all_exclusively(files: list[tuple[Path, str]]) -> list[bool]:
                 os.unlink(tmp)
 
 
+class OutsideDirectory(PermanentSubmissionError):
+    """The Workflow's path leaves the workflows directory (a namespace directory that is a
+    symlink elsewhere): refused, never followed."""
+
+
+#: Temp files older than this at start are left over from a process killed mid-write.
+STALE_TEMP_SECONDS = 60.0
+
+
 class LocalTarget:
     def __init__(self, directory: str | Path, run_duration: timedelta = timedelta(seconds=1)):
         self.dir = Path(directory)
         self.run_duration = run_duration
         self.dir.mkdir(parents=True, exist_ok=True)
+        self.root = self.dir.resolve()
         self._created: dict[Path, datetime] = {}  # creation times read once per manifest
+        self.removed_temps = self._remove_stale_temps()
+
+    def _remove_stale_temps(self) -> int:
+        """Delete `.tmp-*` files a `kill -9` left between write and link. Only old ones: a
+        second process on this directory may be writing a fresh one right now."""
+        import time
+
+        removed = 0
+        cutoff = time.time() - STALE_TEMP_SECONDS
+        for tmp in [*self.root.glob(".tmp-*"), *self.root.glob("*/.tmp-*")]:
+            with contextlib.suppress(OSError):
+                if tmp.is_file() and not tmp.is_symlink() and tmp.stat().st_mtime < cutoff:
+                    tmp.unlink()
+                    removed += 1
+        return removed
+
+    def outside(self, path: Path) -> OutsideDirectory | None:
+        """Why `path` may not be written (its directory resolves outside ours), or None."""
+        if path.parent.resolve().is_relative_to(self.root):
+            return None
+        return OutsideDirectory(
+            f"{path.parent} resolves to {path.parent.resolve()}, outside the workflows"
+            f" directory {self.root}: refused"
+        )
 
     def manifest_path(self, namespace: str, name: str) -> Path:
         return self.dir / namespace / f"{name}.yaml"
@@ -139,16 +173,23 @@ class LocalTarget:
         """Create them all; per creation None, or why it was refused."""
         created_at = at.astimezone(UTC).isoformat()
         files = []
+        errors: list[BaseException | None] = []
         for c in creations:
             meta = c.workflow["metadata"]
             meta.setdefault("annotations", {})[ANNOTATION_CREATED] = created_at
             path = self.manifest_path(meta["namespace"], meta["name"])
-            files.append((path, json.dumps(c.workflow, default=str) + "\n"))
-        created = _link_all_exclusively(files)
-        return [
-            None if made else self._conflict(c.workflow["metadata"], path)
-            for c, (path, _), made in zip(creations, files, created, strict=True)
-        ]
+            errors.append(self.outside(path))
+            if errors[-1] is None:
+                files.append((path, json.dumps(c.workflow, default=str) + "\n"))
+        made = iter(zip(files, _link_all_exclusively(files), strict=True))
+        out: list[BaseException | None] = []
+        for c, error in zip(creations, errors, strict=True):
+            if error is not None:
+                out.append(error)
+                continue
+            (path, _), created = next(made)
+            out.append(None if created else self._conflict(c.workflow["metadata"], path))
+        return out
 
     @staticmethod
     def _conflict(meta: dict[str, Any], path: Path) -> PermanentSubmissionError | None:
@@ -168,7 +209,8 @@ class LocalTarget:
 
     def terminate(self, namespace: str, name: str, at: datetime) -> None:
         """Replace's terminate: the run ends Failed; one that already ended is left alone."""
-        if self.manifest_path(namespace, name).exists():
+        path = self.manifest_path(namespace, name)
+        if self.outside(path) is None and path.exists():
             _write_atomically(self.phase_path(namespace, name), "Failed\n", exclusive=True)
 
     def delete(self, namespace: str, name: str, at: datetime) -> None:
@@ -207,7 +249,7 @@ class LocalTarget:
         except FileNotFoundError:
             pass
         ends = created + self.run_duration
-        if now >= ends:
+        if now >= ends and self.outside(phase_file) is None:
             # Persist the outcome first, so a restart reports the same phase and time.
             _write_atomically(phase_file, "Succeeded\n", exclusive=True)
             os.utime(phase_file, (ends.timestamp(), ends.timestamp()))

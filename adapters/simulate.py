@@ -13,7 +13,7 @@ import contextlib
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -32,6 +32,17 @@ from projections.readmodel import rfc3339
 
 class ScenarioError(ValueError):
     pass
+
+
+class SimulationInterrupted(RuntimeError):
+    """SIGINT/SIGTERM arrived: the simulation stopped at the instant it had reached."""
+
+
+#: Longest simulated span. A year of every-minute ticks is half a million decisions; a
+#: scenario far longer is a typo (a year 20260 end) and would run for hours.
+MAX_SCENARIO_SPAN = timedelta(days=400)
+#: Most simulated instants (a tick, a run ending, an action) before it stops with an error.
+MAX_STEPS = 1_000_000
 
 
 def _aware(v: Any) -> Any:
@@ -113,6 +124,11 @@ class Scenario(BaseModel):
     def _ordered(self) -> Scenario:
         if self.end < self.start:
             raise ValueError("end must not be before start")
+        if self.end - self.start > MAX_SCENARIO_SPAN:
+            raise ValueError(
+                f"end is {(self.end - self.start).days} days after start; a scenario may span"
+                f" at most {MAX_SCENARIO_SPAN.days} days"
+            )
         return self
 
 
@@ -128,7 +144,7 @@ def load_scenario(data: object) -> Scenario:
             path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(
                 "."
             )
-            msgs.append(f"{path}: {str(err['msg']).removeprefix('Value error, ')}")
+            msgs.append(f"{path or '<scenario>'}: {str(err['msg']).removeprefix('Value error, ')}")
         raise ScenarioError("; ".join(msgs)) from None
     for i, m in enumerate(sc.cron_workflows):
         try:
@@ -257,7 +273,14 @@ def _scratch_store(config: StoreConfig) -> Iterator[StoreConfig]:
 
 
 class Simulation:
-    def __init__(self, scenario: Scenario, engine: Engine, target: SimTarget) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        engine: Engine,
+        target: SimTarget,
+        stop: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.stop = stop  # asked at every instant: SIGINT ends a long simulation promptly
         self.sc = scenario
         self.engine = engine
         self.target = target
@@ -339,7 +362,16 @@ class Simulation:
         actions = sorted(enumerate(sc.actions), key=lambda ia: (ia[1].at, ia[0]))
         now = sc.start
         steps_at_instant = 0
+        steps = 0
         while True:
+            steps += 1
+            if self.stop():
+                raise SimulationInterrupted(f"interrupted at {rfc3339(now)}")
+            if steps > MAX_STEPS:
+                raise ScenarioError(
+                    f"more than {MAX_STEPS} simulated instants by {rfc3339(now)}; shorten the"
+                    " scenario (end) or use fewer, less frequent schedules"
+                )
             candidates = []
             if actions:
                 candidates.append(actions[0][1].at)
@@ -387,13 +419,15 @@ class Simulation:
         }
 
 
-def simulate(scenario: Scenario, store: str | None = None) -> dict[str, Any]:
+def simulate(
+    scenario: Scenario, store: str | None = None, stop: Callable[[], bool] = lambda: False
+) -> dict[str, Any]:
     base = StoreConfig.parse(store or "sqlite:///sim.db")
     target = SimTarget(parse_duration(scenario.run_duration), scenario.run_phase)
     with _scratch_store(base) as config:
         engine = build_engine(config, target=target, create_tables=True)
         try:
-            sim = Simulation(scenario, engine, target)
+            sim = Simulation(scenario, engine, target, stop)
             sim.run()
             return sim.result()
         finally:

@@ -78,6 +78,8 @@ from typing import Any, Final, NoReturn
 
 import simpleeval  # type: ignore[import-untyped]
 
+from domain.expression_budget import argument_problem
+
 __all__ = [
     "MAX_EXPRESSION_LENGTH",
     "NOW_VARIABLE",
@@ -528,6 +530,8 @@ _ARITHMETIC_OPS: Final[dict[str, type[ast.operator]]] = {
 def _duration(text: object) -> timedelta:
     if not isinstance(text, str):
         raise _mismatch("duration()", text)
+    if (too_long := argument_problem("duration()", text)) is not None:
+        raise _Fail(too_long)
     return _parse_go_duration(text)
 
 
@@ -590,6 +594,8 @@ def _int(value: object) -> int:
         if not math.isfinite(value):
             raise _Fail(f"cannot convert {_show_value(value)} to int")
         return _int64(int(value))
+    if isinstance(value, str) and (too_long := argument_problem("int()", value)) is not None:
+        raise _Fail(too_long)
     if isinstance(value, str) and _INT_TEXT.fullmatch(value):
         return _int64(int(value))
     if isinstance(value, str):
@@ -601,6 +607,8 @@ def _float(value: object) -> float:
     number = _as_number(value)
     if number is not None:
         return float(number)
+    if isinstance(value, str) and (too_long := argument_problem("float()", value)) is not None:
+        raise _Fail(too_long)
     if isinstance(value, str) and _FLOAT_TEXT.fullmatch(value):
         return float(value)
     if isinstance(value, str):

@@ -8,7 +8,6 @@ because that is what the user wrote in YAML.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Annotated, Any, Literal
@@ -27,11 +26,18 @@ from pydantic.alias_generators import to_camel
 from domain.durations import parse_duration
 from domain.expressions import ExpressionError
 from domain.expressions import validate_expression as validate_condition
+from domain.objectlimits import (
+    annotation_problems,
+    label_problem,
+    label_problems,
+    object_size_problem,
+    schedule_problem,
+    subdomain_problem,
+)
 from domain.schedule import ScheduleError, validate_expression, validate_timezone
 
 #: Longest CronWorkflow name: `<name>-<10-digit unix seconds>` must fit Kubernetes' 63.
 MAX_NAME_LENGTH = 52
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 ANNOTATION_DST_POLICY = "cronsource.io/dst-policy"
 ANNOTATION_CATCHUP_POLICY = "cronsource.io/catchup-policy"
@@ -70,20 +76,29 @@ class ObjectMeta(_Model):
                 f"name is {len(v)} characters, at most {MAX_NAME_LENGTH} are allowed "
                 "(the child Workflow name adds '-' and 10 digits and must fit 63)"
             )
-        if not _DNS_SUBDOMAIN.match(v):
-            raise ValueError("must be a lowercase RFC 1123 name ([a-z0-9.-])")
+        if (problem := subdomain_problem(v)) is not None:
+            raise ValueError(problem)
         return v
 
     @field_validator("namespace")
     @classmethod
     def _namespace_is_dns_label(cls, v: str) -> str:
-        if not v or len(v) > 63 or not _DNS_SUBDOMAIN.match(v):
-            raise ValueError("must be a lowercase RFC 1123 label")
+        if (problem := label_problem(v)) is not None:
+            raise ValueError(problem)
+        return v
+
+    @field_validator("labels")
+    @classmethod
+    def _labels_as_kubernetes_checks_them(cls, v: dict[str, str]) -> dict[str, str]:
+        if problems := label_problems(v):
+            raise ValueError("; ".join(problems))
         return v
 
     @field_validator("annotations")
     @classmethod
     def _cronsource_annotations(cls, v: dict[str, str]) -> dict[str, str]:
+        if problems := annotation_problems(v):
+            raise ValueError("; ".join(problems))
         if (p := v.get(ANNOTATION_DST_POLICY)) is not None and p not in ("once", "argo"):
             raise ValueError(f"{ANNOTATION_DST_POLICY} must be 'once' or 'argo'")
         if (p := v.get(ANNOTATION_CATCHUP_POLICY)) is not None and p not in ("Latest", "All"):
@@ -130,6 +145,8 @@ class WorkflowMetadata(_Model):
 
 
 def _cron_expression(v: str) -> str:
+    if (too_long := schedule_problem(v)) is not None:
+        raise ValueError(too_long)
     try:
         validate_expression(v)
     except ScheduleError as e:
@@ -241,7 +258,9 @@ def _describe(err: Any) -> str:
     if err["type"] == "extra_forbidden":
         msg = "unknown field"
     value = err.get("input")
-    shown = "" if isinstance(value, dict) or value is None else f" (value: {value!r})"
+    shown = "" if isinstance(value, dict | list) or value is None else f" (value: {value!r})"
+    if len(shown) > 200:  # a hostile value is not echoed in full
+        shown = shown[:190] + "...)"
     if err["type"] == "missing":
         shown = ""
     return f"{path or '<manifest>'}: {msg}{shown}"
@@ -254,6 +273,8 @@ def parse_manifest(data: object, source: str = "") -> CronWorkflowManifest:
             [f"<document>: a CronWorkflow manifest must be a mapping, got {type(data).__name__}"],
             source,
         )
+    if (too_big := object_size_problem(data)) is not None:
+        raise ManifestError([f"<manifest>: {too_big}"], source)
     try:
         return CronWorkflowManifest.model_validate(data)
     except ValidationError as e:

@@ -36,6 +36,17 @@ class Conflict(RuntimeError):
     """Still losing the race after MAX_RETRIES; the caller may try again later."""
 
 
+class AlreadyExists(RuntimeError):
+    """A create-only command found a live CronWorkflow of that name (Kubernetes' 409
+    AlreadyExists); `version` is the existing one's version (0 when unknown)."""
+
+    def __init__(self, namespace: str, name: str, version: int) -> None:
+        super().__init__(f"cronworkflow {namespace}/{name} already exists")
+        self.namespace = namespace
+        self.name = name
+        self.version = version
+
+
 @dataclass
 class TickReport:
     """What a batch of ticks did: aggregates saved, fires made, stale saves re-decided."""
@@ -171,6 +182,32 @@ class CronService(Application[UUID]):
             return current.id, "updated" if current.version != before else "unchanged"
 
         return self._retrying(attempt)
+
+    def create(self, manifest: CronWorkflowManifest, at: datetime) -> UUID:
+        """Create only: AlreadyExists when a live CronWorkflow of that name is there.
+
+        The store decides, not this process: the new stream's id is deterministic and its
+        first event is version 1, so when two writers (two replicas) create the same name at
+        once, the store's unique (stream, version) key refuses the second. The loser is never
+        retried as an ordinary apply: that was the lost update of issue 15 (the second spec
+        silently replacing the first).
+        """
+        meta = manifest.metadata
+        uid = meta.uid or ""
+        current = self._latest_incarnation(meta.namespace, meta.name, uid)
+        if current is not None and not current.deleted:
+            raise AlreadyExists(meta.namespace, meta.name, current.version)
+        incarnation = 0 if current is None else current.incarnation + 1
+        agg = CronWorkflow.from_manifest(manifest, at, incarnation)
+        try:
+            self.save(agg)
+        except IntegrityError:
+            self.rejected_writes += 1
+            winner = self._latest_incarnation(meta.namespace, meta.name, uid)
+            raise AlreadyExists(
+                meta.namespace, meta.name, winner.version if winner is not None else 0
+            ) from None
+        return agg.id
 
     def command(self, cron_id: UUID, do: Callable[[CronWorkflow], T]) -> T:
         """Load, run `do`, save; on a stale save, reload and run `do` again."""

@@ -1,0 +1,352 @@
+"""Every manifest cronsource reads from outside goes through here: CLI files (`apply`, `lint`,
+`run PATHS`), HTTP bodies and `simulate` scenarios. One loader, so one set of bounds.
+
+Why a loader of our own rather than `yaml.safe_load`:
+- PyYAML resolves scalars by YAML 1.1: `yes`, `on` and `off` become booleans, `010` is
+  octal, `1:20` is 80 and `2026-05-04` a date. Kubernetes (and JSON) read those as text. Here
+  scalars are resolved by the YAML 1.2 core schema (`true`/`false`, `null`/`~`, decimal, `0o`
+  and `0x` integers, floats); everything else stays a string.
+- A key given twice in one mapping is an error (PyYAML keeps the last one silently).
+- Aliases are bounded: a 600-byte file of nested anchors expands to gigabytes when something
+  walks it (pydantic, `json.dumps`). Before anything is constructed, the size the document
+  would have once expanded is computed over the node graph (each distinct node once) and
+  refused past MAX_EXPANDED_BYTES / MAX_EXPANDED_NODES, as go-yaml refuses "excessive
+  aliasing".
+- Nesting is bounded (MAX_DEPTH): past about 900 levels the recursive composer, pydantic and
+  `json.dumps` raise RecursionError, which used to surface as a traceback.
+- Text must be UTF-8 (as Kubernetes requires); UTF-16/32 and other bytes get one clear line.
+
+Failures raise DocumentError: one line naming the source and, where known, line and column.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+from typing import Any
+
+import yaml
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.resolver import Resolver
+
+#: Largest input, in bytes: the HTTP request-body limit (Kubernetes' is 3 MiB too).
+MAX_INPUT_BYTES = 3 * 1024 * 1024
+#: Largest expanded document, in bytes of scalar text: the object size limit (1.5 MiB, as
+#: etcd's default request limit bounds a Kubernetes object).
+MAX_EXPANDED_BYTES = 3 * 1024 * 1024 // 2
+#: Most nodes a document may expand to (aliases counted at every use).
+MAX_EXPANDED_NODES = 500_000
+#: Deepest nesting of mappings and sequences. Real CronWorkflows are under 20 levels deep.
+MAX_DEPTH = 100
+
+_CORE = "tag:yaml.org,2002:"
+
+
+class DocumentError(ValueError):
+    """Input that cannot be read as manifests; the message is one line."""
+
+
+# ---------------------------------------------------------------------- text
+
+
+def decode(data: bytes | str, source: str) -> str:
+    """`data` as text: UTF-8 (a leading BOM allowed), else DocumentError saying what it is."""
+    if isinstance(data, str):
+        return data
+    if data.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
+        raise DocumentError(f"{source}: the file is UTF-32 text; save it as UTF-8")
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or (
+        len(data) >= 2 and (data[0] == 0) != (data[1] == 0)
+    ):
+        raise DocumentError(f"{source}: the file is UTF-16 text; save it as UTF-8")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise DocumentError(
+            f"{source}: not UTF-8 text (byte {data[e.start]:#04x} at offset {e.start})"
+        ) from None
+
+
+def _check_input_size(size: int, source: str) -> None:
+    if size > MAX_INPUT_BYTES:
+        raise DocumentError(
+            f"{source}: {size} bytes is larger than the limit of {MAX_INPUT_BYTES} bytes (3 MiB)"
+        )
+
+
+# ---------------------------------------------------------------------- YAML
+
+
+class _CoreResolver(Resolver):
+    """YAML 1.2 core schema resolution (plus `<<` merge keys, which go-yaml and kubectl
+    accept). Built on an empty table: PyYAML's 1.1 resolvers are not inherited."""
+
+    yaml_implicit_resolvers: dict[Any, Any] = {}
+
+
+def _add_resolvers() -> None:
+    import re
+
+    table = [
+        ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+        ("null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
+        ("int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", "-+0123456789"),
+        (
+            "float",
+            r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+            r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+            "-+0123456789.",
+        ),
+        ("merge", r"^<<$", "<"),
+    ]
+    for tag, pattern, first in table:
+        _CoreResolver.add_implicit_resolver(_CORE + tag, re.compile(pattern), list(first))
+
+
+_add_resolvers()
+
+
+class _CoreConstructor(SafeConstructor):
+    """SafeConstructor with core-schema numbers and bools and no duplicate keys."""
+
+    yaml_constructors = dict(SafeConstructor.yaml_constructors)
+
+    def construct_core_bool(self, node: ScalarNode) -> bool:
+        return str(self.construct_scalar(node)).lower() == "true"
+
+    def construct_core_int(self, node: ScalarNode) -> int:
+        text = str(self.construct_scalar(node))
+        try:
+            if text.startswith("0o"):
+                return int(text[2:], 8)
+            if text.startswith("0x"):
+                return int(text[2:], 16)
+            return int(text, 10)
+        except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits)
+            raise _at(node, f"the integer {text[:20]}... is too long") from None
+
+    def construct_core_float(self, node: ScalarNode) -> float:
+        text = str(self.construct_scalar(node)).lower()
+        if text.endswith(".inf"):
+            return float("-inf") if text.startswith("-") else float("inf")
+        if text == ".nan":
+            return float("nan")
+        return float(text)
+
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == _CORE + "merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+            except TypeError:
+                raise _at(key_node, "a mapping key must be a scalar") from None
+            if duplicate:
+                raise _at(key_node, f"duplicate key {key!r}")
+            seen.add(key)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
+
+
+_CoreConstructor.add_constructor(_CORE + "bool", _CoreConstructor.construct_core_bool)
+_CoreConstructor.add_constructor(_CORE + "int", _CoreConstructor.construct_core_int)
+_CoreConstructor.add_constructor(_CORE + "float", _CoreConstructor.construct_core_float)
+for _tag in ("timestamp", "binary", "omap", "pairs", "set"):  # YAML 1.1 types: not in JSON
+    _CoreConstructor.yaml_constructors.pop(_CORE + _tag, None)
+
+
+class _BoundedComposer(Composer):
+    """The composer, refusing nesting deeper than MAX_DEPTH while it builds the graph."""
+
+    _depth = 0
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node:
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                event = self.peek_event()
+                raise yaml.MarkedYAMLError(
+                    problem=f"nested deeper than {MAX_DEPTH} levels",
+                    problem_mark=event.start_mark,
+                )
+            node: Node = super().compose_node(parent, index)
+            return node
+        finally:
+            self._depth -= 1
+
+
+try:  # libyaml's scanner and parser (the composer stays ours): about 10x faster
+    from yaml.cyaml import CParser as _Parser
+except ImportError:  # pragma: no cover - PyYAML built without libyaml
+    _Parser = None
+
+if _Parser is not None:
+
+    class _Loader(_BoundedComposer, _Parser, _CoreConstructor, _CoreResolver):  # type: ignore[misc]
+        def __init__(self, stream: str) -> None:
+            _Parser.__init__(self, stream)
+            _BoundedComposer.__init__(self)
+            _CoreConstructor.__init__(self)
+            _CoreResolver.__init__(self)
+
+else:  # pragma: no cover - PyYAML built without libyaml
+    from yaml.parser import Parser
+    from yaml.reader import Reader
+    from yaml.scanner import Scanner
+
+    class _Loader(  # type: ignore[no-redef]
+        Reader, Scanner, Parser, _BoundedComposer, _CoreConstructor, _CoreResolver
+    ):
+        def __init__(self, stream: str) -> None:
+            Reader.__init__(self, stream)
+            Scanner.__init__(self)
+            Parser.__init__(self)
+            _BoundedComposer.__init__(self)
+            _CoreConstructor.__init__(self)
+            _CoreResolver.__init__(self)
+
+
+def _at(node: Node, problem: str) -> yaml.MarkedYAMLError:
+    return yaml.MarkedYAMLError(problem=problem, problem_mark=node.start_mark)
+
+
+def _expanded_size(root: Node) -> tuple[int, int]:
+    """(nodes, bytes of scalar text) of the document once every alias is expanded.
+
+    Each distinct node is measured once (memoised by identity), so a bomb of nested anchors
+    costs its own size here, not its expansion. A node that contains itself (`&a [*a]`) has
+    no finite expansion and is refused.
+    """
+    sizes: dict[int, tuple[int, int]] = {}
+    open_: set[int] = set()
+
+    def measure(node: Node) -> tuple[int, int]:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_:
+            raise _at(node, "an alias refers to a node that contains it")
+        if isinstance(node, ScalarNode):
+            result = (1, len(node.value) + 1)
+        else:
+            open_.add(key)
+            n, b = 1, 2
+            children = (
+                [c for pair in node.value for c in pair]
+                if isinstance(node, MappingNode)
+                else node.value
+                if isinstance(node, SequenceNode)
+                else []
+            )
+            for child in children:
+                cn, cb = measure(child)
+                n, b = n + cn, b + cb
+            open_.discard(key)
+            result = (n, b)
+        sizes[key] = result
+        return result
+
+    return measure(root)
+
+
+def _one_line(e: yaml.YAMLError) -> str:
+    if isinstance(e, yaml.MarkedYAMLError):
+        mark = e.problem_mark or e.context_mark
+        what = e.problem or e.context or "invalid YAML"
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        return f"{what}{where}"
+    return " ".join(str(e).split())
+
+
+def load_yaml(data: bytes | str, source: str) -> list[Any]:
+    """The YAML documents of `data` (empty documents left out), or DocumentError."""
+    _check_input_size(len(data), source)
+    text = decode(data, source)
+    docs: list[Any] = []
+    try:
+        loader = _Loader(text)
+    except yaml.YAMLError as e:  # the pure-Python reader checks characters up front
+        raise DocumentError(f"{source}: not valid YAML: {_one_line(e)}") from None
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            nodes, size = _expanded_size(node)
+            if size > MAX_EXPANDED_BYTES or nodes > MAX_EXPANDED_NODES:
+                line = node.start_mark.line + 1
+                raise DocumentError(
+                    f"{source}: the document at line {line} expands to {size} bytes in"
+                    f" {nodes} nodes (aliases counted at every use); the limits are"
+                    f" {MAX_EXPANDED_BYTES} bytes and {MAX_EXPANDED_NODES} nodes"
+                )
+            doc = loader.construct_document(node)
+            if doc is not None:
+                docs.append(doc)
+    except yaml.YAMLError as e:
+        raise DocumentError(f"{source}: not valid YAML: {_one_line(e)}") from None
+    except RecursionError:
+        raise DocumentError(f"{source}: nested deeper than {MAX_DEPTH} levels") from None
+    finally:
+        loader.dispose()
+    return docs
+
+
+# ---------------------------------------------------------------------- JSON
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"duplicate key {k!r}")
+        out[k] = v
+    return out
+
+
+def _depth(doc: Any) -> int:
+    """Nesting depth of plain data, without recursion (the check must not overflow)."""
+    deepest, stack = 0, [(doc, 1)]
+    while stack:
+        item, d = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, d)
+            if d > MAX_DEPTH:
+                return d
+            values = item.values() if isinstance(item, dict) else item
+            stack.extend((v, d + 1) for v in values)
+    return deepest
+
+
+def load_json(data: bytes | str, source: str) -> Any:
+    """One JSON document, with the same bounds as YAML (size, depth, no duplicate keys)."""
+    _check_input_size(len(data), source)
+    text = decode(data, source)
+    try:
+        doc = json.loads(text, object_pairs_hook=_no_duplicates)
+    except RecursionError:
+        raise DocumentError(f"{source}: nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as e:  # JSONDecodeError, duplicate keys, too many integer digits
+        raise DocumentError(f"{source}: not valid JSON: {e}") from None
+    if _depth(doc) > MAX_DEPTH:
+        raise DocumentError(f"{source}: nested deeper than {MAX_DEPTH} levels")
+    return doc
+
+
+# ---------------------------------------------------------------------- manifests from clients
+
+
+def from_client(doc: Any) -> Any:
+    """A manifest as a client sent it, minus what only the server sets.
+
+    `metadata.uid` is ignored, as the Kubernetes API server ignores it on create: a uid is
+    part of a stream's identity (the Kubernetes watch passes the real one), so a client-set
+    uid would start a second live CronWorkflow of the same name that nothing could address.
+    """
+    if isinstance(doc, dict) and isinstance(doc.get("metadata"), dict):
+        doc["metadata"].pop("uid", None)
+    return doc
