@@ -1,0 +1,106 @@
+"""Behaviours where cronsource follows Argo v4.0.5 (issue 10), driven through the real
+entrypoints: the command line, `simulate` and the domain service.
+
+Each test names the Argo source it follows; it failed before the change it pins.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from adapters.cli import cli
+
+TEMPLATES = [{"name": "main", "container": {"image": "busybox", "command": ["true"]}}]
+
+GOOD: dict[str, Any] = {
+    "apiVersion": "argoproj.io/v1alpha1",
+    "kind": "CronWorkflow",
+    "metadata": {"name": "hello", "namespace": "default"},
+    "spec": {
+        "schedules": ["* * * * *"],
+        "workflowSpec": {"entrypoint": "main", "templates": TEMPLATES},
+    },
+}
+
+
+def manifest(spec: dict[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
+    m = copy.deepcopy(GOOD)
+    m["metadata"].update(meta)
+    m["spec"].update(spec or {})
+    return m
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Any:
+    store = f"sqlite:///{tmp_path / 'cs.db'}"
+
+    def invoke(*args: str) -> Any:
+        return CliRunner().invoke(cli, ["--store", store, *args])
+
+    invoke.tmp = tmp_path  # type: ignore[attr-defined]
+    return invoke
+
+
+def write(tmp: Path, name: str, docs: Any) -> str:
+    p = tmp / name
+    p.write_text(yaml.safe_dump_all(docs) if isinstance(docs, list) else docs)
+    return str(p)
+
+
+def simulate(tmp: Path, scenario: dict[str, Any]) -> Any:
+    f = write(tmp, "sc.yaml", yaml.safe_dump(scenario))
+    return CliRunner().invoke(cli, ["simulate", f, "-o", "json"])
+
+
+# ------------------------------------------------------------------ 1. names with a uid
+
+UID = "3b0e2f4e-9a43-4c1a-8f55-0d6f7d3f1b2a"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["next", "hello"],
+        ["suspend", "hello"],
+        ["resume", "hello"],
+        ["trigger", "hello"],
+        ["backfill", "hello", "--start", "2026-01-01T00:00:00Z", "--end", "2026-01-01T00:05:00Z"],
+        ["delete", "hello"],
+    ],
+)
+def test_a_manifest_with_a_uid_is_addressed_by_name(run: Any, command: list[str]) -> None:
+    assert run("apply", "-f", write(run.tmp, "m.yaml", [manifest(uid=UID)])).exit_code == 0
+    res = run(*command)
+    assert res.exit_code == 0, res.output
+    assert "not found" not in res.output
+
+
+def test_applying_without_the_uid_updates_the_object_created_with_it(run: Any) -> None:
+    run("apply", "-f", write(run.tmp, "a.yaml", [manifest(uid=UID)]))
+    res = run("apply", "-f", write(run.tmp, "b.yaml", [manifest({"schedules": ["*/5 * * * *"]})]))
+    assert "hello updated" in res.output
+    listed = json.loads(run("list", "-o", "json").output)
+    assert [c["spec"]["schedules"] for c in listed] == [["*/5 * * * *"]]
+
+
+def test_simulate_suspends_a_cronworkflow_that_carries_a_uid(tmp_path: Path) -> None:
+    res = simulate(
+        tmp_path,
+        {
+            "start": "2026-05-04T06:00:30Z",
+            "end": "2026-05-04T06:05:00Z",
+            "cronWorkflows": [manifest(uid=UID)],
+            "actions": [{"at": "2026-05-04T06:02:30Z", "suspend": "hello"}],
+        },
+    )
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    fired = [e["scheduledTime"] for e in out["events"] if e["type"] == "ScheduleFired"]
+    assert fired == ["2026-05-04T06:01:00Z", "2026-05-04T06:02:00Z"]
