@@ -104,3 +104,74 @@ def test_simulate_suspends_a_cronworkflow_that_carries_a_uid(tmp_path: Path) -> 
     out = json.loads(res.output)
     fired = [e["scheduledTime"] for e in out["events"] if e["type"] == "ScheduleFired"]
     assert fired == ["2026-05-04T06:01:00Z", "2026-05-04T06:02:00Z"]
+
+
+# ------------------------------------------------------------------ 4. stopStrategy
+
+
+def _svc_and_cron(t0: Any, **spec: Any) -> Any:
+    from domain.manifest import parse_manifest
+    from domain.service import CronService
+
+    svc = CronService(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
+    m = manifest(spec)
+    cron_id, _ = svc.apply(parse_manifest(m), t0)
+    return svc, cron_id
+
+
+def _events(svc: Any, cron_id: Any) -> list[tuple[str, Any]]:
+    from domain.service import event_type
+
+    return [(event_type(e), e) for e in svc.events.get(cron_id)]
+
+
+def _t(hhmmss: str) -> Any:
+    from datetime import UTC, datetime
+
+    h, m, s = (int(x) for x in hhmmss.split(":"))
+    return datetime(2026, 5, 4, h, m, s, tzinfo=UTC)
+
+
+def test_a_stop_strategy_already_true_starts_nothing() -> None:
+    # operator.go run(): checkStopingCondition before enforceRuntimePolicy and submit.
+    svc, cron_id = _svc_and_cron(
+        _t("10:00:30"), stopStrategy={"expression": "cronworkflow.failed == 0"}
+    )
+    svc.tick([cron_id], _t("10:01:00"))
+    svc.tick([cron_id], _t("10:02:00"))
+    kinds = [k for k, _ in _events(svc, cron_id)]
+    assert "ScheduleFired" not in kinds
+    assert kinds == ["CronWorkflowCreated", "Stopped", "ScheduleSkipped"]
+    assert svc.load(cron_id).stopped and svc.load(cron_id).next_due() is None
+
+
+def test_a_stop_strategy_that_fails_to_evaluate_skips_the_tick_and_never_stops() -> None:
+    from projections.readmodel import status_of
+
+    # `cronworkflow.labels.team` is nil: nil > 1 fails to evaluate (expr-lang, as Argo).
+    svc, cron_id = _svc_and_cron(
+        _t("10:00:30"), stopStrategy={"expression": "cronworkflow.labels.team > 1"}
+    )
+    svc.tick([cron_id], _t("10:01:00"))
+    svc.tick([cron_id], _t("10:02:00"))
+    evs = _events(svc, cron_id)
+    skips = [e for k, e in evs if k == "ScheduleSkipped"]
+    assert [s.reason for s in skips] == ["SpecError", "SpecError"]
+    assert "stopping condition" in skips[0].message
+    assert not any(k in ("Stopped", "SpecRejected", "ScheduleFired") for k, _ in evs)
+    agg = svc.load(cron_id)
+    assert agg.next_due() == _t("10:03:00")
+    cond = status_of(agg)["conditions"]
+    assert cond[0]["type"] == "SpecError" and "stopping condition" in cond[0]["message"]
+
+
+def test_a_run_completing_with_a_failing_stop_strategy_does_not_stop() -> None:
+    svc, cron_id = _svc_and_cron(
+        _t("10:00:30"),
+        stopStrategy={"expression": "cronworkflow.failed >= 1 && cronworkflow.labels.x > 1"},
+    )
+    svc.tick([cron_id], _t("10:01:00"))
+    name = next(e.workflow_name for k, e in _events(svc, cron_id) if k == "ScheduleFired")
+    svc.run_completed(cron_id, name, "Failed", _t("10:01:20"), _t("10:01:20"))
+    agg = svc.load(cron_id)
+    assert not agg.stopped and not agg.spec_error and agg.next_due() == _t("10:02:00")
