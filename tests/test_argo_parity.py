@@ -175,3 +175,69 @@ def test_a_run_completing_with_a_failing_stop_strategy_does_not_stop() -> None:
     svc.run_completed(cron_id, name, "Failed", _t("10:01:20"), _t("10:01:20"))
     agg = svc.load(cron_id)
     assert not agg.stopped and not agg.spec_error and agg.next_due() == _t("10:02:00")
+
+
+# ------------------------------------------------------------------ 5. labels and finalizers
+
+
+def test_a_stopped_cronworkflow_carries_argos_completed_label() -> None:
+    from adapters.kube.status import status_patch
+    from projections.readmodel import LABEL_COMPLETED, status_row
+
+    # e2e cron_test.go asserts cronWf.Labels[common.LabelKeyCronWorkflowCompleted] == "true"
+    assert LABEL_COMPLETED == "cronworkflows.argoproj.io/completed"
+    svc, cron_id = _svc_and_cron(
+        _t("10:00:30"), stopStrategy={"expression": "cronworkflow.failed == 0"}
+    )
+    before = status_row(svc.load(cron_id))
+    assert LABEL_COMPLETED not in before.metadata["labels"]
+    assert "labels" not in status_patch(before, {"resourceVersion": "7"})["metadata"]
+    svc.tick([cron_id], _t("10:01:00"))
+    row = status_row(svc.load(cron_id))
+    assert row.metadata["labels"][LABEL_COMPLETED] == "true"
+    patch = status_patch(row, {"resourceVersion": "8", "labels": {"team": "a"}})
+    assert patch["metadata"]["labels"] == {LABEL_COMPLETED: "true"}  # no other label sent
+    svc.resume(cron_id, _t("10:01:30"))
+    resumed = status_row(svc.load(cron_id))
+    shown = {"resourceVersion": "9", "labels": {LABEL_COMPLETED: "true"}}
+    assert status_patch(resumed, shown)["metadata"]["labels"] == {LABEL_COMPLETED: None}
+
+
+def test_children_keep_finalizers_and_get_the_labels_argo_propagates() -> None:
+    from projections.dispatch import build_workflow
+
+    svc, cron_id = _svc_and_cron(_t("10:00:30"))
+    m = manifest(
+        {
+            "workflowMetadata": {
+                "labels": {"app": "x"},
+                "annotations": {"note": "n"},
+                "finalizers": ["example.com/keep"],
+            }
+        },
+        labels={
+            "workflows.argoproj.io/creator": "system-serviceaccount-argo-argo-server",
+            "workflows.argoproj.io/creator-email": "a.at.example.com",
+            "workflows.argoproj.io/creator-preferred-username": "alice",
+            "workflows.argoproj.io/controller-instanceid": "cronsource",
+            "team": "not-propagated",
+        },
+    )
+    from domain.manifest import parse_manifest
+
+    svc.apply(parse_manifest(m), _t("10:00:40"))
+    wf = build_workflow(svc.load(cron_id), "hello-1777888860", _t("10:01:00"))
+    meta = wf["metadata"]
+    assert meta["finalizers"] == ["example.com/keep"]
+    assert meta["labels"] == {
+        "workflows.argoproj.io/creator": "system-serviceaccount-argo-argo-server",
+        "workflows.argoproj.io/creator-email": "a.at.example.com",
+        "workflows.argoproj.io/creator-preferred-username": "alice",
+        "workflows.argoproj.io/controller-instanceid": "cronsource",
+        "workflows.argoproj.io/cron-workflow": "hello",
+        "app": "x",
+    }
+    assert meta["annotations"] == {
+        "workflows.argoproj.io/scheduled-time": "2026-05-04T10:01:00Z",
+        "note": "n",
+    }
