@@ -241,3 +241,54 @@ def test_children_keep_finalizers_and_get_the_labels_argo_propagates() -> None:
         "workflows.argoproj.io/scheduled-time": "2026-05-04T10:01:00Z",
         "note": "n",
     }
+
+
+# ------------------------------------------------------------------ 6. nulls and robfig syntax
+
+
+@pytest.mark.parametrize(
+    ("meta", "spec"),
+    [
+        ({"labels": None}, {}),  # e2e TestBasicAllow writes `labels:` with nothing after it
+        ({"annotations": None}, {"timezone": None}),
+        ({}, {"suspend": None, "concurrencyPolicy": None, "startingDeadlineSeconds": None}),
+        ({}, {"concurrencyPolicy": ""}),  # validate.go: "" is a valid concurrencyPolicy
+        ({}, {"workflowMetadata": None, "when": None, "stopStrategy": None}),
+    ],
+)
+def test_explicit_nulls_read_as_unset(run: Any, meta: dict[str, Any], spec: dict[str, Any]) -> None:
+    m = manifest(spec, **meta)
+    res = run("lint", write(run.tmp, "m.yaml", [m]))
+    assert res.exit_code == 0, res.output
+    assert run("apply", "-f", write(run.tmp, "m.yaml", [m])).exit_code == 0
+    got = json.loads(run("get", "hello", "-o", "json").output)
+    assert got["spec"]["suspend"] is False and got["spec"]["concurrencyPolicy"] == "Allow"
+    assert got["spec"].get("timezone", "") == "" and got["metadata"]["labels"] == {}
+
+
+def test_a_cron_tz_prefix_is_the_schedules_own_zone(run: Any) -> None:
+    m = manifest({"schedules": ["CRON_TZ=Asia/Tokyo 0 9 * * *"]})
+    assert run("apply", "-f", write(run.tmp, "m.yaml", [m])).exit_code == 0
+    times = json.loads(run("next", "hello", "-o", "json", "-c", "2").output)
+    assert all(t["utc"].endswith("T00:00:00Z") for t in times)  # 09:00 in Tokyo
+
+
+def test_a_cron_tz_prefix_with_spec_timezone_is_refused(run: Any) -> None:
+    # Argo's controller parses "CRON_TZ=<timezone> CRON_TZ=Asia/Tokyo 0 9 * * *": robfig
+    # refuses the second prefix, so the CronWorkflow would never be scheduled.
+    m = manifest({"schedules": ["CRON_TZ=Asia/Tokyo 0 9 * * *"], "timezone": "UTC"})
+    res = run("lint", write(run.tmp, "m.yaml", [m]))
+    assert res.exit_code == 1 and "spec.schedules" in res.output and "Traceback" not in res.output
+
+
+def test_every_with_a_fraction_of_a_second_ticks_as_robfig_does() -> None:
+    from datetime import timedelta
+
+    from domain.schedule import compile_schedule
+
+    t0 = _t("10:00:00")
+    for expr, step in [("@every 1500ms", 1), ("@every 500ms", 1), ("@every 2.9s", 2)]:
+        ticks = list(
+            compile_schedule([expr], anchor=t0).ticks_between(t0, t0 + timedelta(seconds=4))
+        )
+        assert ticks == [t0 + timedelta(seconds=step * k) for k in range(1, 4 // step + 1)], expr
