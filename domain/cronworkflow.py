@@ -46,6 +46,11 @@ from domain.schedule import CompiledSchedule, compile_schedule, needs_anchor
 #: uuid5 namespace of cronsource stream ids; never change it (ids are stored everywhere).
 STREAM_NAMESPACE = UUID("6f2d1a52-6c1e-4a55-9d0e-2b8f3c1a7e10")
 _TICK = timedelta(microseconds=1)
+#: How long after its tick a decision made at the tick itself takes `now()` to be. Argo reads
+#: the clock a moment after robfig fires, so `now()` is never the tick itself: Argo's
+#: examples/cron-when.yaml (`(now() - lastScheduledTime).Seconds() > 360`) runs every 6
+#: minutes, not 7. Fixed, so that `simulate` and replicas decide alike (DESIGN.md section 4).
+NOW_AFTER_TICK = timedelta(milliseconds=1)
 
 Phase = Literal["Succeeded", "Failed", "Error"]
 
@@ -322,7 +327,8 @@ class CronWorkflow(Aggregate):
         nothing; one that cannot be evaluated skips them with its message (a `SpecError`
         condition), never stops for good. Returns the `when` verdict, or None when the ticks
         were decided here."""
-        stop = self._stop_verdict(at)
+        now = max(at, ticks[-1] + NOW_AFTER_TICK)  # the instant `now()` reads
+        stop = self._stop_verdict(now)
         if stop is True:
             self._stopped(reason=self._stop_reason(), timestamp=at)
             self._skipped_range(Skip(ticks[0], ticks[-1], len(ticks), "Stopped"), at)
@@ -330,7 +336,7 @@ class CronWorkflow(Aggregate):
         if isinstance(stop, str):
             self._skipped_range(Skip(ticks[0], ticks[-1], len(ticks), "SpecError", stop), at)
             return None
-        return self._when(at)
+        return self._when(now)
 
     def _stop_verdict(self, at: datetime) -> bool | str:
         """Whether `stopStrategy` is met now: True, False, or the message of its failure."""

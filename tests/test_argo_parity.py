@@ -292,3 +292,30 @@ def test_every_with_a_fraction_of_a_second_ticks_as_robfig_does() -> None:
             compile_schedule([expr], anchor=t0).ticks_between(t0, t0 + timedelta(seconds=4))
         )
         assert ticks == [t0 + timedelta(seconds=step * k) for k in range(1, 4 // step + 1)], expr
+
+
+# ------------------------------------------------------------------ 3. now() after the tick
+
+#: The `when` of Argo's examples/cron-when.yaml (v4.0.5), verbatim.
+CRON_WHEN = (
+    "{{= cronworkflow.lastScheduledTime == nil || "
+    "(now() - cronworkflow.lastScheduledTime).Seconds() > 360 }}"
+)
+
+
+def test_argos_cron_when_example_runs_every_six_minutes(tmp_path: Path) -> None:
+    res = simulate(
+        tmp_path,
+        {
+            "start": "2026-05-04T06:00:30Z",
+            "end": "2026-05-04T06:20:00Z",
+            "cronWorkflows": [manifest({"when": CRON_WHEN, "concurrencyPolicy": "Allow"})],
+        },
+    )
+    assert res.exit_code == 0, res.output
+    fired = [
+        e["scheduledTime"][11:16]
+        for e in json.loads(res.output)["events"]
+        if e["type"] == "ScheduleFired"
+    ]
+    assert fired == ["06:01", "06:07", "06:13", "06:19"]
