@@ -23,6 +23,9 @@ from domain.service import CronService
 from projections.dispatch import Dispatcher, WorkflowTarget
 from projections.readmodel import AggregateFollower, ReadModelProjection
 
+#: The stored topic of `CronWorkflowCreated` (the only event that carries a name).
+CREATED_TOPIC = "cronsource:CronWorkflowCreated/v1"
+
 
 @dataclass
 class Engine:
@@ -97,12 +100,31 @@ class Engine:
             if len(pending) < batch or not more_time():
                 return done
 
+    def ids_named(self, namespace: str, name: str) -> list[UUID]:
+        """Streams of this namespace and name (any uid): what the status view knows, plus
+        creations it has not projected yet, so a lookup right after `apply` finds it."""
+        app = self.service
+        ids = [UUID(i) for i in self.view.cron_ids(namespace, name)]
+        start = (self.view.max_tracking_id(app.name, "readmodel") or 0) + 1
+        while True:
+            notes = app.recorder.select_notifications(
+                start=start, limit=1000, topics=[CREATED_TOPIC]
+            )
+            for n in notes:
+                ev = app.mapper.to_domain_event(n)
+                if (ev.namespace, ev.name) == (namespace, name):
+                    ids.append(ev.originator_id)
+            if len(notes) < 1000:
+                return ids
+            start = notes[-1].id + 1
+
     def replica(self) -> CronService:
         """Another service instance on the same store (its own cache), as a second process
         would have; `simulate` uses these to interleave replicas."""
         shared = self.service.recorder if self.config.kind == "memory" else None
         svc = CronService(env=self.config.env(create_table=False), recorder=shared)
         svc.late_tolerance = self.service.late_tolerance
+        svc.name_index = self.ids_named
         self.extra_replicas.append(svc)
         return svc
 
@@ -162,6 +184,7 @@ def build_engine(
     # Each projection follows the log at its own pace, so each keeps its own aggregates.
     follower = AggregateFollower(load_at, load_many=service.load_many)
     engine = Engine(config, service, view, ReadModelProjection(view, follower))
+    service.name_index = engine.ids_named
     if target is not None:
         dfollower = AggregateFollower(load_at, load_many=service.load_many)
         engine.dispatcher = Dispatcher(

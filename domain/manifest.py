@@ -34,7 +34,13 @@ from domain.objectlimits import (
     schedule_problem,
     subdomain_problem,
 )
-from domain.schedule import ScheduleError, validate_expression, validate_timezone
+from domain.schedule import (
+    ScheduleError,
+    schedule_zone,
+    validate_expression,
+    validate_timezone,
+    zone_conflict,
+)
 
 #: Longest CronWorkflow name: `<name>-<10-digit unix seconds>` must fit Kubernetes' 63.
 MAX_NAME_LENGTH = 52
@@ -53,6 +59,15 @@ class _Model(BaseModel):
     model_config = ConfigDict(
         alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_unset(cls, data: Any) -> Any:
+        """An explicit null (`labels:` with nothing after it, `timezone: null`) reads as an
+        unset field, as Go's decoder gives Argo the zero value."""
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if v is not None}
+        return data
 
 
 class ObjectMeta(_Model):
@@ -199,12 +214,22 @@ class CronWorkflowSpec(_Model):
                 raise ValueError(str(e)) from None
         return v
 
+    @field_validator("concurrency_policy", mode="before")
+    @classmethod
+    def _empty_policy_is_allow(cls, v: object) -> object:
+        # Argo's validate and operator treat "" as Allow.
+        return "Allow" if v == "" else v
+
     @model_validator(mode="after")
     def _has_a_schedule(self) -> CronWorkflowSpec:
         if not self.all_schedules:
             raise ValueError(
                 "@schedules: at least one schedule is required (schedules or schedule)"
             )
+        if self.timezone:
+            for s in self.all_schedules:
+                if schedule_zone(s) is not None:
+                    raise ValueError("@schedules: " + zone_conflict(s, self.timezone))
         return self
 
     @property

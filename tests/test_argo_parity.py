@@ -1,0 +1,321 @@
+"""Behaviours where cronsource follows Argo v4.0.5 (issue 10), driven through the real
+entrypoints: the command line, `simulate` and the domain service.
+
+Each test names the Argo source it follows; it failed before the change it pins.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from adapters.cli import cli
+
+TEMPLATES = [{"name": "main", "container": {"image": "busybox", "command": ["true"]}}]
+
+GOOD: dict[str, Any] = {
+    "apiVersion": "argoproj.io/v1alpha1",
+    "kind": "CronWorkflow",
+    "metadata": {"name": "hello", "namespace": "default"},
+    "spec": {
+        "schedules": ["* * * * *"],
+        "workflowSpec": {"entrypoint": "main", "templates": TEMPLATES},
+    },
+}
+
+
+def manifest(spec: dict[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
+    m = copy.deepcopy(GOOD)
+    m["metadata"].update(meta)
+    m["spec"].update(spec or {})
+    return m
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Any:
+    store = f"sqlite:///{tmp_path / 'cs.db'}"
+
+    def invoke(*args: str) -> Any:
+        return CliRunner().invoke(cli, ["--store", store, *args])
+
+    invoke.tmp = tmp_path  # type: ignore[attr-defined]
+    return invoke
+
+
+def write(tmp: Path, name: str, docs: Any) -> str:
+    p = tmp / name
+    p.write_text(yaml.safe_dump_all(docs) if isinstance(docs, list) else docs)
+    return str(p)
+
+
+def simulate(tmp: Path, scenario: dict[str, Any]) -> Any:
+    f = write(tmp, "sc.yaml", yaml.safe_dump(scenario))
+    return CliRunner().invoke(cli, ["simulate", f, "-o", "json"])
+
+
+# ------------------------------------------------------------------ 1. names with a uid
+
+UID = "3b0e2f4e-9a43-4c1a-8f55-0d6f7d3f1b2a"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["next", "hello"],
+        ["suspend", "hello"],
+        ["resume", "hello"],
+        ["trigger", "hello"],
+        ["backfill", "hello", "--start", "2026-01-01T00:00:00Z", "--end", "2026-01-01T00:05:00Z"],
+        ["delete", "hello"],
+    ],
+)
+def test_a_manifest_with_a_uid_is_addressed_by_name(run: Any, command: list[str]) -> None:
+    assert run("apply", "-f", write(run.tmp, "m.yaml", [manifest(uid=UID)])).exit_code == 0
+    res = run(*command)
+    assert res.exit_code == 0, res.output
+    assert "not found" not in res.output
+
+
+def test_applying_without_the_uid_updates_the_object_created_with_it(run: Any) -> None:
+    run("apply", "-f", write(run.tmp, "a.yaml", [manifest(uid=UID)]))
+    res = run("apply", "-f", write(run.tmp, "b.yaml", [manifest({"schedules": ["*/5 * * * *"]})]))
+    assert "hello updated" in res.output
+    listed = json.loads(run("list", "-o", "json").output)
+    assert [c["spec"]["schedules"] for c in listed] == [["*/5 * * * *"]]
+
+
+def test_simulate_suspends_a_cronworkflow_that_carries_a_uid(tmp_path: Path) -> None:
+    res = simulate(
+        tmp_path,
+        {
+            "start": "2026-05-04T06:00:30Z",
+            "end": "2026-05-04T06:05:00Z",
+            "cronWorkflows": [manifest(uid=UID)],
+            "actions": [{"at": "2026-05-04T06:02:30Z", "suspend": "hello"}],
+        },
+    )
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    fired = [e["scheduledTime"] for e in out["events"] if e["type"] == "ScheduleFired"]
+    assert fired == ["2026-05-04T06:01:00Z", "2026-05-04T06:02:00Z"]
+
+
+# ------------------------------------------------------------------ 4. stopStrategy
+
+
+def _svc_and_cron(t0: Any, **spec: Any) -> Any:
+    from domain.manifest import parse_manifest
+    from domain.service import CronService
+
+    svc = CronService(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
+    m = manifest(spec)
+    cron_id, _ = svc.apply(parse_manifest(m), t0)
+    return svc, cron_id
+
+
+def _events(svc: Any, cron_id: Any) -> list[tuple[str, Any]]:
+    from domain.service import event_type
+
+    return [(event_type(e), e) for e in svc.events.get(cron_id)]
+
+
+def _t(hhmmss: str) -> Any:
+    from datetime import UTC, datetime
+
+    h, m, s = (int(x) for x in hhmmss.split(":"))
+    return datetime(2026, 5, 4, h, m, s, tzinfo=UTC)
+
+
+def test_a_stop_strategy_already_true_starts_nothing() -> None:
+    # operator.go run(): checkStopingCondition before enforceRuntimePolicy and submit.
+    svc, cron_id = _svc_and_cron(
+        _t("10:00:30"), stopStrategy={"expression": "cronworkflow.failed == 0"}
+    )
+    svc.tick([cron_id], _t("10:01:00"))
+    svc.tick([cron_id], _t("10:02:00"))
+    kinds = [k for k, _ in _events(svc, cron_id)]
+    assert "ScheduleFired" not in kinds
+    assert kinds == ["CronWorkflowCreated", "Stopped", "ScheduleSkipped"]
+    assert svc.load(cron_id).stopped and svc.load(cron_id).next_due() is None
+
+
+def test_a_stop_strategy_that_fails_to_evaluate_skips_the_tick_and_never_stops() -> None:
+    from projections.readmodel import status_of
+
+    # `cronworkflow.labels.team` is nil: nil > 1 fails to evaluate (expr-lang, as Argo).
+    svc, cron_id = _svc_and_cron(
+        _t("10:00:30"), stopStrategy={"expression": "cronworkflow.labels.team > 1"}
+    )
+    svc.tick([cron_id], _t("10:01:00"))
+    svc.tick([cron_id], _t("10:02:00"))
+    evs = _events(svc, cron_id)
+    skips = [e for k, e in evs if k == "ScheduleSkipped"]
+    assert [s.reason for s in skips] == ["SpecError", "SpecError"]
+    assert "stopping condition" in skips[0].message
+    assert not any(k in ("Stopped", "SpecRejected", "ScheduleFired") for k, _ in evs)
+    agg = svc.load(cron_id)
+    assert agg.next_due() == _t("10:03:00")
+    cond = status_of(agg)["conditions"]
+    assert cond[0]["type"] == "SpecError" and "stopping condition" in cond[0]["message"]
+
+
+def test_a_run_completing_with_a_failing_stop_strategy_does_not_stop() -> None:
+    svc, cron_id = _svc_and_cron(
+        _t("10:00:30"),
+        stopStrategy={"expression": "cronworkflow.failed >= 1 && cronworkflow.labels.x > 1"},
+    )
+    svc.tick([cron_id], _t("10:01:00"))
+    name = next(e.workflow_name for k, e in _events(svc, cron_id) if k == "ScheduleFired")
+    svc.run_completed(cron_id, name, "Failed", _t("10:01:20"), _t("10:01:20"))
+    agg = svc.load(cron_id)
+    assert not agg.stopped and not agg.spec_error and agg.next_due() == _t("10:02:00")
+
+
+# ------------------------------------------------------------------ 5. labels and finalizers
+
+
+def test_a_stopped_cronworkflow_carries_argos_completed_label() -> None:
+    from adapters.kube.status import status_patch
+    from projections.readmodel import LABEL_COMPLETED, status_row
+
+    # e2e cron_test.go asserts cronWf.Labels[common.LabelKeyCronWorkflowCompleted] == "true"
+    assert LABEL_COMPLETED == "cronworkflows.argoproj.io/completed"
+    svc, cron_id = _svc_and_cron(
+        _t("10:00:30"), stopStrategy={"expression": "cronworkflow.failed == 0"}
+    )
+    before = status_row(svc.load(cron_id))
+    assert LABEL_COMPLETED not in before.metadata["labels"]
+    assert "labels" not in status_patch(before, {"resourceVersion": "7"})["metadata"]
+    svc.tick([cron_id], _t("10:01:00"))
+    row = status_row(svc.load(cron_id))
+    assert row.metadata["labels"][LABEL_COMPLETED] == "true"
+    patch = status_patch(row, {"resourceVersion": "8", "labels": {"team": "a"}})
+    assert patch["metadata"]["labels"] == {LABEL_COMPLETED: "true"}  # no other label sent
+    svc.resume(cron_id, _t("10:01:30"))
+    resumed = status_row(svc.load(cron_id))
+    shown = {"resourceVersion": "9", "labels": {LABEL_COMPLETED: "true"}}
+    assert status_patch(resumed, shown)["metadata"]["labels"] == {LABEL_COMPLETED: None}
+
+
+def test_children_keep_finalizers_and_get_the_labels_argo_propagates() -> None:
+    from projections.dispatch import build_workflow
+
+    svc, cron_id = _svc_and_cron(_t("10:00:30"))
+    m = manifest(
+        {
+            "workflowMetadata": {
+                "labels": {"app": "x"},
+                "annotations": {"note": "n"},
+                "finalizers": ["example.com/keep"],
+            }
+        },
+        labels={
+            "workflows.argoproj.io/creator": "system-serviceaccount-argo-argo-server",
+            "workflows.argoproj.io/creator-email": "a.at.example.com",
+            "workflows.argoproj.io/creator-preferred-username": "alice",
+            "workflows.argoproj.io/controller-instanceid": "cronsource",
+            "team": "not-propagated",
+        },
+    )
+    from domain.manifest import parse_manifest
+
+    svc.apply(parse_manifest(m), _t("10:00:40"))
+    wf = build_workflow(svc.load(cron_id), "hello-1777888860", _t("10:01:00"))
+    meta = wf["metadata"]
+    assert meta["finalizers"] == ["example.com/keep"]
+    assert meta["labels"] == {
+        "workflows.argoproj.io/creator": "system-serviceaccount-argo-argo-server",
+        "workflows.argoproj.io/creator-email": "a.at.example.com",
+        "workflows.argoproj.io/creator-preferred-username": "alice",
+        "workflows.argoproj.io/controller-instanceid": "cronsource",
+        "workflows.argoproj.io/cron-workflow": "hello",
+        "app": "x",
+    }
+    assert meta["annotations"] == {
+        "workflows.argoproj.io/scheduled-time": "2026-05-04T10:01:00Z",
+        "note": "n",
+    }
+
+
+# ------------------------------------------------------------------ 6. nulls and robfig syntax
+
+
+@pytest.mark.parametrize(
+    ("meta", "spec"),
+    [
+        ({"labels": None}, {}),  # e2e TestBasicAllow writes `labels:` with nothing after it
+        ({"annotations": None}, {"timezone": None}),
+        ({}, {"suspend": None, "concurrencyPolicy": None, "startingDeadlineSeconds": None}),
+        ({}, {"concurrencyPolicy": ""}),  # validate.go: "" is a valid concurrencyPolicy
+        ({}, {"workflowMetadata": None, "when": None, "stopStrategy": None}),
+    ],
+)
+def test_explicit_nulls_read_as_unset(run: Any, meta: dict[str, Any], spec: dict[str, Any]) -> None:
+    m = manifest(spec, **meta)
+    res = run("lint", write(run.tmp, "m.yaml", [m]))
+    assert res.exit_code == 0, res.output
+    assert run("apply", "-f", write(run.tmp, "m.yaml", [m])).exit_code == 0
+    got = json.loads(run("get", "hello", "-o", "json").output)
+    assert got["spec"]["suspend"] is False and got["spec"]["concurrencyPolicy"] == "Allow"
+    assert got["spec"].get("timezone", "") == "" and got["metadata"]["labels"] == {}
+
+
+def test_a_cron_tz_prefix_is_the_schedules_own_zone(run: Any) -> None:
+    m = manifest({"schedules": ["CRON_TZ=Asia/Tokyo 0 9 * * *"]})
+    assert run("apply", "-f", write(run.tmp, "m.yaml", [m])).exit_code == 0
+    times = json.loads(run("next", "hello", "-o", "json", "-c", "2").output)
+    assert all(t["utc"].endswith("T00:00:00Z") for t in times)  # 09:00 in Tokyo
+
+
+def test_a_cron_tz_prefix_with_spec_timezone_is_refused(run: Any) -> None:
+    # Argo's controller parses "CRON_TZ=<timezone> CRON_TZ=Asia/Tokyo 0 9 * * *": robfig
+    # refuses the second prefix, so the CronWorkflow would never be scheduled.
+    m = manifest({"schedules": ["CRON_TZ=Asia/Tokyo 0 9 * * *"], "timezone": "UTC"})
+    res = run("lint", write(run.tmp, "m.yaml", [m]))
+    assert res.exit_code == 1 and "spec.schedules" in res.output and "Traceback" not in res.output
+
+
+def test_every_with_a_fraction_of_a_second_ticks_as_robfig_does() -> None:
+    from datetime import timedelta
+
+    from domain.schedule import compile_schedule
+
+    t0 = _t("10:00:00")
+    for expr, step in [("@every 1500ms", 1), ("@every 500ms", 1), ("@every 2.9s", 2)]:
+        ticks = list(
+            compile_schedule([expr], anchor=t0).ticks_between(t0, t0 + timedelta(seconds=4))
+        )
+        assert ticks == [t0 + timedelta(seconds=step * k) for k in range(1, 4 // step + 1)], expr
+
+
+# ------------------------------------------------------------------ 3. now() after the tick
+
+#: The `when` of Argo's examples/cron-when.yaml (v4.0.5), verbatim.
+CRON_WHEN = (
+    "{{= cronworkflow.lastScheduledTime == nil || "
+    "(now() - cronworkflow.lastScheduledTime).Seconds() > 360 }}"
+)
+
+
+def test_argos_cron_when_example_runs_every_six_minutes(tmp_path: Path) -> None:
+    res = simulate(
+        tmp_path,
+        {
+            "start": "2026-05-04T06:00:30Z",
+            "end": "2026-05-04T06:20:00Z",
+            "cronWorkflows": [manifest({"when": CRON_WHEN, "concurrencyPolicy": "Allow"})],
+        },
+    )
+    assert res.exit_code == 0, res.output
+    fired = [
+        e["scheduledTime"][11:16]
+        for e in json.loads(res.output)["events"]
+        if e["type"] == "ScheduleFired"
+    ]
+    assert fired == ["06:01", "06:07", "06:13", "06:19"]
