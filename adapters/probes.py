@@ -8,9 +8,11 @@ for the kubelet without one. /metrics still asks for the bearer token when one i
 (the figures name namespaces); /healthz and /readyz never do (the kubelet sends none).
 
 Ready means both: the store answers within STORE_TIMEOUT, and the scheduler loop finished a
-turn no longer than `max_turn_age` ago. A loop blocked on a hung connection still passes
-/healthz (the process is up) but fails /readyz, so it leaves the Service; a liveness probe
-that should restart it points at /readyz too, with a larger failure threshold
+turn no longer than `max_turn_age` ago. Healthy (alive) means the second only: a store that
+refuses connections does not stop the turns (each worker retries with backoff), so the pod is
+unready but not restarted, since a restart would not bring the store back; a loop stuck for
+longer than the bound (a hung connection, a deadlock) fails both, and the kubelet restarts it.
+Before the first turn (start-up catch-up) the process counts as alive and not ready
 (docs/operator-guide.md, "Probes and metrics").
 
 The standard library's threading HTTP server is enough here: three GET routes, no body parsing,
@@ -100,6 +102,14 @@ class Probes:
             pending = self._pending
         return pending.result(timeout=STORE_TIMEOUT)
 
+    def alive(self) -> tuple[int, dict[str, Any]]:
+        """503 only when turns have stopped: the one failure a restart mends."""
+        last = self.loop.last_turn
+        if last is not None and time.monotonic() - last > self.max_turn_age:
+            age = round(time.monotonic() - last, 3)
+            return 503, {"status": "turns stopped", "lastTurnAgeSeconds": age}
+        return 200, {"status": "ok"}
+
     def ready(self) -> tuple[int, dict[str, Any]]:
         """503 with the first reason that fails: the store, no turn yet, or turns stopped."""
         last = self.loop.last_turn
@@ -140,7 +150,7 @@ class _Handler(BaseHTTPRequestHandler):
         probes = self.server.probes
         path = self.path.split("?", 1)[0]
         if path == "/healthz":
-            self._json(200, {"status": "ok"})
+            self._json(*probes.alive())
         elif path == "/readyz":
             self._json(*probes.ready())
         elif path == "/metrics":

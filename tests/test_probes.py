@@ -250,7 +250,9 @@ def test_readyz_fails_while_the_store_does_not_answer_and_recovers(
             time.sleep(0.5)
             code, body = ready_body(run)
         assert code == 503
-        assert run.get("/healthz")[0] == 200  # the process is up: no restart for a store outage
+        # Turns stopped: not alive either (the kubelet would restart it).
+        code, _, text = run.get("/healthz")
+        assert code == 503 and json.loads(text)["status"] == "turns stopped", text
         relay.flowing.set()
         deadline = time.monotonic() + 60
         while (code := ready_body(run)[0]) != 200:
@@ -270,13 +272,17 @@ def test_readiness_bounds_the_age_of_the_last_turn(tmp_path: Path) -> None:
     try:
         code, body = probes.ready()
         assert (code, body["status"], body["lastTurnAgeSeconds"]) == (503, "starting", None)
+        assert probes.alive()[0] == 200  # starting up is alive
         loop.turn()
         code, body = probes.ready()
         assert (code, body["status"]) == (200, "ready")
+        assert probes.alive() == (200, {"status": "ok"})
         loop.last_turn = time.monotonic() - 11
         code, body = probes.ready()
         assert (code, body["status"]) == (503, "turns stopped")
         assert body["lastTurnAgeSeconds"] > 10
+        code, body = probes.alive()
+        assert (code, body["status"]) == (503, "turns stopped")
         found = samples(probes.scrape().decode())
         assert total(found, "cronsource_last_turn_age_seconds") > 10
         loop.last_turn = None
