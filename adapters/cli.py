@@ -153,6 +153,7 @@ class Ctx:
 
 
 @click.group()
+@click.version_option(package_name="cronsource", prog_name="cronsource")
 @click.option(
     "--store",
     envvar="CRONSOURCE_STORE",
@@ -511,6 +512,31 @@ def _manifest_files(paths: tuple[str, ...], exclude: str | None = None) -> list[
     envvar="CRONSOURCE_INSTANCE_ID",
     help="with --kube: Argo's controller instance id to select (default: objects without one)",
 )
+@click.option(
+    "--http-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    envvar="CRONSOURCE_HTTP_PORT",
+    help="serve /healthz, /readyz and /metrics on this port (default: no probe server)",
+)
+@click.option(
+    "--http-host",
+    default="127.0.0.1",
+    show_default=True,
+    envvar="CRONSOURCE_HTTP_HOST",
+    help="address of the probe server (0.0.0.0 in a pod, for the kubelet and Prometheus)",
+)
+@click.option(
+    "--http-token-file",
+    default=None,
+    help="bearer token /metrics asks for (else $CRONSOURCE_TOKEN; none: open)",
+)
+@click.option(
+    "--max-turn-age",
+    default="60s",
+    show_default=True,
+    help="/readyz fails when the scheduler loop finished no turn for this long",
+)
 @click.option("-v", "--verbose", is_flag=True)
 @click.pass_obj
 def run(
@@ -523,6 +549,10 @@ def run(
     kube: bool,
     kubeconfig: str | None,
     instance_id: str | None,
+    http_port: int | None,
+    http_host: str,
+    http_token_file: str | None,
+    max_turn_age: str,
     verbose: bool,
 ) -> None:
     """The main job: apply PATHS, then schedule and project until SIGTERM."""
@@ -546,6 +576,18 @@ def run(
         run_duration = parse_duration(local_run_duration)
     except ValueError as e:
         fail(f"--local-run-duration: {e}")
+    try:
+        turn_age = parse_duration(max_turn_age).total_seconds()
+    except ValueError as e:
+        fail(f"--max-turn-age: {e}")
+    http_token: str | None = None
+    if http_port is not None:
+        from adapters.http import ServeError, load_token
+
+        try:
+            http_token = load_token(http_token_file)
+        except ServeError as e:
+            fail(str(e))
     manifests = (
         admit(
             _manifest_files(paths, exclude=None if kube else workflows_dir),
@@ -601,6 +643,21 @@ def run(
     else:
         watcher = RunWatcher(engine, target)
     loop = SchedulerLoop(engine, ownership, role=role, watcher=watcher)
+    probes: Any = None
+    if http_port is not None:
+        from adapters.probes import Probes, ProbeServer
+
+        try:
+            probes = ProbeServer(
+                Probes(engine, loop, now, token=http_token, max_turn_age=turn_age),
+                http_host,
+                http_port,
+            )
+        except OSError as e:
+            engine.close()
+            fail(f"--http-port {http_port}: cannot listen on {http_host}: {e.strerror or e}")
+        probes.start()
+        click.echo(f"cronsource probes on http://{http_host}:{probes.port}", err=True)
     waker = Waker(engine)
     loop.install_signal_handlers(waker)
     click.echo(
@@ -614,6 +671,8 @@ def run(
             ),
         )
     finally:
+        if probes is not None:
+            probes.stop()
         if kube:
             watcher.stop()
         waker.stop()
@@ -628,7 +687,7 @@ def run(
 @click.option("-o", "--output", type=OUTPUT, default="table")
 @click.pass_obj
 def simulate(obj: Ctx, scenario: str, output: str) -> None:
-    """Run the real engine on a virtual clock (DESIGN.md 7.1)."""
+    """Run the real engine on a virtual clock (docs/design.md 7.1)."""
     from adapters.documents import DocumentError, load_yaml
     from adapters.simulate import ScenarioError, load_scenario
     from adapters.simulate import simulate as run_simulation

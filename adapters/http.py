@@ -43,6 +43,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.concurrency import run_in_threadpool
@@ -85,7 +86,7 @@ log = logging.getLogger("cronsource.http")
 PROBLEM = "application/problem+json"
 STATIC = Path(__file__).resolve().parent / "static"
 TOKEN_ENV = "CRONSOURCE_TOKEN"
-_FIXED = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect"})
+_FIXED = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 _DNS = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 #: Largest startingDeadlineSeconds the API admits (int32, as Kubernetes validates it): larger
 #: values overflow the date arithmetic of every tick (see the report on domain/manifest.py).
@@ -670,13 +671,16 @@ def create_app(
     queries = ReadQueries(engine)
     store_check = StoreCheck(engine)
     metrics = Metrics(engine, clock, rejected_by_api=lambda: ops.if_match_rejections)
-    app = FastAPI(
+    # Swagger UI and ReDoc from assets in the fastapi-offline wheel: /docs and /redoc work in
+    # a cluster without internet access (FastAPI's own pages load them from a CDN).
+    app = FastAPIOffline(
         title="cronsource",
         version="1",
         summary="Event-sourced scheduler for Argo CronWorkflows: commands, audit log, metrics",
         openapi_url="/openapi.json",
         docs_url="/docs",
-        redoc_url=None,
+        redoc_url="/redoc",
+        static_url="/static-offline-docs",
     )
     app.state.settings = settings
     app.state.metrics = metrics

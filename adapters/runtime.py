@@ -246,6 +246,9 @@ class SchedulerLoop:
         self._last_rebalance = 0.0
         self._last_report = time.monotonic()
         self.decision_log: DecisionLog | None = None  # created once this replica projects
+        #: time.monotonic() when the last turn finished; None before the first (the probe
+        #: server's readiness bounds its age: adapters/probes.py).
+        self.last_turn: float | None = None
 
     @property
     def runs_projections(self) -> bool:
@@ -418,6 +421,7 @@ class SchedulerLoop:
         if time.monotonic() - self._last_report >= REPORT_SECONDS:
             self._last_report = time.monotonic()
             self.projector.run(self.report)
+        self.last_turn = time.monotonic()
 
     @property
     def supervisors(self) -> list[Supervisor]:

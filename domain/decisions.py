@@ -1,7 +1,7 @@
 """The scheduling rules as one pure function: state and time in, one decision per tick out.
 
 Temporal keeps its overlap and catch-up logic in one pure function for the same reason we do:
-the rules (DESIGN.md section 4) are the hard part, and keeping them free of I/O and clocks
+the rules (docs/design.md section 4) are the hard part, and keeping them free of I/O and clocks
 lets property tests drive them over any interleaving. The aggregate turns the decisions into
 events; nothing here logs, saves or reads a clock.
 """

@@ -4,7 +4,7 @@ croniter does the calendar arithmetic, but only over naive wall-clock times. Its
 time-zone-aware iteration is not used: across a fall-back it skips the repeated hour's later
 matches (in Australia/Lord_Howe on 2026-04-05, `17,29,57 * * * *` from 01:57+11:00 returns
 02:17+10:30 and never fires at 01:57+10:30; `test_schedule.py` pins this). Mapping wall-clock
-times to real instants, and the DST rules of DESIGN.md section 4, live here instead:
+times to real instants, and the DST rules of docs/design.md section 4, live here instead:
 
 - An *elapsed-time* expression (hour field starting with `*`, e.g. `*/5 * * * *`,
   `@hourly`) fires at every real instant whose local wall time matches: twice in a repeated

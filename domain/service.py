@@ -2,7 +2,7 @@
 
 Every command loads, decides and saves with the version it loaded. When another writer saved
 first, the store raises IntegrityError; the command reloads and decides again on fresh state,
-where an already decided tick is a no-op (DESIGN.md invariants 1 and 6). Which store is used is
+where an already decided tick is a no-op (docs/design.md invariants 1 and 6). Which store is used is
 the caller's business (the `env` given by adapters); nothing here names a database or a clock.
 """
 

@@ -2,7 +2,7 @@
 
 One projection keeps all three views of a CronWorkflow, because they change together and must
 agree: each event updates them in one transaction with its tracking position, so a view is
-never ahead of or behind another (exactly once, DESIGN.md section 5). The projection evolves
+never ahead of or behind another (exactly once, docs/design.md section 5). The projection evolves
 its own copy of each aggregate with the same event classes the domain uses, so the status it
 shows is exactly the state the scheduler decides on, never a second reducer that could drift.
 """

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: install, start a throwaway PostgreSQL, run the
-# unit/property/integration tests, lint and type checks, and every shared scenario on SQLite
-# and PostgreSQL; stop what it started. Set CRONSOURCE_TEST_PG to use an existing server.
+# unit/property/integration tests, lint and type checks, and every scenario (tests/scenarios,
+# plus ../shared/scenarios when present) on SQLite and PostgreSQL; stop what it started.
+# Set CRONSOURCE_TEST_PG to use an existing server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,24 +32,31 @@ echo "== import layers (import-linter)"
 echo "== mypy --strict domain/"
 .venv/bin/mypy --strict domain/
 
-scenarios=${CRONSOURCE_SCENARIOS:-../shared/scenarios}
-if [[ ! -f "$scenarios/check.py" ]]; then
-    echo "scenarios not found at $scenarios (set CRONSOURCE_SCENARIOS)" >&2
-    exit 1
-fi
 export PATH="$PWD/.venv/bin:$PATH"
-echo "== scenarios on the default store (SQLite)"
-python "$scenarios/check.py" "$scenarios"/*.yaml
-echo "== scenarios on PostgreSQL"
-python "$scenarios/check.py" --store "$CRONSOURCE_TEST_PG" "$scenarios"/*.yaml
+# The repo's own scenarios, then any extra folders (CRONSOURCE_SCENARIOS, else ../shared/scenarios
+# when it exists): each folder is checked by its own check.py.
+folders=(tests/scenarios ${CRONSOURCE_SCENARIOS:-})
+if [[ -z "${CRONSOURCE_SCENARIOS:-}" && -f ../shared/scenarios/check.py ]]; then
+    folders+=(../shared/scenarios)
+fi
+for dir in "${folders[@]}"; do
+    echo "== scenarios in $dir on the default store (SQLite)"
+    python "$dir/check.py" "$dir"/*.yaml
+    echo "== scenarios in $dir on PostgreSQL"
+    python "$dir/check.py" --store "$CRONSOURCE_TEST_PG" "$dir"/*.yaml
+done
 
 echo "== test Kubernetes API server (built once per machine; minutes when cold)"
 apiserver_bin=$(scripts/build-test-apiserver.sh | tail -n 1)
 export CRONSOURCE_TEST_APISERVER="$apiserver_bin"
 
-echo "== Chromium for the status-page browser test (Debian package)"
-if [[ ! -x /usr/bin/chromium ]]; then
-    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
+echo "== Debian packages: Chromium (status-page test), mmdebstrap/buildah/podman/skopeo (image)"
+need=()
+for pkg in chromium mmdebstrap buildah podman skopeo; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
+if (( ${#need[@]} )); then
+    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"
 fi
 
 echo "== pytest"

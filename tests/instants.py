@@ -52,7 +52,7 @@ SANTIAGO_SPRING_FORWARD = _utc(2026, 9, 6, 4, 0)
 AUCKLAND_FALL_BACK = _utc(2026, 4, 4, 14, 0)
 AUCKLAND_SPRING_FORWARD = _utc(2026, 9, 26, 14, 0)
 
-# Starts of the end-to-end scenarios in /work/shared/scenarios.
+# Starts of the end-to-end scenarios in tests/scenarios.
 SCENARIO_DST_SPRING_START = _utc(2026, 3, 7)
 SCENARIO_DST_FALL_START = _utc(2026, 10, 31)
 SCENARIO_FIXED_OFFSET_START = _utc(2026, 1, 1)

@@ -1,4 +1,4 @@
-"""Property tests of the CronWorkflow aggregate: random command sequences, DESIGN.md invariants.
+"""Property tests of the CronWorkflow aggregate: random commands, docs/design.md section 3.
 
 A hypothesis state machine drives one or two CronWorkflows (random specs) through CronService
 on the memory store: clock steps of 0 s to 3 h, ticks, suspend/resume, spec changes, run

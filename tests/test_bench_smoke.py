@@ -1,5 +1,5 @@
 """CI smoke of the benchmarks (bench/): each command runs at a tiny N, on SQLite and on
-PostgreSQL, and its last stdout line is one JSON object with the keys of DESIGN.md section 8
+PostgreSQL, and its last stdout line is one JSON object with the keys of docs/design.md section 8
 and sane values. Timing targets are NOT asserted here (see docs/performance.md).
 
 `bench.peers` is smoked with `--ours-only`: our side of the comparison, end to end, without

@@ -73,7 +73,7 @@ from tests.faults.harness import (
 pytestmark = pytest.mark.postgres
 
 #: A CronWorkflow whose last decided tick is older than this at SIGTERM was left behind long
-#: enough for its next tick to be missed (the default late tolerance, DESIGN.md section 4).
+#: enough for its next tick to be missed (the default late tolerance, docs/design.md section 4).
 LAG_LIMIT = DEFAULT_LATE_TOLERANCE
 
 

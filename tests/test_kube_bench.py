@@ -1,6 +1,6 @@
 """Smoke of bench/kube_create.py at a tiny N against the session's test API server: it runs,
 every Workflow is created, and its last stdout line is one JSON object with the keys of
-DESIGN.md section 8. No timing is asserted (the figures are in docs/operator-guide.md)."""
+docs/design.md section 8. No timing is asserted (the figures are in docs/operator-guide.md)."""
 
 from __future__ import annotations
 

@@ -157,7 +157,7 @@ def test_store_env_never_enables_db_functions() -> None:
         cfg = StoreConfig.parse(url)
         for create in (True, False):
             env = cfg.env(create_table=create)
-            # Absent, or pinned off; never on (DESIGN.md section 2).
+            # Absent, or pinned off; never on (docs/design.md section 2).
             assert not strtobool(env.get("POSTGRES_ENABLE_DB_FUNCTIONS") or "n"), env
             assert env["CREATE_TABLE"] == ("y" if create else "n")
             assert env["PERSISTENCE_MODULE"] == "eventsourcing.postgres"

@@ -1,4 +1,4 @@
-"""Unit tests for domain.schedule: syntax, DST semantics (DESIGN.md section 4), and the
+"""Unit tests for domain.schedule: syntax, DST semantics (docs/design.md section 4), and the
 croniter behaviour the module depends on."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Expressions are drawn as structured fields that know their own value sets, so the matcher
 below (`Cron.matches`) never parses cron text: it is independent of the module's parser.
-Brute force over real minutes in UTC is the oracle for the DST rules of DESIGN.md section 4.
+Brute force over real minutes in UTC is the oracle for the DST rules of docs/design.md section 4.
 
 Known differences from cronsim 2.8 (the differential test keeps to where both agree by design;
 the strict xfails at the bottom show each difference):

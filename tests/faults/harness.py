@@ -2,7 +2,7 @@
 what they left behind (the event log, the read model, the Workflow files).
 
 The checks derive everything they expect from the log itself and from first principles
-(an `@every P` CronWorkflow created at C ticks at C + k*P, DESIGN.md section 4), never from the
+(an `@every P` CronWorkflow created at C ticks at C + k*P, docs/design.md section 4), never from the
 scheduler's own arithmetic, so a scheduler bug cannot hide behind the same bug in the oracle.
 """
 
@@ -615,7 +615,7 @@ def tracking_position(url: str, projection: str) -> int:
 
 
 def check_catch_up_rules(logs: dict[str, CronLog], tolerance: timedelta) -> None:
-    """Each decision follows DESIGN.md section 4 for the time it was made: a tick decided
+    """Each decision follows docs/design.md section 4 for the time it was made: a tick decided
     less than `tolerance` after it fires on schedule; a later one is missed: without a
     deadline it is skipped (DeadlineExceeded); with one, the latest tick still within it
     runs as a catch-up and older ones within it are CatchupLimit; ConcurrencyForbid only
