@@ -37,6 +37,11 @@ _DNS = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 OVERDUE_LISTED = 20
 #: Fires by a person or a backfill are not the scheduler deciding.
 _NOT_SCHEDULER = ("manual", "backfill")
+_PROBLEM = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"description": "No or wrong bearer token", "content": _PROBLEM},
+    422: {"description": "Invalid input; errors[].field names each bad field", "content": _PROBLEM},
+}
 
 
 class Overdue(BaseModel):
@@ -194,6 +199,7 @@ def status_page_router(
         response_model=SchedulerHealth,
         summary="Is a scheduler deciding: ticks overdue past the late tolerance, last decision",
         tags=["status page"],
+        responses={401: _ERRORS[401]},
     )
     def scheduler() -> dict[str, Any]:
         ops.catch_up(wait=False)
@@ -204,6 +210,10 @@ def status_page_router(
         response_model=ChildWorkflowList,
         summary="The Workflows a CronWorkflow made, newest first, with their phases",
         tags=["status page"],
+        responses={
+            **_ERRORS,
+            404: {"description": "No such CronWorkflow", "content": _PROBLEM},
+        },
     )
     def workflows(
         namespace: Annotated[str, PathParam(pattern=_DNS, max_length=63)],
