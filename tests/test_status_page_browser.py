@@ -30,6 +30,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from uuid import UUID
+from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
@@ -212,7 +213,7 @@ def browser(tmp_path: Path) -> Iterator[Any]:
             headless=True,
             args=FLAGS,
             viewport={"width": 1280, "height": 900},
-            timezone_id="UTC",
+            timezone_id="Europe/Berlin",  # the operator's zone, which the Times menu offers
         )
         try:
             yield context
@@ -401,6 +402,15 @@ def test_overview_shows_skips_in_fired_buckets_and_a_banner_when_no_scheduler_de
     nxt = mixed.locator("td.next .when")
     assert "overdue" not in (nxt.get_attribute("class") or "")
     assert re.search(r"in \d+ (s|min)$", nxt.inner_text()), nxt.inner_text()
+
+    # Times in the browser's zone, on request (and remembered).
+    page.select_option("#zone", "local")
+    page.wait_for_selector("body[data-state=ready]", timeout=20_000)
+    berlin = fired.astimezone(ZoneInfo("Europe/Berlin"))
+    offset = int(berlin.utcoffset().total_seconds()) // 3600  # type: ignore[union-attr]
+    shown = mixed.locator("td.last .abs").inner_text()
+    assert shown == berlin.strftime(f"%Y-%m-%d %H:%M:%S GMT+{offset}"), shown
+    assert page.evaluate("localStorage.getItem('cronsource.zone')") == "local"
     assert errors == []
 
 
