@@ -75,6 +75,7 @@ from adapters.documents import (
 from adapters.engine import Engine
 from adapters.logs import scheduling_fields
 from adapters.metrics import Metrics
+from adapters.statuspage import status_page_router
 from adapters.storecheck import StoreCheck
 from domain.cronworkflow import manual_workflow_name
 from domain.manifest import CronWorkflowManifest, ManifestError, parse_manifest
@@ -1240,6 +1241,7 @@ def create_app(
         )
 
     app.include_router(api)
+    app.include_router(status_page_router(engine, ops, clock, Depends(require_token)))
 
     # -------------------------------------------------------------- operations
 

@@ -45,6 +45,8 @@ OPERATIONS = [
     ("GET", NS + "/{name}/history"),
     ("GET", NS + "/{name}/decision"),
     ("GET", NS + "/{name}/timeline"),
+    ("GET", NS + "/{name}/workflows"),
+    ("GET", "/api/v1/scheduler"),
     ("GET", "/api/v1/cronworkflows"),
     ("GET", "/api/v1/timeline"),
     ("GET", "/api/v1/events"),

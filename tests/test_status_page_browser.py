@@ -1,9 +1,12 @@
-"""The status page in a real headless browser: Debian's chromium, driven by Playwright.
+"""The status page in a real headless browser: Debian's chromium, driven by Playwright, against
+the real `cronsource serve` (the installed entry point) on PostgreSQL.
 
-The app serves two days of history made by the real service on a fixed clock (fires, failed
-runs, a suspension, an outage); the test loads `/`, checks the table rows (names, last and next
-run), that every row drew its timeline with fired, failed and skipped cells, and that a
-screenshot is a non-blank PNG in which those cell colours actually appear.
+The history is made by the real engine with the time passed in, ending at the real clock (the
+server has no other): two days of four CronWorkflows, every 10 minutes, with failed runs, a
+suspension, a six-hour outage, and a Forbid CronWorkflow whose runs outlast its period (so every
+hour both fires and skips), and then the scheduler stops. The tests read the page at 1280 px
+as an operator would, check the DOM and decode the screenshot's pixels, and click the commands.
+The screenshots they take are the ones docs/user-guide.md shows.
 
 Chromium comes from the distribution (`apt-get install -y chromium`), never from
 `playwright install`; without it the test fails (a missing browser must not pass as a skip).
@@ -11,22 +14,36 @@ Chromium comes from the distribution (`apt-get install -y chromium`), never from
 
 from __future__ import annotations
 
+import os
+import re
+import signal
+import socket
 import struct
+import subprocess
+import sys
+import time
 import zlib
 from collections import Counter
 from collections.abc import Iterator
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from uuid import UUID
+from zoneinfo import ZoneInfo
 
+import httpx
 import pytest
 
+from adapters.engine import Engine
 from adapters.http import ServeSettings, create_app
 from domain.manifest import parse_manifest
 from tests.http_helpers import T0, FixedClock, manifest, pg_engine, serving
 
-pytestmark = [pytest.mark.postgres, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.postgres, pytest.mark.timeout(300)]
 
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
     "--headless",
@@ -38,55 +55,146 @@ FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-NOW = T0 + timedelta(days=2)  # 2026-05-06T10:00:00Z
-OUTAGE = (T0 + timedelta(hours=20), T0 + timedelta(hours=26))
-SUSPENDED = (T0 + timedelta(hours=30), T0 + timedelta(hours=40))
+TOKEN = "page-token-7"
+STEP = timedelta(minutes=10)
 # the page's colours (adapters/static/style.css)
 FIRED, FAILED = (0x2E, 0x9E, 0x4F), (0xD2, 0x3F, 0x31)
-SUSPENDED_GREY, DEADLINE_PURPLE = (0x9A, 0xA0, 0xA6), (0x8E, 0x44, 0xAD)
+SUSPENDED_GREY, FORBID_ORANGE = (0x9A, 0xA0, 0xA6), (0xF0, 0x8C, 0x00)
+DEADLINE_PURPLE = (0x8E, 0x44, 0xAD)
+ABSOLUTE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")  # to the second, zone named
 
 
-def seed(engine: Any) -> None:
-    """Two days as the scheduler would have lived them, every 30 minutes: `hourly` fires each
-    hour and every 7th run fails; `halfhourly` is suspended for 10 hours; nobody ran during a
-    6-hour outage (its ticks are skipped as DeadlineExceeded); `nightly` fires at 02:30 New York."""
+def floor(t: datetime, step: timedelta = STEP) -> datetime:
+    s = step.total_seconds()
+    return datetime.fromtimestamp(t.timestamp() // s * s, UTC)
+
+
+@dataclass
+class History:
+    start: datetime  # when the CronWorkflows were applied
+    stop: datetime  # the scheduler's last decision
+    ids: dict[str, UUID]
+    fired: dict[str, list[str]]  # per CronWorkflow, its Workflows in the order they fired
+    phase: dict[str, str]  # how each Workflow ended (Active: it has not)
+
+
+def seed(engine: Engine, now: datetime) -> History:
+    """Two days as `cronsource run` would have lived them, one scheduler pass every 10 minutes
+    up to `stop`, at least a minute and a whole period before `now` (so a tick is overdue by
+    more than the 30 s late tolerance when the page is read):
+    - `hourly` fires each hour; the runs of hours 0 mod 7 fail;
+    - `halfhourly` is suspended for 10 hours;
+    - `mixed` (every 10 min, concurrencyPolicy Forbid) has runs of 15 min, so every other tick
+      is skipped (ConcurrencyForbid) in the same hour as fires; suspended for one hour too;
+    - `ops/nightly` fires at 02:30 New York;
+    - nobody ran during a 6-hour outage (its ticks are skipped as DeadlineExceeded)."""
     svc = engine.service
-    for m in (
-        manifest("hourly", "0 * * * *"),
-        manifest("halfhourly", "*/30 * * * *"),
-        manifest("nightly", "30 2 * * *", timezone="America/New_York", namespace="ops"),
-    ):
-        svc.apply(parse_manifest(m), T0)
-    ids = [svc.find(ns, n).id for ns, n in [("default", "hourly"), ("default", "halfhourly")]]
-    ids.append(svc.find("ops", "nightly").id)
-    t = T0
-    while t < NOW:
-        t += timedelta(minutes=30)
-        if OUTAGE[0] <= t < OUTAGE[1]:
+    stop = floor(now - timedelta(minutes=1)) - STEP
+    start = stop - timedelta(days=2)
+    outage = (start + timedelta(hours=20), start + timedelta(hours=26))
+    suspensions = {
+        "halfhourly": (start + timedelta(hours=30), start + timedelta(hours=40)),
+        "mixed": (start + timedelta(hours=33, minutes=20), start + timedelta(hours=34, minutes=20)),
+    }
+    docs = {
+        "hourly": manifest("hourly", "0 * * * *"),
+        "halfhourly": manifest("halfhourly", "*/30 * * * *"),
+        "mixed": manifest("mixed", "*/10 * * * *", concurrencyPolicy="Forbid"),
+        "nightly": manifest("nightly", "30 2 * * *", timezone="America/New_York", namespace="ops"),
+    }
+    for m in docs.values():
+        svc.apply(parse_manifest(m), start)
+    ids = {name: svc.find(m["metadata"]["namespace"], name).id for name, m in docs.items()}
+    duration = {
+        "hourly": timedelta(minutes=5),
+        "halfhourly": timedelta(minutes=20),
+        "mixed": timedelta(minutes=15),
+        "nightly": timedelta(hours=1),
+    }
+    ends: list[tuple[datetime, str, str, str]] = []  # (finished, cron, workflow, phase)
+    seen: set[str] = set()
+    done: list[tuple[datetime, str, str, str]] = []
+    fired: dict[str, list[str]] = {name: [] for name in docs}
+    t = start
+    while t < stop:
+        t += STEP
+        for end in sorted(e for e in ends if e[0] <= t):
+            svc.run_completed(ids[end[1]], end[2], end[3], end[0], end[0])  # type: ignore[arg-type]
+            ends.remove(end)
+            done.append(end)
+        for name, (a, b) in suspensions.items():
+            if t == a:
+                svc.suspend(ids[name], t, by="oncall", note="maintenance")
+            if t == b:
+                svc.resume(ids[name], t, by="oncall")
+        if outage[0] <= t < outage[1]:
             continue
-        if t == SUSPENDED[0]:
-            svc.suspend(ids[1], t, by="oncall")
-        if t == SUSPENDED[1]:
-            svc.resume(ids[1], t, by="oncall")
-        svc.tick(ids, t)
-        if t.minute == 0:
-            run = f"hourly-{int(t.timestamp())}"
-            phase = "Failed" if t.hour % 7 == 0 else "Succeeded"
-            svc.run_completed(
-                ids[0], run, phase, t + timedelta(minutes=5), t + timedelta(minutes=5)
-            )
-    engine.catch_up(NOW)
+        svc.tick(list(ids.values()), t)
+        for name, cid in ids.items():
+            for wf in svc.repository.get(cid).active:
+                if wf in seen:
+                    continue
+                seen.add(wf)
+                n = int(wf.rsplit("-", 1)[1])
+                hour = datetime.fromtimestamp(n, UTC).hour
+                failed = (name == "hourly" and hour % 7 == 0) or (name == "mixed" and n % 7 == 0)
+                ends.append((t + duration[name], name, wf, "Failed" if failed else "Succeeded"))
+                fired[name].append(wf)
+    engine.catch_up(stop)
+    phase = {wf: p for end, _, wf, p in done} | {e[2]: "Active" for e in ends}
+    return History(start, stop, ids, fired, phase)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Served:
+    url: str  # the page
+    pg_url: str
+    engine: Engine  # the test's own engine on the same store (the "scheduler" that stopped)
+    history: History
 
 
 @pytest.fixture
-def page_url(pg_url: str) -> Iterator[str]:
+def served(pg_url: str, tmp_path: Path) -> Iterator[Served]:
+    """`cronsource serve --token-file` as a user starts it, over the seeded store."""
+    exe = Path(sys.executable).with_name("cronsource")
+    if not exe.exists():
+        pytest.fail(f"{exe} is missing: install the project (pip install -e '.[dev]')")
     engine = pg_engine(pg_url)
-    seed(engine)
+    history = seed(engine, datetime.now(UTC))
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(exe), "--store", pg_url, "serve", "--port", str(port), "--token-file", str(token)],
+        env={**os.environ, "PATH": f"{exe.parent}:{os.environ.get('PATH', '')}"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
     try:
-        with serving(create_app(engine, ServeSettings(), FixedClock(NOW))) as base:
-            yield base + "/"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(base + "/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "cronsource serve did not come up"
+            time.sleep(0.1)
+        yield Served(base + "/", pg_url, engine, history)
     finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
         engine.close()
+    assert proc.returncode == 0, err[-2000:]
 
 
 @pytest.fixture
@@ -104,7 +212,8 @@ def browser(tmp_path: Path) -> Iterator[Any]:
             executable_path=CHROMIUM,
             headless=True,
             args=FLAGS,
-            viewport={"width": 2200, "height": 900},  # timeline cells of ~6 px
+            viewport={"width": 1280, "height": 900},
+            timezone_id="Europe/Berlin",  # the operator's zone, which the Times menu offers
         )
         try:
             yield context
@@ -112,8 +221,23 @@ def browser(tmp_path: Path) -> Iterator[Any]:
             context.close()
 
 
+def open_page(browser: Any, url: str, errors: list[str]) -> Any:
+    """The page at `url`, signed in with the token, the list shown."""
+    page = browser.new_page()
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(url)
+    page.wait_for_selector("body[data-state=login]", timeout=20_000)
+    page.fill("#token", TOKEN)
+    page.click("#login button[type=submit]")
+    page.wait_for_selector("body[data-state=ready]", timeout=20_000)
+    assert all("401" in e for e in errors), errors  # only the request that asked for a token
+    errors.clear()
+    return page
+
+
 def read_png(path: Path) -> tuple[int, int, list[bytes]]:
-    """Width, height and RGB(A) rows of an 8-bit, non-interlaced PNG (what Chromium writes)."""
+    """Width, height and RGB rows of an 8-bit, non-interlaced PNG (what Chromium writes)."""
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
     pos, idat, header = 8, b"", b""
@@ -159,77 +283,214 @@ def _rgb(rgba: bytes) -> bytes:
     return bytes(b for i, b in enumerate(rgba) if i % 4 != 3)
 
 
-def colours(rows: list[bytes]) -> Counter[tuple[int, int, int]]:
+def colours(
+    rows: list[bytes], box: tuple[float, float, float, float] | None = None
+) -> Counter[tuple[int, int, int]]:
+    """Pixel colours of the image, or of the CSS-pixel box (x, y, width, height) in it."""
+    x0, y0, x1, y1 = 0, 0, len(rows[0]) // 3, len(rows)
+    if box is not None:
+        x, y, w, h = box
+        x0, y0, x1, y1 = round(x), round(y), round(x + w), round(y + h)
     out: Counter[tuple[int, int, int]] = Counter()
-    for row in rows:
-        for i in range(0, len(row), 3):
+    for row in rows[y0:y1]:
+        for i in range(3 * x0, 3 * x1, 3):
             out[(row[i], row[i + 1], row[i + 2])] += 1
     return out
 
 
-def test_status_page_shows_cronworkflows_and_their_timelines(
-    page_url: str, browser: Any, tmp_path: Path
-) -> None:
-    page = browser.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.goto(page_url)
-    page.wait_for_selector("body[data-state=ready]", timeout=20_000)
-    assert errors == []
+def box_of(locator: Any) -> tuple[float, float, float, float]:
+    b = locator.bounding_box()
+    assert b is not None
+    return b["x"], b["y"], b["width"], b["height"]
 
-    rows = page.locator("#crons tbody tr")
-    assert rows.count() == 3
-    assert [rows.nth(i).get_attribute("data-name") for i in range(3)] == [
+
+def fits(page: Any, width: int) -> None:
+    """Nothing is cut off at this width: no horizontal scrolling, and every timeline lies
+    inside the window and takes most of it."""
+    page.set_viewport_size({"width": width, "height": 900})
+    page.wait_for_timeout(100)
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    for tl in page.locator("#crons .timeline").all():
+        x, _, w, _ = box_of(tl)
+        assert x >= 0 and x + w <= width, (x, w, width)
+        assert w >= 0.85 * width, (w, width)
+    x, _, w, _ = box_of(page.locator("#crons .axis"))
+    assert x + w <= width
+
+
+def test_overview_shows_skips_in_fired_buckets_and_a_banner_when_no_scheduler_decides(
+    served: Served, browser: Any
+) -> None:
+    errors: list[str] = []
+    page = open_page(browser, served.url, errors)
+    assert errors == []
+    names = page.locator("#crons tr.cw")
+    assert [names.nth(i).get_attribute("data-name") for i in range(names.count())] == [
         "default/halfhourly",
         "default/hourly",
+        "default/mixed",
         "ops/nightly",
     ]
-    hourly = page.locator("tr[data-name='default/hourly']")
-    assert hourly.locator("td.last").inner_text() == "2026-05-06 10:00 UTC"
-    assert hourly.locator("td.next").inner_text() == "2026-05-06 11:00 UTC"
-    nightly = page.locator("tr[data-name='ops/nightly']")
-    assert nightly.locator("td.next").inner_text() == "2026-05-07 06:30 UTC"
-    assert "Summary" not in page.inner_text("#summary")
-    assert page.inner_text("#summary").startswith("3 CronWorkflow(s)")
 
-    def cells(row: Any, state: str | None = None) -> int:
-        sel = ".timeline .cell" + (f"[data-state={state}]" if state else "")
-        return int(row.locator(sel).count())
+    # The scheduler stopped at `stop`: the banner says so, and the next runs read as late.
+    stale = page.locator("#stale")
+    assert stale.is_visible()
+    text = stale.inner_text()
+    assert "No scheduler is deciding" in text and "late tolerance 30 s" in text
+    assert re.search(
+        r"default/\w+ (and \d more CronWorkflow\(s\) )?ha(s|ve) a tick due since", text
+    )
+    assert "No `cronsource run` is connected" in text
+    mixed = page.locator("tr.cw[data-name='default/mixed']")
+    nxt = mixed.locator("td.next .when")
+    assert "overdue" in (nxt.get_attribute("class") or "")
+    assert re.search(r"\d+ (s|min) late$", nxt.inner_text()), nxt.inner_text()
 
-    half = page.locator("tr[data-name='default/halfhourly']")
-    for row in (hourly, half, nightly):
-        assert cells(row) == 7 * 24  # the default 7 days, one cell per hour
-    assert cells(hourly, "fired") + cells(hourly, "failed") == 48 - 6
-    assert cells(hourly, "failed") == 7  # hours 0 mod 7 that fired: 14 21 00 14 21 00 07
-    assert cells(hourly, "skipped") == 6  # the outage
-    assert cells(half, "skipped") == 6 + 10
-    assert half.locator(".cell.reason-Suspended").count() == 10
-    assert half.locator(".cell.reason-DeadlineExceeded").count() == 6
-    assert cells(nightly, "fired") == 1  # 06:30 UTC on May 5 fell in the outage
-    assert nightly.locator(".cell.reason-DeadlineExceeded").count() == 1
-    label = nightly.locator(".timeline").get_attribute("aria-label")
-    assert label == "fired 1, failed 0, skipped 1"
-    title = hourly.locator(".cell[data-state=failed]").first.get_attribute("title")
-    assert title is not None and "fired 1, failed 1" in title
+    # Times to the second with their zone, and relative times beside them.
+    last = mixed.locator("td.last").inner_text()
+    fired = datetime.fromtimestamp(int(served.history.fired["mixed"][-1].rsplit("-", 1)[1]), UTC)
+    assert last.startswith(fired.strftime("%Y-%m-%d %H:%M:%S UTC")), last
+    assert re.search(r"\d+ min ago$", last), last
+    nightly = page.locator("tr.cw[data-name='ops/nightly']")
+    assert re.search(r"in \d+ (h|min|s)", nightly.locator("td.next").inner_text())
+    assert ABSOLUTE.search(nightly.locator("td.next").inner_text())
 
-    hourly.locator("button.link").click()
-    page.wait_for_selector("#events tbody tr")
-    assert page.inner_text("#details-title") == "default/hourly: events"
-    assert page.locator("#events tbody tr").count() == 50
+    # Buckets that fired and skipped show both; skip reasons have their own colours.
+    def cells(row: str, selector: str) -> Any:
+        return page.locator(f"tr.tlrow[data-name='{row}'] .cell{selector}")
 
-    shot = tmp_path / "status.png"
+    both = cells(
+        "default/mixed",
+        ".mixed[data-skips~=ConcurrencyForbid]:is([data-state=fired], [data-state=failed])",
+    )
+    assert both.count() >= 36  # every hour of two days, but the outage and the suspension
+    assert cells("default/mixed", "[data-skips~=Suspended]").count() >= 1
+    # the outage's 6 hours, which need not start on the hour, and the suspension's 10
+    assert cells("default/mixed", "[data-skips~=DeadlineExceeded]").count() in (6, 7)
+    assert cells("default/halfhourly", "[data-skips~=Suspended]").count() in (10, 11)
+    failed = [wf for wf in served.history.fired["hourly"] if served.history.phase[wf] == "Failed"]
+    assert cells("default/hourly", "[data-state=failed]").count() == len(failed) > 0
+    title = both.first.get_attribute("title") or ""
+    assert re.search(r"fired \d, .*skipped \d \(ConcurrencyForbid\)", title), title
+
+    # A time axis with a label per day over the 7 days shown.
+    ticks = page.locator("#crons .axis .tick.day")
+    assert 6 <= ticks.count() <= 8
+    assert re.fullmatch(r"[A-Z][a-z]{2} \d{1,2} [A-Z][a-z]{2}", ticks.first.inner_text())
+
+    fits(page, 1400)
+    fits(page, 1280)
+    shot = DOCS / "status-page.png"
     page.screenshot(path=str(shot), full_page=True)
-    assert shot.stat().st_size > 20_000
-    width, height, pixels = read_png(shot)
-    assert width == 2200 and height >= 300
+    width, _, pixels = read_png(shot)
+    assert width == 1280
     seen = colours(pixels)
     assert len(seen) > 20, "the screenshot is (nearly) blank"
-    cell_px = 4 * 18  # cells share the row's width; at 2200 px each is about 6 px wide
-    assert seen[FIRED] >= 30 * cell_px
-    assert seen[FAILED] >= 7 * cell_px
-    assert seen[SUSPENDED_GREY] >= 10 * cell_px
-    assert seen[DEADLINE_PURPLE] >= 13 * cell_px
+    for colour in (FIRED, FAILED, SUSPENDED_GREY, FORBID_ORANGE, DEADLINE_PURPLE):
+        assert seen[colour] >= 100, colour
+    # In the pixels of single buckets that fired, the skip colour is drawn too.
+    for i in range(0, both.count(), 5):
+        inside = colours(pixels, box_of(both.nth(i)))
+        assert inside[FIRED] + inside[FAILED] >= 8 and inside[FORBID_ORANGE] >= 8, inside
+
+    # The scheduler comes back and decides what was due: the banner goes.
+    svc = served.engine.service
+    svc.tick(list(served.history.ids.values()), datetime.now(UTC))
+    page.click("#refresh")
+    page.wait_for_selector("body[data-scheduler=ok][data-state=ready]", timeout=20_000)
+    assert stale.is_hidden()
+    nxt = mixed.locator("td.next .when")
+    assert "overdue" not in (nxt.get_attribute("class") or "")
+    assert re.search(r"in \d+ (s|min)$", nxt.inner_text()), nxt.inner_text()
+
+    # Times in the browser's zone, on request (and remembered).
+    page.select_option("#zone", "local")
+    page.wait_for_selector("body[data-state=ready]", timeout=20_000)
+    berlin = fired.astimezone(ZoneInfo("Europe/Berlin"))
+    offset = int(berlin.utcoffset().total_seconds()) // 3600  # type: ignore[union-attr]
+    shown = mixed.locator("td.last .abs").inner_text()
+    assert shown == berlin.strftime(f"%Y-%m-%d %H:%M:%S GMT+{offset}"), shown
+    assert page.evaluate("localStorage.getItem('cronsource.zone')") == "local"
+    assert errors == []
+
+
+def test_each_cronworkflow_has_a_page_with_its_workflows_next_runs_and_commands(
+    served: Served, browser: Any
+) -> None:
+    errors: list[str] = []
+    page = open_page(browser, served.url, errors)
+    page.click("tr.cw[data-name='default/hourly'] a.name")
+    page.wait_for_selector("body[data-view=detail][data-state=ready]", timeout=20_000)
+    assert page.url.endswith("#/namespaces/default/cronworkflows/hourly")
+    assert page.inner_text("#detail-title") == "default/hourly"
+
+    # Its Workflows, newest first, with the phases their runs ended in.
+    h = served.history
+    wfs = page.locator("#workflows tbody tr")
+    shown = [
+        (wfs.nth(i).get_attribute("data-workflow"), wfs.nth(i).locator(".badge").inner_text())
+        for i in range(wfs.count())
+    ]
+    assert shown == [(wf, h.phase[wf]) for wf in reversed(h.fired["hourly"][-20:])]
+    assert {"Failed", "Succeeded"} <= {p for _, p in shown}
+    # Its next runs, in its own zone and in UTC, with how far off they are.
+    assert page.locator("#next tbody tr").count() == 5
+    assert re.search(r"in \d+ (s|min|h)", page.locator("#next tbody tr").first.inner_text())
+
+    # A CronWorkflow with a run still going: its newest Workflow is Active.
+    page.goto(served.url + "#/namespaces/default/cronworkflows/mixed")
+    page.wait_for_selector("#detail[data-name='default/mixed']", timeout=20_000)
+    page.wait_for_selector("body[data-state=ready]")
+    wfs = page.locator("#workflows tbody tr")
+    assert wfs.count() == 20  # the newest 20
+    newest = h.fired["mixed"][-1]
+    assert h.phase[newest] == "Active"
+    assert wfs.first.get_attribute("data-workflow") == newest
+    assert wfs.first.locator(".badge").inner_text() == "Active"
+    phases = Counter(wfs.nth(i).get_attribute("data-phase") for i in range(20))
+    assert phases == Counter(h.phase[wf] for wf in h.fired["mixed"][-20:])
+    page.screenshot(path=str(DOCS / "status-page-detail.png"), full_page=True)
+
+    # The next runs of a CronWorkflow in New York are shown in New York time.
+    page.goto(served.url + "#/namespaces/ops/cronworkflows/nightly")
+    page.wait_for_selector("#detail[data-name='ops/nightly']", timeout=20_000)
+    page.wait_for_selector("body[data-state=ready]")
+    local = page.locator("#next tbody td.local").first.inner_text()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d 02:30:00 E[SD]T", local), local
+    assert page.inner_text("#next-zone") == "(America/New_York)"
+
+    # The buttons (a token was given) call the API; the store shows the result.
+    page.goto(served.url + "#/namespaces/default/cronworkflows/hourly")
+    page.wait_for_selector("#detail[data-name='default/hourly']", timeout=20_000)
+    page.wait_for_selector("body[data-state=ready]")
+    assert page.locator("#actions").is_visible() and page.locator("#resume").is_hidden()
+    svc = served.engine.service
+
+    def stored() -> Any:
+        return svc.repository.get(served.history.ids["hourly"])
+
+    page.click("#suspend")
+    page.wait_for_selector("#action-result.ok", timeout=20_000)
+    assert page.inner_text("#action-result").startswith("suspended")
+    assert stored().suspended
+    page.wait_for_selector("#detail-state.Suspended", timeout=20_000)
+    assert page.locator("#suspend").is_hidden()
+    page.click("#resume")
+    page.wait_for_function(
+        "document.querySelector('#action-result').textContent.startsWith('resumed')"
+    )
+    assert not stored().suspended
+    page.on("dialog", lambda d: d.accept())
+    page.click("#trigger")
+    page.wait_for_function(
+        "document.querySelector('#action-result').textContent.startsWith('started')"
+    )
+    started = page.inner_text("#action-result").removeprefix("started ")
+    assert started in stored().active
+    page.wait_for_selector(f"#workflows tr[data-workflow='{started}']", timeout=20_000)
+    row = page.locator(f"#workflows tr[data-workflow='{started}']")
+    assert row.locator("td").nth(2).inner_text() == "manual"
+    assert errors == []
 
 
 def test_status_page_asks_for_the_token_then_shows_the_table(pg_url: str, browser: Any) -> None:
@@ -246,7 +507,7 @@ def test_status_page_asks_for_the_token_then_shows_the_table(pg_url: str, browse
             page.fill("#token", "page-token")
             page.click("#login button[type=submit]")
             page.wait_for_selector("body[data-state=ready]", timeout=20_000)
-            assert page.locator("#crons tbody tr").count() == 1
+            assert page.locator("#crons tbody tr.cw").count() == 1
             assert page.locator("#login").is_hidden()
     finally:
         engine.close()

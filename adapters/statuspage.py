@@ -1,0 +1,230 @@
+"""JSON the status page needs beyond the resource API: is any scheduler deciding, and which
+Workflows a CronWorkflow made with their phases.
+
+Kept out of `adapters/http.py` (which includes this router with one line) so the page's
+queries live next to each other and the resource API stays what docs/http-api.md documents.
+
+Whether a scheduler is alive is read from what the store records, not from a heartbeat (a
+heartbeat is only logged): the due index (`cronsource_status.next_due`) says when each
+CronWorkflow next needs a decision. A tick due longer ago than the late tolerance that no one has
+decided means no scheduler is deciding it: a live one decides a tick within the tolerance, or
+the tick would be recorded as missed. That holds whatever the schedules are (a daily schedule has
+no decision for hours and is still fine), and it is exactly the case in which the page would
+otherwise show a "next run" in the past. The time of the latest scheduled decision and, on
+PostgreSQL, the number of `cronsource run` replicas holding their member lock
+(adapters/shards.py) are shown beside it to say why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi import Path as PathParam
+from pydantic import BaseModel, Field
+
+from adapters.api import Operations, ReadQueries
+from adapters.engine import Engine
+from adapters.shards import _MEMBER_CLASS
+from adapters.sqlview import AUDIT_COLUMNS, audit_from_row
+from domain.service import NotFound
+from projections.readmodel import AuditRow, rfc3339
+
+_DNS = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+#: How many overdue CronWorkflows the answer names (the count covers all of them).
+OVERDUE_LISTED = 20
+#: Fires by a person or a backfill are not the scheduler deciding.
+_NOT_SCHEDULER = ("manual", "backfill")
+_PROBLEM = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"description": "No or wrong bearer token", "content": _PROBLEM},
+    422: {"description": "Invalid input; errors[].field names each bad field", "content": _PROBLEM},
+}
+
+
+class Overdue(BaseModel):
+    namespace: str
+    name: str
+    dueAt: str
+
+
+class SchedulerHealth(BaseModel):
+    now: str = Field(description="The server's clock (the page measures relative times by it)")
+    lateToleranceSeconds: float
+    stale: bool = Field(
+        description="true when some tick has been due for longer than the late tolerance"
+        " and no scheduler has decided it"
+    )
+    overdueCount: int
+    overdue: list[Overdue] = Field(description=f"The {OVERDUE_LISTED} longest overdue")
+    lastDecisionAt: str | None = Field(
+        description="When a scheduler last recorded a decision (fire or skip)"
+    )
+    schedulers: int | None = Field(
+        description="`cronsource run` replicas connected to the store (PostgreSQL only)"
+    )
+
+
+class ChildWorkflow(BaseModel):
+    name: str
+    scheduledTime: str | None
+    createdAt: str
+    trigger: str
+    phase: str = Field(
+        description="Succeeded, Failed, Error (from the run's end), Active (not finished),"
+        " SubmissionFailed or Vanished"
+    )
+    finishedAt: str | None = None
+    message: str | None = None
+
+
+class ChildWorkflowList(BaseModel):
+    items: list[ChildWorkflow] = Field(description="Newest first")
+
+
+def scheduler_health(engine: Engine, now: datetime) -> dict[str, Any]:
+    view = engine.view
+    tolerance = engine.service.late_tolerance
+    cutoff = (now - tolerance).timestamp()
+    live = "FROM cronsource_status WHERE deleted = 0 AND next_due IS NOT NULL AND next_due < ?"
+    count = int(view.query(f"SELECT COUNT(*) {live}", (cutoff,))[0][0])
+    rows = view.query(
+        f"SELECT namespace, name, next_due {live} ORDER BY next_due LIMIT ?",
+        (cutoff, OVERDUE_LISTED),
+    )
+    return {
+        "now": rfc3339(now),
+        "lateToleranceSeconds": tolerance.total_seconds(),
+        "stale": count > 0,
+        "overdueCount": count,
+        "overdue": [
+            {"namespace": r[0], "name": r[1], "dueAt": rfc3339(datetime.fromtimestamp(r[2], UTC))}
+            for r in rows
+        ],
+        "lastDecisionAt": _last_decision(view),
+        "schedulers": _schedulers(view),
+    }
+
+
+def _last_decision(view: Any) -> str | None:
+    """The newest scheduled decision, found from the end of the log (the primary key), so
+    the question costs a few rows however long the log is."""
+    rows = view.query(
+        f"SELECT {AUDIT_COLUMNS} FROM cronsource_audit"
+        " WHERE type IN ('ScheduleFired', 'ScheduleSkipped')"
+        " ORDER BY notification_id DESC LIMIT 200"
+    )
+    for row in map(audit_from_row, rows):
+        if row.detail.get("trigger") not in _NOT_SCHEDULER:
+            return rfc3339(row.at)
+    return None
+
+
+def _schedulers(view: Any) -> int | None:
+    if view.is_sqlite:
+        return None  # an embedded store: the scheduler is in-process, no lock to count
+    rows = view.query(
+        "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory'"
+        " AND classid = ? AND granted",
+        (_MEMBER_CLASS,),
+    )
+    return int(rows[0][0])
+
+
+def child_workflows(
+    view: Any, namespace: str, name: str, active: Sequence[str], limit: int
+) -> list[dict[str, Any]]:
+    """The newest `limit` Workflows fired for the CronWorkflow, with how each ended."""
+    fires = [
+        audit_from_row(r)
+        for r in view.query(
+            f"SELECT {AUDIT_COLUMNS} FROM cronsource_audit WHERE namespace = ? AND name = ?"
+            " AND type = 'ScheduleFired' ORDER BY notification_id DESC LIMIT ?",
+            (namespace, name, limit),
+        )
+    ]
+    names = [f.workflow for f in fires if f.workflow]
+    ends: dict[str, AuditRow] = {}
+    if names:
+        marks = ", ".join("?" for _ in names)
+        for row in map(
+            audit_from_row,
+            view.query(
+                f"SELECT {AUDIT_COLUMNS} FROM cronsource_audit WHERE namespace = ? AND name = ?"
+                " AND type IN ('RunCompleted', 'SubmissionFailed', 'RunVanished')"
+                f" AND workflow IN ({marks}) ORDER BY notification_id",
+                (namespace, name, *names),
+            ),
+        ):
+            if row.type == "SubmissionFailed" and row.detail.get("transient"):
+                continue  # retried: not an end
+            if row.workflow is not None:
+                ends[row.workflow] = row
+    running = set(active)
+    out = []
+    for f in fires:
+        wf = f.workflow or ""
+        end = ends.get(wf)
+        item: dict[str, Any] = {
+            "name": wf,
+            "scheduledTime": rfc3339(f.scheduled_time),
+            "createdAt": rfc3339(f.at),
+            "trigger": f.detail.get("trigger", "schedule"),
+        }
+        if end is None:
+            item["phase"] = "Active" if wf in running else "Unknown"
+        elif end.type == "RunCompleted":
+            item["phase"] = end.detail.get("phase", "Unknown")
+            item["finishedAt"] = end.detail.get("finishedAt") or rfc3339(end.at)
+        elif end.type == "SubmissionFailed":
+            item["phase"] = "SubmissionFailed"
+            item["message"] = end.detail.get("message")
+        else:
+            item["phase"] = "Vanished"
+        out.append(item)
+    return out
+
+
+def status_page_router(
+    engine: Engine, ops: Operations, clock: Callable[[], datetime], auth: Any
+) -> APIRouter:
+    """The page's endpoints under /api/v1, behind the app's token check `auth` (a Depends)."""
+    router = APIRouter(prefix="/api/v1", dependencies=[auth])
+    queries = ReadQueries(engine)
+
+    @router.get(
+        "/scheduler",
+        response_model=SchedulerHealth,
+        summary="Is a scheduler deciding: ticks overdue past the late tolerance, last decision",
+        tags=["status page"],
+        responses={401: _ERRORS[401]},
+    )
+    def scheduler() -> dict[str, Any]:
+        ops.catch_up(wait=False)
+        return scheduler_health(engine, clock())
+
+    @router.get(
+        "/namespaces/{namespace}/cronworkflows/{name}/workflows",
+        response_model=ChildWorkflowList,
+        summary="The Workflows a CronWorkflow made, newest first, with their phases",
+        tags=["status page"],
+        responses={
+            **_ERRORS,
+            404: {"description": "No such CronWorkflow", "content": _PROBLEM},
+        },
+    )
+    def workflows(
+        namespace: Annotated[str, PathParam(pattern=_DNS, max_length=63)],
+        name: Annotated[str, PathParam(pattern=_DNS, max_length=253)],
+        limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    ) -> dict[str, Any]:
+        ops.catch_up(wait=False)
+        row = queries.status(namespace, name)
+        if row is None:
+            raise NotFound(f"cronworkflow {namespace}/{name} not found")
+        active = [ref["name"] for ref in row["status"].get("active") or []]
+        return {"items": child_workflows(engine.view, namespace, name, active, limit)}
+
+    return router
