@@ -76,7 +76,7 @@ from adapters.engine import Engine
 from adapters.logs import scheduling_fields
 from adapters.metrics import Metrics
 from adapters.statuspage import status_page_router
-from adapters.storecheck import StoreCheck
+from adapters.storeintegrity import IntegrityCheck
 from domain.cronworkflow import manual_workflow_name
 from domain.manifest import CronWorkflowManifest, ManifestError, parse_manifest
 from domain.service import Conflict, NotFound
@@ -670,7 +670,7 @@ def create_app(
     settings.check()
     ops = Operations(engine, clock)
     queries = ReadQueries(engine)
-    store_check = StoreCheck(engine)
+    store_check = IntegrityCheck(engine)
     metrics = Metrics(engine, clock, rejected_by_api=lambda: ops.if_match_rejections)
     # Swagger UI and ReDoc from assets in the fastapi-offline wheel: /docs and /redoc work in
     # a cluster without internet access (FastAPI's own pages load them from a CDN).

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from adapters.engine import Engine
 
 
-class StoreCheck:
+class IntegrityCheck:
     def __init__(
         self,
         engine: Engine,
