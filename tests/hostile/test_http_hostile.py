@@ -241,3 +241,21 @@ def test_readyz_is_false_on_a_store_with_a_corrupt_page(tmp_path: Path) -> None:
         assert r.status_code == 503 and r.json()["status"] == "store unreadable", r.text
     finally:
         engine.close()
+
+
+def test_a_name_with_a_final_newline_is_refused_and_stores_nothing(api: httpx.Client) -> None:
+    r = api.post(CW, json=manifest("abc\n"))
+    assert r.status_code == 422 and "DNS-1123" in r.text
+    assert api.get(CW).json()["items"] == []
+    assert api.get(f"{CW}/abc%0A").status_code == 422  # the path pattern ends at end of text
+
+
+def test_a_write_past_the_request_timeout_is_answered_504(tmp_path: Path) -> None:
+    engine = build_engine(f"sqlite:///{tmp_path}/t.db")
+    app = create_app(engine, ServeSettings(request_timeout=0.000001), FixedClock())
+    try:
+        with serving(app) as base:
+            r = httpx.post(base + CW, content=_many_keys(200_000), headers=YAML, timeout=30)
+        assert r.status_code == 504 and "may still take effect" in r.json()["detail"]
+    finally:
+        engine.close()
