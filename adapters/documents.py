@@ -8,10 +8,9 @@ Why a loader of our own rather than `yaml.safe_load`:
   and `0x` integers, floats); everything else stays a string.
 - A key given twice in one mapping is an error (PyYAML keeps the last one silently).
 - Aliases are bounded: a 600-byte file of nested anchors expands to gigabytes when something
-  walks it (pydantic, `json.dumps`). Before anything is constructed, the size the document
-  would have once expanded is computed over the node graph (each distinct node once) and
-  refused past MAX_EXPANDED_BYTES / MAX_EXPANDED_NODES, as go-yaml refuses "excessive
-  aliasing".
+  walks it (pydantic, `json.dumps`). While the node graph is composed, before anything is
+  constructed, the size the document would have once expanded is counted and refused past
+  MAX_EXPANDED_BYTES / MAX_EXPANDED_NODES, as go-yaml refuses "excessive aliasing".
 - Nesting is bounded (MAX_DEPTH): past about 900 levels the recursive composer, pydantic and
   `json.dumps` raise RecursionError, which used to surface as a traceback.
 - Text must be UTF-8 (as Kubernetes requires); UTF-16/32 and other bytes get one clear line.
@@ -28,7 +27,8 @@ from typing import Any
 import yaml
 from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
-from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.events import AliasEvent
+from yaml.nodes import MappingNode, Node, ScalarNode
 from yaml.resolver import Resolver
 
 #: Largest input, in bytes: the HTTP request-body limit (Kubernetes' is 3 MiB too).
@@ -36,8 +36,9 @@ MAX_INPUT_BYTES = 3 * 1024 * 1024
 #: Largest expanded document, in bytes of scalar text: the object size limit (1.5 MiB, as
 #: etcd's default request limit bounds a Kubernetes object).
 MAX_EXPANDED_BYTES = 3 * 1024 * 1024 // 2
-#: Most nodes a document may expand to (aliases counted at every use).
-MAX_EXPANDED_NODES = 500_000
+#: Most nodes a document may expand to (aliases counted at every use). A large Argo
+#: workflowSpec has a few thousand; composing is pure Python, so this bounds its time too.
+MAX_EXPANDED_NODES = 100_000
 #: Deepest nesting of mappings and sequences. Real CronWorkflows are under 20 levels deep.
 MAX_DEPTH = 100
 
@@ -159,21 +160,60 @@ for _tag in ("timestamp", "binary", "omap", "pairs", "set"):  # YAML 1.1 types: 
     _CoreConstructor.yaml_constructors.pop(_CORE + _tag, None)
 
 
+class _Oversize(Exception):
+    """The document grew past a limit while being composed (DocumentError once caught)."""
+
+
 class _BoundedComposer(Composer):
-    """The composer, refusing nesting deeper than MAX_DEPTH while it builds the graph."""
+    """The composer, refusing while it builds the node graph: nesting deeper than MAX_DEPTH,
+    an alias to a node that contains it, and a document whose size with every alias
+    expanded passes MAX_EXPANDED_BYTES or MAX_EXPANDED_NODES. The size is counted as nodes
+    are composed (an alias adds its target's whole size, known once the target is
+    complete), so refusing a 3 MiB document costs the first 1.5 MiB of it, and a bomb of
+    nested anchors costs a few hundred nodes."""
 
     _depth = 0
+
+    def reset_budget(self) -> None:
+        self._nodes = 0
+        self._bytes = 0
+        self._sizes: dict[int, tuple[int, int]] = {}  # complete node -> its expanded size
+
+    def _count(self, nodes: int, size: int, mark: Any) -> None:
+        self._nodes += nodes
+        self._bytes += size
+        if self._bytes > MAX_EXPANDED_BYTES or self._nodes > MAX_EXPANDED_NODES:
+            raise _Oversize(
+                f"the document expands past {self._bytes} bytes in {self._nodes} nodes by"
+                f" line {mark.line + 1} (aliases counted at every use); the limits are"
+                f" {MAX_EXPANDED_BYTES} bytes and {MAX_EXPANDED_NODES} nodes"
+            )
 
     def compose_node(self, parent: Node | None, index: Any) -> Node:
         self._depth += 1
         try:
+            event = self.peek_event()
             if self._depth > MAX_DEPTH:
-                event = self.peek_event()
                 raise yaml.MarkedYAMLError(
                     problem=f"nested deeper than {MAX_DEPTH} levels",
                     problem_mark=event.start_mark,
                 )
+            if isinstance(event, AliasEvent):
+                target = self.anchors.get(event.anchor)
+                if target is not None:
+                    if id(target) not in self._sizes:
+                        raise yaml.MarkedYAMLError(
+                            problem="an alias refers to a node that contains it",
+                            problem_mark=event.start_mark,
+                        )
+                    self._count(*self._sizes[id(target)], event.start_mark)
+                alias: Node = super().compose_node(parent, index)
+                return alias
+            nodes, size = self._nodes, self._bytes
             node: Node = super().compose_node(parent, index)
+            own = len(node.value) + 1 if isinstance(node, ScalarNode) else 2
+            self._count(1, own, event.start_mark)
+            self._sizes[id(node)] = (self._nodes - nodes, self._bytes - size)
             return node
         finally:
             self._depth -= 1
@@ -214,45 +254,6 @@ def _at(node: Node, problem: str) -> yaml.MarkedYAMLError:
     return yaml.MarkedYAMLError(problem=problem, problem_mark=node.start_mark)
 
 
-def _expanded_size(root: Node) -> tuple[int, int]:
-    """(nodes, bytes of scalar text) of the document once every alias is expanded.
-
-    Each distinct node is measured once (memoised by identity), so a bomb of nested anchors
-    costs its own size here, not its expansion. A node that contains itself (`&a [*a]`) has
-    no finite expansion and is refused.
-    """
-    sizes: dict[int, tuple[int, int]] = {}
-    open_: set[int] = set()
-
-    def measure(node: Node) -> tuple[int, int]:
-        key = id(node)
-        if key in sizes:
-            return sizes[key]
-        if key in open_:
-            raise _at(node, "an alias refers to a node that contains it")
-        if isinstance(node, ScalarNode):
-            result = (1, len(node.value) + 1)
-        else:
-            open_.add(key)
-            n, b = 1, 2
-            children = (
-                [c for pair in node.value for c in pair]
-                if isinstance(node, MappingNode)
-                else node.value
-                if isinstance(node, SequenceNode)
-                else []
-            )
-            for child in children:
-                cn, cb = measure(child)
-                n, b = n + cn, b + cb
-            open_.discard(key)
-            result = (n, b)
-        sizes[key] = result
-        return result
-
-    return measure(root)
-
-
 def _one_line(e: yaml.YAMLError) -> str:
     if isinstance(e, yaml.MarkedYAMLError):
         mark = e.problem_mark or e.context_mark
@@ -273,20 +274,13 @@ def load_yaml(data: bytes | str, source: str) -> list[Any]:
         raise DocumentError(f"{source}: not valid YAML: {_one_line(e)}") from None
     try:
         while loader.check_node():
+            loader.reset_budget()
             node = loader.get_node()
-            if node is None:
-                continue
-            nodes, size = _expanded_size(node)
-            if size > MAX_EXPANDED_BYTES or nodes > MAX_EXPANDED_NODES:
-                line = node.start_mark.line + 1
-                raise DocumentError(
-                    f"{source}: the document at line {line} expands to {size} bytes in"
-                    f" {nodes} nodes (aliases counted at every use); the limits are"
-                    f" {MAX_EXPANDED_BYTES} bytes and {MAX_EXPANDED_NODES} nodes"
-                )
-            doc = loader.construct_document(node)
+            doc = loader.construct_document(node) if node is not None else None
             if doc is not None:
                 docs.append(doc)
+    except _Oversize as e:
+        raise DocumentError(f"{source}: {e}") from None
     except yaml.YAMLError as e:
         raise DocumentError(f"{source}: not valid YAML: {_one_line(e)}") from None
     except RecursionError:

@@ -30,7 +30,9 @@ def _race(bases: list[str], rounds: int) -> list[tuple[int, int]]:
             barrier = threading.Barrier(2)
             answers: list[Any] = [None, None]
 
-            def post(i: int, name: str = name) -> None:
+            def post(
+                i: int, name: str = name, barrier: Any = barrier, answers: Any = answers
+            ) -> None:
                 body = manifest(name, f"{i} * * * *")  # different specs: minute 0 and 1
                 barrier.wait()
                 answers[i] = clients[i].post(CW, json=body, headers={"If-None-Match": "*"})
@@ -60,9 +62,13 @@ def _race(bases: list[str], rounds: int) -> list[tuple[int, int]]:
 def test_two_replicas_creating_one_name_get_exactly_one_winner(
     kind: str, tmp_path: Any, request: pytest.FixtureRequest
 ) -> None:
-    store = f"sqlite:///{tmp_path}/race.db" if kind == "sqlite" else request.getfixturevalue("pg_url")
+    if kind == "sqlite":
+        store = f"sqlite:///{tmp_path}/race.db"
+    else:
+        store = request.getfixturevalue("pg_url")
     migrate(StoreConfig.parse(store))
     with serve(store) as a, serve(store) as b:
         results = _race([a, b], ROUNDS)
     assert len(results) == ROUNDS
-    print(f"{kind}: {ROUNDS} rounds, one winner each; replica 0 won {sum(w == 0 for _, w in results)}")
+    first = sum(w == 0 for _, w in results)
+    print(f"{kind}: {ROUNDS} rounds, one winner each; replica 0 won {first}")

@@ -1,0 +1,189 @@
+"""Admission as the Kubernetes API server bounds it (issue 15, items 2-4): names, labels,
+annotation and object sizes, linear-time durations, bounded expression arguments. Each
+message names the limit. Every case here was admitted (or took tens of seconds) before."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from adapters.engine import build_engine
+from adapters.store import StoreConfig
+from domain.durations import parse_duration
+from domain.expressions import ExpressionError, cronworkflow_variables, evaluate
+from domain.manifest import ManifestError, parse_manifest
+
+T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
+
+
+def doc(name: str = "a", *, namespace: str = "default", **meta: Any) -> dict[str, Any]:
+    spec = meta.pop("spec", {})
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "CronWorkflow",
+        "metadata": {"name": name, "namespace": namespace, **meta},
+        "spec": {"schedule": "0 * * * *", "workflowSpec": {"entrypoint": "main"}, **spec},
+    }
+
+
+def refused(d: dict[str, Any], bound: float = 2.0) -> str:
+    """The refusal message; admission must be fast even when it refuses (a generous
+    behavioural bound on a shared machine, not a benchmark)."""
+    started = time.monotonic()
+    with pytest.raises(ManifestError) as e:
+        parse_manifest(d)
+    assert time.monotonic() - started < bound
+    return str(e.value)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("abc\n", id="final newline ($ matched before it)"),
+        pytest.param("Abc", id="uppercase"),
+        pytest.param("a..b", id="empty label between dots"),
+        pytest.param("-a", id="leading dash"),
+        pytest.param("a.-b", id="dash after dot"),
+        pytest.param("a_b", id="underscore"),
+    ],
+)
+def test_names_must_be_dns_1123_subdomains(name: str) -> None:
+    assert "metadata.name" in refused(doc(name))
+
+
+@pytest.mark.parametrize(
+    "namespace",
+    [
+        pytest.param("default\n", id="final newline"),
+        pytest.param("a.b", id="dots are not allowed in a label"),
+        pytest.param("n" * 64, id="64 characters"),
+        pytest.param("", id="empty"),
+    ],
+)
+def test_namespaces_must_be_dns_1123_labels(namespace: str) -> None:
+    assert "metadata.namespace" in refused(doc(namespace=namespace))
+
+
+def test_valid_names_still_pass() -> None:
+    parse_manifest(doc("a.b-c", namespace="team-1"))
+
+
+@pytest.mark.parametrize(
+    "labels, message",
+    [
+        pytest.param({"app": "v" * 64}, "at most 63", id="64-character value"),
+        pytest.param({"app": "x" * 10_000_000}, "too large|at most 63|1.5 MiB", id="10 MB value"),
+        pytest.param({"app": "a b"}, "must be letters", id="space in value"),
+        pytest.param({"app": "yes\n"}, "must be letters", id="newline in value"),
+        pytest.param({"-app": "v"}, "name part", id="key starts with dash"),
+        pytest.param({"Bad_Prefix/app": "v"}, "prefix", id="uppercase prefix"),
+        pytest.param({"/app": "v"}, "prefix part must not be empty", id="empty prefix"),
+        pytest.param({"k" * 64: "v"}, "at most 63", id="64-character key name"),
+    ],
+)
+def test_labels_are_checked_as_kubernetes_checks_them(labels: dict[str, str], message: str) -> None:
+    import re
+
+    text = refused(doc(labels=labels))
+    assert re.search(message, text), text
+
+
+def test_good_labels_pass() -> None:
+    parse_manifest(doc(labels={"example.com/team": "data", "tier": "", "a_b.c-d": "X_1.2-3"}))
+
+
+def test_annotations_are_limited_to_256_kib_in_total() -> None:
+    text = refused(doc(annotations={"a": "x" * 150_000, "b": "y" * 150_000}))
+    assert "256 KiB" in text and "262144" in text
+    parse_manifest(doc(annotations={"a": "x" * 200_000}))
+
+
+def test_objects_over_1_5_mib_are_refused_naming_the_limit() -> None:
+    big = {
+        "entrypoint": "main",
+        "templates": [{"name": f"t{i}", "x": "y" * 1000} for i in range(2000)],
+    }
+    text = refused(doc(spec={"workflowSpec": big}))
+    assert "1.5 MiB" in text and "1572864" in text
+
+
+def test_a_spec_of_200000_keys_is_refused() -> None:
+    """About the most keys a 3 MiB body can hold (5 million took 33 s and 2.7 GB before)."""
+    keys = {f"k{i}": 1 for i in range(200_000)}  # over 1.5 MiB as JSON
+    text = refused(doc(spec={"workflowSpec": {"entrypoint": "main", **keys}}), bound=10)
+    assert "1.5 MiB" in text
+
+
+def test_parsing_a_20000_digit_duration_is_linear_and_names_the_limit() -> None:
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="longer than the limit of 64"):
+        parse_duration("1" * 20_000 + "s")
+    with pytest.raises(ValueError, match="invalid duration"):
+        parse_duration("1" * 60 + "x")
+    assert time.monotonic() - started < 0.5
+
+
+def test_every_with_20000_digits_is_refused_in_well_under_a_second() -> None:
+    started = time.monotonic()
+    text = refused(doc(spec={"schedule": "@every " + "1" * 20_000}))
+    assert time.monotonic() - started < 1
+    assert "limit of 1024" in text and len(text) < 500
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        pytest.param("float(cronworkflow.annotations.n) > 0", id="float()"),
+        pytest.param("int(cronworkflow.annotations.n) > 0", id="int()"),
+        pytest.param("duration(cronworkflow.annotations.n) > duration('1s')", id="duration()"),
+    ],
+)
+def test_conversion_of_a_long_annotation_is_refused_by_the_cost_budget(expression: str) -> None:
+    variables = cronworkflow_variables(
+        name="a",
+        namespace="default",
+        labels={},
+        annotations={"n": "1" * 3000 + "x"},
+        failed=0,
+        succeeded=0,
+        last_scheduled_time=None,
+    )
+    started = time.monotonic()
+    with pytest.raises(ExpressionError, match="cost budget"):
+        evaluate(expression, variables)
+    assert time.monotonic() - started < 0.5
+
+
+def test_a_hostile_when_skips_its_own_tick_and_does_not_delay_another_cronworkflow() -> None:
+    """One CronWorkflow whose `when` reads a 3,000-digit annotation used to stop every fire
+    of every CronWorkflow for about 138 s. Now its tick is a WhenFalse skip naming the
+    budget, and the other fires in the same batch at once."""
+    engine = build_engine(StoreConfig.parse("memory:"))
+    try:
+        svc = engine.service
+        hostile = doc(
+            "hostile",
+            annotations={"n": "9" * 3000 + "x"},
+            spec={
+                "schedule": "* * * * *",
+                "when": "duration(cronworkflow.annotations.n) > duration('1s')"
+                " && float(cronworkflow.annotations.n) > 0",
+            },
+        )
+        calm = doc("calm", spec={"schedule": "* * * * *"})
+        ids = [svc.apply(parse_manifest(d), T0)[0] for d in (hostile, calm)]
+        at = T0 + timedelta(minutes=1)
+        started = time.monotonic()
+        report = svc.tick(ids, at)
+        delay = time.monotonic() - started
+        assert delay < 1.0, f"the batch took {delay:.2f}s"
+        assert report.fires == 1
+        skipped = [e for e in svc.events.get(ids[0]) if type(e).__name__ == "ScheduleSkipped"]
+        assert skipped and skipped[-1].reason == "WhenFalse"
+        assert "cost budget" in (skipped[-1].message or "")
+        print(f"hostile when: fire delay to the other CronWorkflow {delay * 1000:.1f} ms")
+    finally:
+        engine.close()
