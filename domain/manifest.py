@@ -19,6 +19,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -34,6 +35,7 @@ from domain.schedule import (
     validate_timezone,
     zone_conflict,
 )
+from domain.workflowspec import workflow_spec_problem
 
 #: Longest CronWorkflow name: `<name>-<10-digit unix seconds>` must fit Kubernetes' 63.
 MAX_NAME_LENGTH = 52
@@ -169,7 +171,8 @@ class CronWorkflowSpec(_Model):
     successful_jobs_history_limit: int | None = Field(default=None, ge=0)
     failed_jobs_history_limit: int | None = Field(default=None, ge=0)
     workflow_metadata: WorkflowMetadata | None = None
-    workflow_spec: dict[str, Any] = Field(default_factory=dict)
+    # Validated even when absent: Argo's CRD requires it (see `_argo_validates_workflow_spec`).
+    workflow_spec: dict[str, Any] = Field(default_factory=dict, validate_default=True)
     when: str | None = None
     stop_strategy: StopStrategy | None = None
 
@@ -177,6 +180,16 @@ class CronWorkflowSpec(_Model):
     @classmethod
     def _valid_schedule(cls, v: str | None) -> str | None:
         return _cron_expression(v) if v is not None and v.strip() else v
+
+    @field_validator("workflow_spec", mode="before")
+    @classmethod
+    def _argo_validates_workflow_spec(cls, v: object, info: ValidationInfo) -> object:
+        if info.context and info.context.get("stored"):
+            return v  # admitted when it was stored; an older cronsource checked less
+        problem = workflow_spec_problem({} if v is None else v)
+        if problem:
+            raise ValueError(problem)
+        return v
 
     @field_validator("timezone")
     @classmethod
@@ -253,7 +266,9 @@ def _path(loc: tuple[int | str, ...]) -> str:
         elif part in ("function-after", "function-before") or "[" in str(part):
             continue
         else:
-            out += ("." if out else "") + str(part)
+            # A default validated in place is named by its Python name; users wrote camelCase.
+            name = to_camel(part) if "_" in part else part
+            out += ("." if out else "") + name
     return out
 
 
