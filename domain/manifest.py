@@ -287,6 +287,16 @@ def _describe(err: Any) -> str:
     return f"{path or '<manifest>'}: {msg}{shown}"
 
 
+def is_other_kind(data: object) -> bool:
+    """A Kubernetes object of another kind (a WorkflowTemplate beside the CronWorkflow):
+    `argo cron lint` lints the CronWorkflows of a file and ignores the rest, so do we. A
+    document without a kind is still refused (Argo skips it silently; a typo should not)."""
+    if not isinstance(data, dict):
+        return False
+    kind = data.get("kind")
+    return isinstance(kind, str) and kind not in ("", "CronWorkflow")
+
+
 def parse_manifest(data: object, source: str = "") -> CronWorkflowManifest:
     """Admit one manifest document, or raise ManifestError naming every bad field."""
     if not isinstance(data, dict):

@@ -438,3 +438,30 @@ def test_a_stored_spec_from_before_these_checks_still_loads() -> None:
     agg = CronWorkflow.from_manifest(parse_manifest(manifest()), _t("10:00:00"))
     agg.spec = {**agg.spec, "workflowSpec": {"foo": 1}}
     assert agg.spec_model.workflow_spec == {"foo": 1}
+
+
+# ------------------------------------------------------------------ 8. other kinds in a file
+
+WORKFLOW_TEMPLATE = {
+    "apiVersion": "argoproj.io/v1alpha1",
+    "kind": "WorkflowTemplate",
+    "metadata": {"name": "wt"},
+    "spec": {"entrypoint": "main", "templates": TEMPLATES},
+}
+
+
+def test_lint_and_apply_take_the_cronworkflows_of_a_file_and_ignore_other_kinds(run: Any) -> None:
+    # cmd/argo/lint/lint.go lintData: objects of kinds not being linted are skipped.
+    f = write(run.tmp, "m.yaml", [WORKFLOW_TEMPLATE, manifest()])
+    res = run("lint", f)
+    assert res.exit_code == 0 and "1 CronWorkflow(s) valid" in res.output, res.output
+    assert "hello created" in run("apply", "-f", f).output
+    assert [c["metadata"]["name"] for c in json.loads(run("list", "-o", "json").output)] == [
+        "hello"
+    ]
+
+
+def test_a_file_without_any_cronworkflow_is_an_error(run: Any) -> None:
+    # lint.go: "found nothing to lint in the specified paths, failing..."
+    res = run("lint", write(run.tmp, "m.yaml", [WORKFLOW_TEMPLATE]))
+    assert res.exit_code == 1 and "found no CronWorkflow" in res.output
