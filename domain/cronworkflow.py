@@ -42,6 +42,7 @@ from domain.manifest import (
     scheduling_options,
 )
 from domain.schedule import CompiledSchedule, compile_schedule, needs_anchor
+from domain.whentemplate import evaluate_when
 
 #: uuid5 namespace of cronsource stream ids; never change it (ids are stored everywhere).
 STREAM_NAMESPACE = UUID("6f2d1a52-6c1e-4a55-9d0e-2b8f3c1a7e10")
@@ -285,7 +286,7 @@ class CronWorkflow(Aggregate):
         if not src:
             return True
         try:
-            return evaluate_bool(src, self._variables(at))
+            return evaluate_when(src, self._variables(at))
         except ExpressionError as e:
             return str(e)
 

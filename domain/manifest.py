@@ -35,6 +35,7 @@ from domain.schedule import (
     validate_timezone,
     zone_conflict,
 )
+from domain.whentemplate import validate_when
 from domain.workflowspec import workflow_spec_problem
 
 #: Longest CronWorkflow name: `<name>-<10-digit unix seconds>` must fit Kubernetes' 63.
@@ -205,7 +206,7 @@ class CronWorkflowSpec(_Model):
     def _valid_when(cls, v: str | None) -> str | None:
         if v is not None:
             try:
-                validate_condition(v)
+                validate_when(v)
             except ExpressionError as e:
                 raise ValueError(str(e)) from None
         return v

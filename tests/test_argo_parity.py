@@ -465,3 +465,78 @@ def test_a_file_without_any_cronworkflow_is_an_error(run: Any) -> None:
     # lint.go: "found nothing to lint in the specified paths, failing..."
     res = run("lint", write(run.tmp, "m.yaml", [WORKFLOW_TEMPLATE]))
     assert res.exit_code == 1 and "found no CronWorkflow" in res.output
+
+
+# ------------------------------------------------------------------ 7. when: tags and functions
+
+
+def _variables(**extra: Any) -> dict[str, object]:
+    from domain.expressions import NOW_VARIABLE, cronworkflow_variables
+
+    return {
+        **cronworkflow_variables(
+            name="hello",
+            namespace="default",
+            labels={"team": "a"},
+            annotations={},
+            failed=1,
+            succeeded=2,
+            last_scheduled_time=None,
+        ),
+        NOW_VARIABLE: _t("09:30:00"),
+        **extra,
+    }
+
+
+@pytest.mark.parametrize(
+    ("when", "expected"),
+    [
+        # Simple tags are substituted first (util/template simple_template.go).
+        ("'{{cronworkflow.namespace}}' == 'default'", True),
+        ("'{{ cronworkflow.name }}' == 'other'", False),
+        # Expression tags render to their JSON text, then the text is evaluated.
+        ("{{= cronworkflow.failed < 3 }} && {{= cronworkflow.succeeded == 2 }}", True),
+        ("{{= cronworkflow.lastScheduledTime == nil }}", True),
+        # Argo's environment: sprig, matches (RE2), asInt, time methods.
+        ("{{= sprig.trim('  x ') == 'x' }}", True),
+        ("{{= sprig.upper(cronworkflow.name) == 'HELLO' }}", True),
+        ("{{= cronworkflow.name matches '^h[a-z]+$' }}", True),
+        ("{{= cronworkflow.name not matches '^x' }}", True),
+        ("{{= asInt('3') > cronworkflow.failed }}", True),
+        ("{{= now().Hour() == 9 && now().Minute() == 30 && now().Weekday() == 1 }}", True),
+    ],
+)
+def test_when_substitutes_tags_and_offers_argos_functions(when: str, expected: bool) -> None:
+    from domain.whentemplate import evaluate_when, validate_when
+
+    validate_when(when)
+    assert evaluate_when(when, _variables()) is expected
+
+
+@pytest.mark.parametrize(
+    ("when", "message"),
+    [
+        ("{{cronworkflow.failed}} > 1", "failed to resolve {{cronworkflow.failed}} to string"),
+        ("'{{cronworkflow.nmae}}' == 'x'", "failed to resolve {{cronworkflow.nmae}}"),
+        ("{{= cronworkflow.failed > 1", "cannot find end tag"),
+    ],
+)
+def test_when_tags_argo_cannot_substitute_are_refused_at_lint(
+    run: Any, when: str, message: str
+) -> None:
+    res = run("lint", write(run.tmp, "m.yaml", [manifest({"when": when})]))
+    assert res.exit_code == 1 and "spec.when" in res.output and message in res.output, res.output
+
+
+def test_a_when_with_a_simple_tag_fires_in_simulate(tmp_path: Path) -> None:
+    res = simulate(
+        tmp_path,
+        {
+            "start": "2026-05-04T06:00:30Z",
+            "end": "2026-05-04T06:02:30Z",
+            "cronWorkflows": [manifest({"when": "'{{cronworkflow.namespace}}' == 'default'"})],
+        },
+    )
+    assert res.exit_code == 0, res.output
+    kinds = [e["type"] for e in json.loads(res.output)["events"]]
+    assert kinds.count("ScheduleFired") == 2
