@@ -52,7 +52,8 @@ raise (Go yields ``+Inf`` for ``/``); ``**`` overflow raises.
 Variables
 ---------
 `evaluate` takes a mapping of top-level names. Nested plain mappings behave like expr-lang
-maps: a missing key reads as ``nil`` (so ``cronworkflow.labels.env == 'prod'`` is simply
+maps: a missing key reads as ``nil``; ``cronworkflow.labels`` is a Go map[string]string as in
+Argo, so a missing label reads as ``""`` (``cronworkflow.labels.env == 'prod'`` is simply
 false when there is no ``env`` label). The ``cronworkflow`` object built by
 `cronworkflow_variables` is a record: an unknown field such as ``cronworkflow.faild`` is an
 error, catching typos. Times are timezone-aware `datetime` values in UTC (``nil`` before the
@@ -159,7 +160,8 @@ def cronworkflow_variables(
 
     ``cronworkflow`` is a record with ``name``, ``namespace``, ``labels``, ``annotations``
     (maps: ``cronworkflow.labels.app`` or ``cronworkflow.labels['a.b/c']``; a missing key is
-    ``nil``), ``failed``, ``succeeded`` and ``lastScheduledTime`` (an aware UTC `datetime`, or
+    ``""``; ``annotations`` holds the labels, as in Argo v4.0.5, whose results these must
+    equal), ``failed``, ``succeeded`` and ``lastScheduledTime`` (an aware UTC `datetime`, or
     None before the first run; a naive datetime is taken as UTC). Unknown fields are errors.
     """
     return {
@@ -167,8 +169,10 @@ def cronworkflow_variables(
             {
                 "name": name,
                 "namespace": namespace,
-                "labels": dict(labels),
-                "annotations": dict(annotations),
+                "labels": _StringMap(labels),
+                # Argo v4.0.5 sets `annotations` to the labels (operator.go expressionEnv:
+                # addSetField("annotations", cron.Labels)); results must equal Argo's.
+                "annotations": _StringMap(labels),
                 "failed": failed,
                 "succeeded": succeeded,
                 "lastScheduledTime": (
@@ -217,6 +221,10 @@ def _checked_source(source: object) -> str:
             f"expression is too long ({len(source)} > {MAX_EXPRESSION_LENGTH} characters)",
         )
     return source
+
+
+class _StringMap(dict[str, str]):
+    """A Go map[string]string: a missing key reads as "" (the zero value), not nil."""
 
 
 class _Record(Mapping[str, object]):
@@ -1539,6 +1547,8 @@ class _Evaluation:
             if isinstance(key, str) and key in container:
                 return container[key]
             raise _Fail(f"unknown name {node.path or key!r}")
+        if isinstance(container, _StringMap):
+            return container.get(key, "") if isinstance(key, str) else ""
         if isinstance(container, Mapping):
             return container.get(key)
         if isinstance(container, list | tuple):
