@@ -42,6 +42,7 @@ from domain.manifest import (
     scheduling_options,
 )
 from domain.schedule import CompiledSchedule, compile_schedule, needs_anchor
+from domain.whentemplate import evaluate_when
 
 #: uuid5 namespace of cronsource stream ids; never change it (ids are stored everywhere).
 STREAM_NAMESPACE = UUID("6f2d1a52-6c1e-4a55-9d0e-2b8f3c1a7e10")
@@ -75,12 +76,17 @@ def manual_workflow_name(cron_name: str, request_id: str) -> str:
     return f"{cron_name}-m{digest}"
 
 
+#: Validation context for a spec read back from events: admission checks added since it
+#: was stored must not make its stream unreadable.
+STORED: dict[str, Any] = {"stored": True}
+
+
 def _spec_dict(spec: CronWorkflowSpec) -> dict[str, Any]:
     return spec.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
 def _schedule_key(spec: dict[str, Any], annotations: dict[str, str]) -> tuple[Any, ...]:
-    s = CronWorkflowSpec.model_validate(spec)
+    s = CronWorkflowSpec.model_validate(spec, context=STORED)
     return (s.all_schedules, s.timezone, scheduling_options(annotations).dst_policy)
 
 
@@ -186,7 +192,7 @@ class CronWorkflow(Aggregate):
         """The spec as a model, parsed once per spec dict (events replace it, never edit it)."""
         cached = getattr(self, "_spec_model", None)
         if cached is None or cached[0] is not self.spec:
-            cached = (self.spec, CronWorkflowSpec.model_validate(self.spec))
+            cached = (self.spec, CronWorkflowSpec.model_validate(self.spec, context=STORED))
             self._spec_model = cached
         model: CronWorkflowSpec = cached[1]
         return model
@@ -280,7 +286,7 @@ class CronWorkflow(Aggregate):
         if not src:
             return True
         try:
-            return evaluate_bool(src, self._variables(at))
+            return evaluate_when(src, self._variables(at))
         except ExpressionError as e:
             return str(e)
 

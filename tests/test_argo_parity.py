@@ -319,3 +319,224 @@ def test_argos_cron_when_example_runs_every_six_minutes(tmp_path: Path) -> None:
         if e["type"] == "ScheduleFired"
     ]
     assert fired == ["06:01", "06:07", "06:13", "06:19"]
+
+
+# ------------------------------------------------------------------ 2. workflowSpec
+
+
+def _ws(**changes: Any) -> dict[str, Any]:
+    ws: dict[str, Any] = {"entrypoint": "main", "templates": copy.deepcopy(TEMPLATES)}
+    ws.update(changes)
+    return {k: v for k, v in ws.items() if v is not None}
+
+
+# (workflowSpec or None for absent, what Argo's message says); messages from validate.go
+# ValidateWorkflow/ValidateWorkflowTemplateRefFields/validateWorkflowFieldNames/
+# validateArguments and sigs.k8s.io/json's strict decoding.
+BAD_WORKFLOW_SPECS = [
+    pytest.param(None, "cannot validate Workflow: spec.entrypoint is required", id="absent"),
+    pytest.param({}, "cannot validate Workflow: spec.entrypoint is required", id="empty"),
+    pytest.param(_ws(foo=1), 'unknown field "spec.workflowSpec.foo"', id="unknown field"),
+    pytest.param(
+        _ws(templates=[{"name": "main", "containr": {}}]),
+        'unknown field "spec.workflowSpec.templates[0].containr"',
+        id="unknown template field",
+    ),
+    pytest.param(
+        _ws(entrypoint=None),
+        "cannot validate Workflow: spec.entrypoint is required",
+        id="no entrypoint",
+    ),
+    pytest.param(
+        _ws(templates=[{"name": "bad template name", "container": {"image": "x"}}]),
+        "spec.templates[0].name: 'bad template name' is invalid: name must consist of "
+        "alpha-numeric characters or '-'",
+        id="bad template name",
+    ),
+    pytest.param(
+        _ws(templates=TEMPLATES * 2), "spec.templates[1].name 'main' is not unique", id="dup"
+    ),
+    pytest.param(
+        _ws(workflowTemplateRef={"name": "wt"}),
+        "Templates is invalid field in spec if workflow referred WorkflowTemplate reference",
+        id="templates with workflowTemplateRef",
+    ),
+    pytest.param(
+        _ws(arguments={"parameters": {"a": "b"}}),
+        "cannot unmarshal object into Go struct field spec.workflowSpec.arguments.parameters",
+        id="parameters as a map",
+    ),
+    pytest.param(
+        _ws(arguments={"parameters": [{"name": "x"}]}),
+        "spec.arguments.x.value or spec.arguments.x.valueFrom is required",
+        id="parameter without value",
+    ),
+    pytest.param(
+        _ws(arguments={"parameters": [{"name": "a b", "value": "1"}]}),
+        "spec.arguments.parameters[0].name: 'a b' is invalid",
+        id="bad parameter name",
+    ),
+    pytest.param(_ws(parallelism="2"), "of type integer", id="wrong type"),
+]
+
+
+@pytest.mark.parametrize(("ws", "message"), BAD_WORKFLOW_SPECS)
+def test_lint_and_apply_refuse_what_argo_refuses_in_workflow_spec(
+    run: Any, ws: dict[str, Any] | None, message: str
+) -> None:
+    m = manifest()
+    if ws is None:
+        del m["spec"]["workflowSpec"]
+    else:
+        m["spec"]["workflowSpec"] = ws
+    f = write(run.tmp, "m.yaml", [m])
+    res = run("lint", f)
+    assert res.exit_code == 1 and message in res.output, res.output
+    assert "spec.workflowSpec" in res.output and "Traceback" not in res.output
+    assert run("apply", "-f", f).exit_code == 1
+    assert run("get", "hello").exit_code == 1  # nothing stored
+
+
+@pytest.mark.parametrize(
+    "ws",
+    [
+        pytest.param({"workflowTemplateRef": {"name": "wt"}}, id="workflowTemplateRef alone"),
+        pytest.param(
+            _ws(arguments={"parameters": [{"name": "n", "value": 3}]}), id="numeric value"
+        ),
+        pytest.param(_ws(templates=[{"name": "main", "plugin": {"any": {"x": 1}}}]), id="plugin"),
+    ],
+)
+def test_workflow_specs_argo_accepts_are_accepted(run: Any, ws: dict[str, Any]) -> None:
+    m = manifest()
+    m["spec"]["workflowSpec"] = ws
+    res = run("lint", write(run.tmp, "m.yaml", [m]))
+    assert res.exit_code == 0, res.output
+
+
+def test_an_invalid_workflow_spec_from_the_cluster_is_rejected_and_fires_nothing() -> None:
+    # What the Kubernetes watcher does with an object edited by kubectl (adapters/kube/watch.py).
+    from domain.manifest import ManifestError, parse_manifest
+
+    svc, cron_id = _svc_and_cron(_t("10:00:30"))
+    bad = manifest()
+    bad["spec"]["workflowSpec"] = _ws(entrypoint=None)
+    with pytest.raises(ManifestError) as e:
+        parse_manifest(bad)
+    svc.reject_spec(cron_id, 2, str(e.value), _t("10:00:40"))
+    svc.tick([cron_id], _t("10:05:00"))
+    kinds = [k for k, _ in _events(svc, cron_id)]
+    assert "ScheduleFired" not in kinds and "SpecRejected" in kinds
+    assert "cannot validate Workflow: spec.entrypoint is required" in svc.load(cron_id).spec_error
+
+
+def test_a_stored_spec_from_before_these_checks_still_loads() -> None:
+    # Streams written by an older cronsource must stay readable.
+    from domain.cronworkflow import CronWorkflow
+    from domain.manifest import parse_manifest
+
+    agg = CronWorkflow.from_manifest(parse_manifest(manifest()), _t("10:00:00"))
+    agg.spec = {**agg.spec, "workflowSpec": {"foo": 1}}
+    assert agg.spec_model.workflow_spec == {"foo": 1}
+
+
+# ------------------------------------------------------------------ 8. other kinds in a file
+
+WORKFLOW_TEMPLATE = {
+    "apiVersion": "argoproj.io/v1alpha1",
+    "kind": "WorkflowTemplate",
+    "metadata": {"name": "wt"},
+    "spec": {"entrypoint": "main", "templates": TEMPLATES},
+}
+
+
+def test_lint_and_apply_take_the_cronworkflows_of_a_file_and_ignore_other_kinds(run: Any) -> None:
+    # cmd/argo/lint/lint.go lintData: objects of kinds not being linted are skipped.
+    f = write(run.tmp, "m.yaml", [WORKFLOW_TEMPLATE, manifest()])
+    res = run("lint", f)
+    assert res.exit_code == 0 and "1 CronWorkflow(s) valid" in res.output, res.output
+    assert "hello created" in run("apply", "-f", f).output
+    assert [c["metadata"]["name"] for c in json.loads(run("list", "-o", "json").output)] == [
+        "hello"
+    ]
+
+
+def test_a_file_without_any_cronworkflow_is_an_error(run: Any) -> None:
+    # lint.go: "found nothing to lint in the specified paths, failing..."
+    res = run("lint", write(run.tmp, "m.yaml", [WORKFLOW_TEMPLATE]))
+    assert res.exit_code == 1 and "found no CronWorkflow" in res.output
+
+
+# ------------------------------------------------------------------ 7. when: tags and functions
+
+
+def _variables(**extra: Any) -> dict[str, object]:
+    from domain.expressions import NOW_VARIABLE, cronworkflow_variables
+
+    return {
+        **cronworkflow_variables(
+            name="hello",
+            namespace="default",
+            labels={"team": "a"},
+            annotations={},
+            failed=1,
+            succeeded=2,
+            last_scheduled_time=None,
+        ),
+        NOW_VARIABLE: _t("09:30:00"),
+        **extra,
+    }
+
+
+@pytest.mark.parametrize(
+    ("when", "expected"),
+    [
+        # Simple tags are substituted first (util/template simple_template.go).
+        ("'{{cronworkflow.namespace}}' == 'default'", True),
+        ("'{{ cronworkflow.name }}' == 'other'", False),
+        # Expression tags render to their JSON text, then the text is evaluated.
+        ("{{= cronworkflow.failed < 3 }} && {{= cronworkflow.succeeded == 2 }}", True),
+        ("{{= cronworkflow.lastScheduledTime == nil }}", True),
+        # Argo's environment: sprig, matches (RE2), asInt, time methods.
+        ("{{= sprig.trim('  x ') == 'x' }}", True),
+        ("{{= sprig.upper(cronworkflow.name) == 'HELLO' }}", True),
+        ("{{= cronworkflow.name matches '^h[a-z]+$' }}", True),
+        ("{{= cronworkflow.name not matches '^x' }}", True),
+        ("{{= asInt('3') > cronworkflow.failed }}", True),
+        ("{{= now().Hour() == 9 && now().Minute() == 30 && now().Weekday() == 1 }}", True),
+    ],
+)
+def test_when_substitutes_tags_and_offers_argos_functions(when: str, expected: bool) -> None:
+    from domain.whentemplate import evaluate_when, validate_when
+
+    validate_when(when)
+    assert evaluate_when(when, _variables()) is expected
+
+
+@pytest.mark.parametrize(
+    ("when", "message"),
+    [
+        ("{{cronworkflow.failed}} > 1", "failed to resolve {{cronworkflow.failed}} to string"),
+        ("'{{cronworkflow.nmae}}' == 'x'", "failed to resolve {{cronworkflow.nmae}}"),
+        ("{{= cronworkflow.failed > 1", "cannot find end tag"),
+    ],
+)
+def test_when_tags_argo_cannot_substitute_are_refused_at_lint(
+    run: Any, when: str, message: str
+) -> None:
+    res = run("lint", write(run.tmp, "m.yaml", [manifest({"when": when})]))
+    assert res.exit_code == 1 and "spec.when" in res.output and message in res.output, res.output
+
+
+def test_a_when_with_a_simple_tag_fires_in_simulate(tmp_path: Path) -> None:
+    res = simulate(
+        tmp_path,
+        {
+            "start": "2026-05-04T06:00:30Z",
+            "end": "2026-05-04T06:02:30Z",
+            "cronWorkflows": [manifest({"when": "'{{cronworkflow.namespace}}' == 'default'"})],
+        },
+    )
+    assert res.exit_code == 0, res.output
+    kinds = [e["type"] for e in json.loads(res.output)["events"]]
+    assert kinds.count("ScheduleFired") == 2
