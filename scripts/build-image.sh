@@ -75,10 +75,16 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
+# The wheels are built from a copy of the tree, so that setuptools' build/ in the tree (stale
+# modules included) never reaches the image.
+mkdir "$work/src"
+tar --exclude=./.venv --exclude=./.git --exclude=./build --exclude='*.egg-info' \
+    --exclude=__pycache__ --exclude='./.*cache' --exclude=./workflows --exclude='./cronsource.db*' \
+    -cf - . | tar -xf - -C "$work/src"
 
 if ! buildah inspect --type image "$base" >/dev/null 2>&1; then
     log "wheels of the dependencies (pip wheel on the host)"
-    "$PY" -m pip wheel --quiet --disable-pip-version-check --wheel-dir "$work/wheels" . >&2
+    "$PY" -m pip wheel --quiet --disable-pip-version-check --wheel-dir "$work/wheels" "$work/src" >&2
     rm -f "$work"/wheels/cronsource-*.whl
     ctr=$(buildah from scratch)
     buildah add --quiet "$ctr" "$rootfs" / >/dev/null
@@ -103,7 +109,7 @@ fi
 
 # ---- 4. the project's wheel on top
 log "the project's wheel"
-"$PY" -m pip wheel --quiet --disable-pip-version-check --no-deps --wheel-dir "$work/app" . >&2
+"$PY" -m pip wheel --quiet --disable-pip-version-check --no-deps --wheel-dir "$work/app" "$work/src" >&2
 ctr=$(buildah from --pull-never "$base")
 buildah add --quiet "$ctr" "$work/app" /tmp/app >/dev/null
 buildah run --isolation chroot "$ctr" -- sh -ec '
