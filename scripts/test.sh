@@ -50,9 +50,9 @@ echo "== test Kubernetes API server (built once per machine; minutes when cold)"
 apiserver_bin=$(scripts/build-test-apiserver.sh | tail -n 1)
 export CRONSOURCE_TEST_APISERVER="$apiserver_bin"
 
-echo "== Debian packages: Chromium (status-page test), mmdebstrap/buildah/podman/skopeo (image)"
+echo "== Debian packages: Chromium (status-page test), mmdebstrap/buildah/podman/runc/skopeo (image)"
 need=()
-for pkg in chromium mmdebstrap buildah podman skopeo; do
+for pkg in chromium mmdebstrap buildah podman runc skopeo; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if (( ${#need[@]} )); then

@@ -15,6 +15,8 @@ from __future__ import annotations
 import copy
 import json
 import re
+import socket
+import subprocess
 import time
 import urllib.error
 import urllib.parse
@@ -33,18 +35,18 @@ from adapters.kube import CWF, GROUP, VERSION, WF, Backoff, KubeSync, KubeTarget
 from domain.cronworkflow import workflow_name
 from domain.service import NotFound
 from projections.dispatch import Creation, PermanentSubmissionError
+from tests.image_helpers import PODMAN_RUN, image  # noqa: F401 (the image fixture)
 from tests.kube import apiserver as kube
+from tests.kube import kustomize
+from tests.probe_helpers import RunProcess, samples, total
 
 pytestmark = pytest.mark.k8s
 
 DEPLOY = kube.REPO / "deploy"
-# The order of docs/operator-guide.md: CRDs, the Namespace, then what lives in it.
-APPLY_ORDER = [
-    *sorted((DEPLOY / "crds").glob("*.yaml")),
-    DEPLOY / "namespace.yaml",
-    DEPLOY / "rbac.yaml",
-    DEPLOY / "deployment.yaml",
-]
+# The order of docs/operator-guide.md: CRDs (a cluster without Argo), the kustomization
+# (`kubectl apply -k deploy/`: the Namespace first), and the Secret made from its template.
+CRDS = sorted((DEPLOY / "crds").glob("*.yaml"))
+SECRET_TEMPLATE = DEPLOY / "secret.template.yaml"
 FIELD_MANAGER = "cronsource-deploy-test"
 SA_NAMESPACE, SA_NAME = "cronsource", "cronsource"
 SA_USER = f"system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}"
@@ -86,16 +88,31 @@ T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
 TICK = T0 + timedelta(minutes=1)
 
 
+def kustomization_resources() -> list[Path]:
+    resources = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["resources"]
+    return [DEPLOY / r for r in resources]
+
+
+def split(text: str) -> list[tuple[dict[str, Any], str]]:
+    out = []
+    for part in re.split(r"^---[ \t]*$", text, flags=re.MULTILINE):
+        doc = yaml.safe_load(part)
+        if doc:
+            out.append((doc, part))
+    return out
+
+
 def documents() -> list[tuple[Path, dict[str, Any], str]]:
-    """Every object in deploy/, in apply order: (file, object, its YAML text as written)."""
-    on_disk = sorted(DEPLOY.glob("*.yaml")) + sorted((DEPLOY / "crds").glob("*.yaml"))
-    assert sorted(APPLY_ORDER) == sorted(on_disk), "a file in deploy/ is not applied here"
-    docs = []
-    for path in APPLY_ORDER:
-        for text in re.split(r"^---[ \t]*$", path.read_text(), flags=re.MULTILINE):
-            doc = yaml.safe_load(text)
-            if doc:
-                docs.append((path, doc, text))
+    """Every object of deploy/, in apply order: (file, object, its YAML text). The
+    kustomization's objects come from kustomize's own rendering (tests/kube/kustomize.py),
+    as `kubectl apply -k deploy/` sends them."""
+    on_disk = sorted(DEPLOY.glob("*.yaml")) + CRDS
+    covered = [*CRDS, DEPLOY / "kustomization.yaml", SECRET_TEMPLATE, *kustomization_resources()]
+    assert sorted(covered) == sorted(on_disk), "a file in deploy/ is not applied here"
+    docs = [(path, doc, text) for path in CRDS for doc, text in split(path.read_text())]
+    rendered = kustomize.render(DEPLOY)
+    docs += [(DEPLOY / "kustomization.yaml", doc, text) for doc, text in split(rendered)]
+    docs += [(SECRET_TEMPLATE, doc, text) for doc, text in split(SECRET_TEMPLATE.read_text())]
     return docs
 
 
@@ -215,6 +232,8 @@ def test_every_object_in_deploy_applies_with_strict_validation(
         ("ConfigMap", "cronsource"),
         ("Job", "cronsource-migrate"),
         ("Deployment", "cronsource"),
+        ("Service", "cronsource-metrics"),
+        ("Secret", "cronsource-store"),
     } <= kinds
     admin = Admin(deploy_apiserver)
     for path, obj, stored in applied:
@@ -474,3 +493,118 @@ def test_a_workflow_for_a_namespace_that_does_not_exist_is_refused_for_good(
         assert "404" in str(error)
     finally:
         k.close()
+
+
+def _substitute(arg: str, env: dict[str, str]) -> str:
+    """$(VAR) as the kubelet expands it in args (an unknown one stays as written)."""
+    return re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), arg)
+
+
+@pytest.mark.image
+@pytest.mark.postgres
+@pytest.mark.timeout(1800)
+def test_the_deployed_pod_spec_runs_in_the_image_and_answers_its_probes(
+    deploy_apiserver: kube.ApiServer,
+    applied: list[tuple[Path, dict[str, Any], Any]],
+    image: str,  # noqa: F811
+    pg_url: str,
+    kube_namespace: str,
+    tmp_path: Path,
+) -> None:
+    """The Deployment and Job as the API server stored them (the kustomization's image, args,
+    env, securityContext, probes), run with podman in the image that build-image.sh made:
+    migrate, then `run --kube` as the service account against this API server and the
+    throwaway PostgreSQL (host network: 127.0.0.1 reaches both), then each probe of the pod
+    spec is asked on its port, and a CronWorkflow gets its Workflow."""
+    stored = {(o["kind"], o["metadata"]["name"]): s for _, o, s in applied}
+    pod = stored[("Deployment", "cronsource")]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    (job_container,) = stored[("Job", "cronsource-migrate")]["spec"]["template"]["spec"][
+        "containers"
+    ]
+    assert container["image"] == image and job_container["image"] == image
+    config = stored[("ConfigMap", "cronsource")]["data"]
+    assert [e["configMapRef"]["name"] for e in container["envFrom"]] == ["cronsource"]
+    security = {**pod["securityContext"], **container["securityContext"]}
+    assert security["runAsNonRoot"] is True and security["readOnlyRootFilesystem"] is True
+    podman = [
+        *PODMAN_RUN,
+        "--network",
+        "host",
+        "--user",
+        f"{security['runAsUser']}:{security['runAsGroup']}",
+        "--cap-drop",
+        ",".join(security["capabilities"]["drop"]),
+        "--security-opt",
+        "no-new-privileges",
+        "--read-only",
+    ]
+    for mount in container["volumeMounts"]:
+        (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+        assert "emptyDir" in volume, volume
+        podman += ["--tmpfs", mount["mountPath"]]
+    # The Secret's key `url` is this test's database (the template's placeholder is not a store).
+    done = subprocess.run(
+        [*podman, "-e", f"CRONSOURCE_STORE={pg_url}", image, *job_container["args"]],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+
+    sa = service_account_client(deploy_apiserver)
+    token = sa.configuration.api_key["authorization"].removeprefix("Bearer ")
+    sa.close()
+    kubeconfig = service_account_kubeconfig(deploy_apiserver, token, tmp_path)
+    kubeconfig.chmod(0o644)
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert config["CRONSOURCE_HTTP_PORT"] == str(ports["metrics"])
+    # The same port on the host network could be taken by something else: move it, by the
+    # same variable the ConfigMap sets.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    env = {**config, "CRONSOURCE_HTTP_PORT": str(port), "CRONSOURCE_STORE": pg_url}
+    env["KUBECONFIG"] = "/etc/cronsource/kubeconfig"
+    args = [_substitute(a, env) for a in container["args"]]
+    flags = [f for k, v in env.items() for f in ("-e", f"{k}={v}")]
+    run = RunProcess(
+        [*podman, *flags, "-v", f"{kubeconfig}:/etc/cronsource/kubeconfig:ro", image, *args],
+        port=port,
+    )
+    try:
+        run.wait_for_probes(timeout=120)
+        for kind in ("livenessProbe", "readinessProbe"):
+            probe = container[kind]["httpGet"]
+            assert probe["port"] == "metrics"
+            code, _, body = run.get(probe["path"])
+            assert code == 200, (kind, body)
+        code, _, text = run.get("/metrics")
+        assert code == 200, text
+        assert total(samples(text), "cronsource_local_shards_owned") >= 1
+        with deploy_apiserver.api_client() as admin_client:
+            api = client.CustomObjectsApi(admin_client)
+            api.create_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                kube_namespace,
+                CWF,
+                {
+                    "apiVersion": f"{GROUP}/{VERSION}",
+                    "kind": "CronWorkflow",
+                    "metadata": {"name": "every2"},
+                    "spec": {
+                        "schedules": ["@every 2s"],
+                        "workflowSpec": {"entrypoint": "main", "templates": [{"name": "main"}]},
+                    },
+                },
+            )
+            deadline = time.monotonic() + 60
+            while not api.list_namespaced_custom_object(GROUP, VERSION, kube_namespace, WF)[
+                "items"
+            ]:
+                assert time.monotonic() < deadline, run.stderr[-3000:]
+                time.sleep(0.5)
+    finally:
+        code = run.stop(timeout=60)
+    assert code == 0, run.stderr[-3000:]
