@@ -588,6 +588,10 @@ class CronWorkflow(Aggregate):
                 ticks=list(plan.queue),
                 parallel=plan.parallel or 1,
                 overlap=plan.overlap,
+                # First, last and count, as a skipped range has them (for the audit log).
+                scheduled_time=plan.queue[0],
+                last_scheduled_time=plan.queue[-1],
+                count=len(plan.queue),
                 timestamp=at,
             )
         return list(plan.fire)
@@ -726,7 +730,14 @@ class CronWorkflow(Aggregate):
 
     @event("BackfillQueued", topic="cronsource:BackfillQueued/v1")
     def _backfill_queued(
-        self, ticks: list[datetime], parallel: int, overlap: str, timestamp: datetime
+        self,
+        ticks: list[datetime],
+        parallel: int,
+        overlap: str,
+        scheduled_time: datetime,
+        last_scheduled_time: datetime,
+        count: int,
+        timestamp: datetime,
     ) -> None:
         self.backfill_queue = sorted(set(self.backfill_queue) | set(ticks))
         self.backfill_parallel = parallel

@@ -143,6 +143,8 @@ _DETAIL_FIELDS = {
     "workflow_names": "workflows",
     "generation": "generation",
     "transient": "transient",
+    "overlap": "overlap",
+    "parallel": "parallel",
 }
 
 
