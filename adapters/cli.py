@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any, NoReturn, get_args
+from typing import Any, NoReturn
 from zoneinfo import ZoneInfo
 
 import click
@@ -33,8 +33,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from adapters.api import (
+    EVENT_TYPES,
+    SKIP_REASONS,
     FieldError,
     ReadQueries,
+    backfill_result,
     cron_object,
     explain,
     next_fire_times,
@@ -46,21 +49,13 @@ from adapters.engine import Engine, build_engine, migrate
 from adapters.store import StoreConfig, StoreURLError
 from adapters.storecheck import StoreUnavailable, check_store, describe
 from domain.backfill import DEFAULT_MAX_BACKFILL_TICKS, OVERLAPS, BackfillPlan, BackfillTooLarge
-from domain.cronworkflow import CronWorkflow, workflow_name
-from domain.decisions import SkipReason
+from domain.cronworkflow import CronWorkflow
 from domain.manifest import CronWorkflowManifest, ManifestError, parse_manifest
-from domain.service import NotFound, topic_type
+from domain.service import NotFound
 from projections.readmodel import rfc3339
 
 OUTPUTS = ("table", "wide", "json", "yaml", "name")
 KIND = "cronworkflow.argoproj.io"
-#: Every event type of the audit log (`--type`), read from the aggregate's event classes.
-EVENT_TYPES = sorted(
-    topic_type(v.TOPIC)
-    for v in vars(CronWorkflow).values()
-    if isinstance(v, type) and hasattr(v, "TOPIC") and v is not CronWorkflow
-)
-SKIP_REASONS: tuple[str, ...] = get_args(SkipReason)
 #: `get cronworkflow NAME` as kubectl takes it: the resource word is optional.
 RESOURCE_WORDS = {"cronworkflow", "cronworkflows", "cwf", "cronwf", "cronworkflow.argoproj.io"}
 err_console = Console(stderr=True)
@@ -906,30 +901,6 @@ def trigger(names: tuple[str, ...], request_id: str | None) -> None:
 # ---------------------------------------------------------------------- backfill
 
 
-def _backfill_data(name: str, plan: BackfillPlan, dry_run: bool) -> dict[str, Any]:
-    actions = (
-        [(t, "fire" if not dry_run else "would fire") for t in plan.fire]
-        + [(t, "queue" if not dry_run else "would queue") for t in plan.queue]
-        + [(t, "skip") for t in plan.skip]
-    )
-    return {
-        "dryRun": dry_run,
-        "overlap": plan.overlap,
-        "parallel": plan.parallel,
-        "ticks": plan.candidates,
-        "count": len(plan.runs),
-        "fired": 0 if dry_run else len(plan.fire),
-        "queued": 0 if dry_run else len(plan.queue),
-        "skipped": len(plan.skip),
-        "skipReason": plan.skip_reason or None,
-        "alreadyFired": len(plan.already),
-        "items": [
-            {"scheduledTime": rfc3339(t), "workflow": workflow_name(name, t), "action": a}
-            for t, a in sorted(actions)
-        ],
-    }
-
-
 def backfill_summary(ref: str, plan: BackfillPlan, dry_run: bool, pending_after: str) -> str:
     """The one line that says what the backfill does (or would do) with each tick."""
     how = {
@@ -1024,7 +995,7 @@ def backfill(
         except BackfillTooLarge as ex:
             fail(f"--start/--end: {ex} (--max-ticks {max_ticks})")
         if dry_run or not plan.runs:
-            data = _backfill_data(name, plan, True)
+            data = backfill_result(name, plan, True)
             _backfill_out(obj, data, backfill_summary(ref, plan, True, pending_after), name)
             return
         with Progress(
@@ -1046,7 +1017,7 @@ def backfill(
                 progress=lambda n, total: progress.update(task, completed=n, total=total),
             )
         engine.catch_up()
-    data = _backfill_data(name, done, False)
+    data = backfill_result(name, done, False)
     _backfill_out(obj, data, backfill_summary(ref, done, False, pending_after), name)
 
 

@@ -57,7 +57,9 @@ class StoreConfig:
             try:
                 parsed.port  # noqa: B018 (urlparse checks the port only when asked)
             except ValueError:
-                raise StoreURLError(f"not a valid store URL: {url!r}: the port is not a number")
+                raise StoreURLError(
+                    f"not a valid store URL: {url!r}: the port is not a number"
+                ) from None
             schema = parse_qs(parsed.query).get("schema", [""])[0]
             conninfo = parsed._replace(query="").geturl().replace("postgres://", "postgresql://", 1)
             if not parsed.path.strip("/"):
