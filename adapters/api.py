@@ -450,6 +450,12 @@ def explain(agg: CronWorkflow | None, t: datetime, decisions: list[AuditRow]) ->
         out["explanation"] = "no decision is recorded for this time and no live CronWorkflow"
         return out
     is_tick = agg.schedule.next_after(t - _TICK) == t
+    if is_tick and t in agg.backfill_queue:
+        out["outcome"] = "Pending"
+        out["explanation"] = (
+            "queued by a backfill: it runs when the backfill runs before it have ended"
+        )
+        return out
     if not is_tick:
         nxt = agg.schedule.next_after(t)
         out["outcome"] = "NotATick"

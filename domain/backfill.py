@@ -90,12 +90,12 @@ def plan_backfill(
         return base
     if overlap == "Forbid":
         if active:
-            return _with(base, skip=tuple(todo), skip_reason="a run was active (Forbid)")
+            return _with(base, skip=tuple(todo), skip_reason="a run is active")
         return _with(
             base,
             fire=(todo[0],),
             skip=tuple(todo[1:]),
-            skip_reason="the first backfill run was still active (Forbid)",
+            skip_reason="they would overlap the first",
         )
     if overlap == "Replace":
         return _with(
@@ -103,7 +103,7 @@ def plan_backfill(
             fire=(todo[-1],),
             replaces=tuple(active),
             skip=tuple(todo[:-1]),
-            skip_reason="replaced by a later tick (Replace)",
+            skip_reason="a later tick replaces them",
         )
     limit = parallel if parallel is not None else (1 if overlap == "Queue" else None)
     if limit is None:
