@@ -372,6 +372,12 @@ def test_restarting_run_does_not_undo_a_cli_suspend(store, tmp_path):
         assert "hello unchanged" in text, text
         # Suspended, so nothing is due: `run` says so rather than going quiet.
         assert "next tick: none" in text, text
+        # The heartbeat (every 30 s) is words an operator reads, not Python dictionaries.
+        beat = ""
+        while time.monotonic() < deadline + 45 and "fires=" not in beat:
+            beat = p.stderr.readline()
+        assert "fires=0" in beat and "lag=readmodel:" in beat and "failures=0" in beat, beat
+        assert "{'" not in beat and "{\\\"" not in beat
     finally:
         p.terminate()
         p.wait(timeout=30)
