@@ -981,8 +981,6 @@ def backfill(
             engine.catch_up()
             click.echo(f"backfill {ref}: {n} queued ticks cancelled")
             return
-        if overlap is None and parallel is not None and agg.policy().concurrency != "Allow":
-            overlap = "Queue"
         pending_after = (
             f"; ticks after {rfc3339(agg.decided_until)} are not decided yet (the scheduler"
             " decides them)"

@@ -273,10 +273,14 @@ class CronService(Application[UUID]):
         agg = agg or self.load(cron_id)
         ticks = agg.backfill_candidates(start, end, max_ticks)
         done = self.fired_ticks(cron_id) | set(agg.backfill_queue) if ticks else set()
+        policy = agg.policy(self.late_tolerance).concurrency
+        # `parallel` alone asks for runs side by side, which Forbid and Replace never have:
+        # it means one queue of that width.
+        default: Overlap = "Queue" if parallel is not None and policy != "Allow" else policy
         return plan_backfill(
             ticks,
             done,
-            overlap or agg.policy(self.late_tolerance).concurrency,
+            overlap or default,
             parallel,
             tuple(agg.active),
             len(agg.backfill_running),

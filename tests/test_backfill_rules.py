@@ -89,3 +89,9 @@ def test_the_default_overlap_is_the_concurrency_policy():
     svc, cron_id = _service_with("Forbid")
     plan = svc.plan_backfill(cron_id, T[0], T[-1])
     assert plan.overlap == "Forbid" and len(plan.fire) == 1 and len(plan.skip) == 4
+
+
+def test_parallel_alone_on_a_forbid_cronworkflow_is_a_queue_of_that_width():
+    svc, cron_id = _service_with("Forbid")
+    plan = svc.plan_backfill(cron_id, T[0], T[-1], parallel=2)
+    assert (plan.overlap, len(plan.fire), len(plan.queue)) == ("Queue", 2, 3)
