@@ -1417,6 +1417,9 @@ def main() -> None:
         click.echo("error: aborted", err=True)
         sys.exit(130)
     except click.ClickException as e:
+        if type(e).__name__ == "NoArgsIsHelpError":  # bare `cronsource`: help, as kubectl
+            click.echo(e.format_message())
+            sys.exit(0)
         hint = ""
         ctx = getattr(e, "ctx", None)
         if isinstance(e, click.UsageError) and ctx is not None:
