@@ -17,8 +17,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from itertools import islice
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 from uuid import UUID
 from zoneinfo import ZoneInfo
 
@@ -26,9 +25,11 @@ from eventsourcing.persistence import IntegrityError
 
 from adapters.engine import Engine
 from adapters.sqlview import AUDIT_COLUMNS, STATUS_COLUMNS, audit_from_row
-from domain.cronworkflow import CronWorkflow
+from domain.backfill import BackfillPlan, BackfillTooLarge, Overlap
+from domain.cronworkflow import CronWorkflow, workflow_name
+from domain.decisions import SkipReason
 from domain.manifest import CronWorkflowManifest
-from domain.service import AlreadyExists, NotFound
+from domain.service import AlreadyExists, NotFound, topic_type
 from projections.readmodel import AuditRow, rfc3339
 
 T = TypeVar("T")
@@ -39,6 +40,16 @@ TIME_MIN = datetime(1970, 1, 1, tzinfo=UTC)
 TIME_MAX = datetime(2200, 1, 1, tzinfo=UTC)
 _TICK = timedelta(microseconds=1)
 DECISION_TYPES = ("ScheduleFired", "ScheduleSkipped")
+#: Every event type of the audit log, read from the aggregate's event classes, and every
+#: skip reason: a filter naming anything else is a typo, refused rather than answered empty.
+EVENT_TYPES: tuple[str, ...] = tuple(
+    sorted(
+        topic_type(v.TOPIC)
+        for v in vars(CronWorkflow).values()
+        if isinstance(v, type) and hasattr(v, "TOPIC") and v is not CronWorkflow
+    )
+)
+SKIP_REASONS: tuple[str, ...] = get_args(SkipReason)
 
 
 class FieldError(ValueError):
@@ -106,6 +117,33 @@ def event_object(row: AuditRow) -> dict[str, Any]:
     out = row.as_event()
     out["position"] = row.notification_id
     return out
+
+
+def backfill_result(name: str, plan: BackfillPlan, dry_run: bool) -> dict[str, Any]:
+    """A backfill as `backfill -o json` and POST .../backfill answer it: the counts, and
+    each tick with what happens to it (fire, queue, skip)."""
+    prefix = "would " if dry_run else ""
+    actions = (
+        [(t, prefix + "fire") for t in plan.fire]
+        + [(t, prefix + "queue") for t in plan.queue]
+        + [(t, "skip") for t in plan.skip]
+    )
+    return {
+        "dryRun": dry_run,
+        "overlap": plan.overlap,
+        "parallel": plan.parallel,
+        "ticks": plan.candidates,
+        "count": len(plan.runs),
+        "fired": 0 if dry_run else len(plan.fire),
+        "queued": 0 if dry_run else len(plan.queue),
+        "skipped": len(plan.skip),
+        "skipReason": plan.skip_reason or None,
+        "alreadyFired": len(plan.already),
+        "items": [
+            {"scheduledTime": rfc3339(t), "workflow": workflow_name(name, t), "action": a}
+            for t, a in sorted(actions)
+        ],
+    }
 
 
 def next_fire_times(agg: CronWorkflow, now: datetime, count: int) -> list[dict[str, str | None]]:
@@ -406,6 +444,12 @@ def explain(agg: CronWorkflow | None, t: datetime, decisions: list[AuditRow]) ->
         out["explanation"] = "no decision is recorded for this time and no live CronWorkflow"
         return out
     is_tick = agg.schedule.next_after(t - _TICK) == t
+    if is_tick and t in agg.backfill_queue:
+        out["outcome"] = "Pending"
+        out["explanation"] = (
+            "queued by a backfill: it runs when the backfill runs before it have ended"
+        )
+        return out
     if not is_tick:
         nxt = agg.schedule.next_after(t)
         out["outcome"] = "NotATick"
@@ -415,7 +459,8 @@ def explain(agg: CronWorkflow | None, t: datetime, decisions: list[AuditRow]) ->
         out["outcome"] = "NotScheduled"
         out["explanation"] = (
             f"at or before {rfc3339(agg.baseline)}, when the CronWorkflow was created or its"
-            " schedule last changed; ticks before that are never run"
+            " schedule last changed: the scheduler never runs ticks before that; a backfill"
+            " can (cronsource backfill, POST .../backfill)"
         )
     elif t > agg.decided_until:
         out["outcome"] = "Pending"
@@ -679,23 +724,29 @@ class Operations:
         end: datetime,
         dry_run: bool,
         max_ticks: int,
-    ) -> list[datetime]:
-        """Fire (or with dry_run, list) every tick in [start, end] that never fired. A range
-        with more than `max_ticks` ticks is refused before anything is computed in full."""
+        *,
+        overlap: Overlap | None = None,
+        parallel: int | None = None,
+    ) -> BackfillPlan:
+        """Backfill [start, end] as domain/backfill.py rules (overlap default: the
+        CronWorkflow's concurrencyPolicy). More than `max_ticks` ticks is refused before
+        anything is computed in full."""
         at = self.clock()
         with self.lock:
             agg = self.service.find(namespace, name)
-            upto = min(end, agg.decided_until)
-            if upto >= start:
-                ticks = agg.schedule.ticks_between(start - _TICK, upto)
-                if len(list(islice(ticks, max_ticks + 1))) > max_ticks:
-                    raise FieldError(
-                        "end",
-                        f"the range holds more than {max_ticks} ticks; split it into smaller"
-                        " ranges",
-                        "body",
-                    )
-            times: list[datetime] = self.service.backfill(agg.id, start, end, at, dry_run=dry_run)
+            try:
+                plan: BackfillPlan = self.service.run_backfill(
+                    agg.id,
+                    start,
+                    end,
+                    at,
+                    overlap=overlap,
+                    parallel=parallel,
+                    max_ticks=max_ticks,
+                    dry_run=dry_run,
+                )
+            except BackfillTooLarge as e:
+                raise FieldError("end", str(e), "body") from None
             if not dry_run:
                 self.engine.catch_up(at)
-            return times
+            return plan

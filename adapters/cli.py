@@ -1,34 +1,63 @@
-"""The `cronsource` command line: tables for people, `-o json|yaml` for machines.
+"""The `cronsource` command line: tables for people, `-o json|yaml|name` for machines.
 
-Bad input exits non-zero with the field named and stores nothing: manifests are admitted in
-full (every document of a file) before the first one is applied.
+Habits carry over from kubectl and `argo cron`: the global flags (`--store`, `-n`, `-A`, `-o`,
+`-l`) go before or after the command, several names or a label selector where kubectl takes
+them, `-f DIR` and `-f -`, `-h`. Every failure is one `error:` line naming the cause and the
+fix, and a non-zero exit; an unknown name, namespace or event type is an error, never an
+empty table. Bad input stores nothing: manifests are admitted in full (every document of
+every file) before the first one is applied.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn
 from zoneinfo import ZoneInfo
 
 import click
 import yaml
+from click.shell_completion import CompletionItem, get_completion_class
 from rich.console import Console
-from rich.progress import Progress
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from adapters.api import (
+    EVENT_TYPES,
+    SKIP_REASONS,
+    FieldError,
+    ReadQueries,
+    backfill_result,
+    cron_object,
+    explain,
+    next_fire_times,
+    parse_label_selector,
+    select,
+)
+from adapters.api import parse_time as parse_api_time
 from adapters.engine import Engine, build_engine, migrate
 from adapters.store import StoreConfig, StoreURLError
+from adapters.storecheck import StoreUnavailable, check_store, describe
+from domain.backfill import DEFAULT_MAX_BACKFILL_TICKS, OVERLAPS, BackfillPlan, BackfillTooLarge
+from domain.cronworkflow import CronWorkflow
 from domain.manifest import CronWorkflowManifest, ManifestError, is_other_kind, parse_manifest
 from domain.service import NotFound
 from projections.readmodel import rfc3339
 
-OUTPUT = click.Choice(["table", "json", "yaml"])
+OUTPUTS = ("table", "wide", "json", "yaml", "name")
+KIND = "cronworkflow.argoproj.io"
+#: `get cronworkflow NAME` as kubectl takes it: the resource word is optional.
+RESOURCE_WORDS = {"cronworkflow", "cronworkflows", "cwf", "cronwf", "cronworkflow.argoproj.io"}
 err_console = Console(stderr=True)
 
 
@@ -42,27 +71,19 @@ def fail(message: str, code: int = 1) -> NoReturn:
     sys.exit(code)
 
 
-def console() -> Console:
-    """Tables fit the terminal; piped output gets wide lines rather than wrapped cells."""
-    return Console() if sys.stdout.isatty() else Console(width=250)
-
-
-def parse_time(value: str, field: str) -> datetime:
+def parse_time(value: str, flag: str) -> datetime:
+    """RFC 3339 between 1970 and 2199 (the bound the HTTP API has: cron arithmetic near year
+    9999 overflows, and no schedule question needs it)."""
     try:
-        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        fail(f"{field}: {value!r} is not an RFC 3339 time (e.g. 2026-05-04T10:00:00Z)")
-    from adapters.api import TIME_MAX, TIME_MIN
-
-    t = t if t.tzinfo else t.replace(tzinfo=UTC)
-    if not TIME_MIN <= t < TIME_MAX:  # cron arithmetic near year 1 or 9999 overflows
-        fail(f"{field}: {value!r} must be between 1970-01-01 and 2199-12-31")
-    return t
+        return parse_api_time(value, flag)
+    except FieldError as e:
+        fail(f"{flag}: {e.message}")
 
 
-def read_input(path: str) -> bytes:
-    """The bytes of a file ('-' is stdin), at most MAX_INPUT_BYTES (exit 1 beyond: a huge
-    file is refused before it is read into memory)."""
+
+def read_input(path: str, code: int = 1) -> bytes:
+    """The bytes of a file ('-' is stdin), at most MAX_INPUT_BYTES (exit `code` beyond: a
+    huge file is refused before it is read into memory)."""
     from adapters.documents import MAX_INPUT_BYTES
 
     try:
@@ -72,10 +93,297 @@ def read_input(path: str) -> bytes:
             with open(path, "rb") as f:
                 data = f.read(MAX_INPUT_BYTES + 1)
     except OSError as e:
-        fail(f"{path}: {e.strerror}")
+        fail(f"{path}: {e.strerror}", code)
     if len(data) > MAX_INPUT_BYTES:
-        fail(f"{path}: larger than the limit of {MAX_INPUT_BYTES} bytes (3 MiB)")
+        fail(f"{path}: larger than the limit of {MAX_INPUT_BYTES} bytes (3 MiB)", code)
     return data
+
+
+# ---------------------------------------------------------------------- global flags
+
+
+@dataclass
+class Ctx:
+    """The global flags, from before or after the command (the later one wins)."""
+
+    store: str | None = None
+    namespace: str | None = None
+    all_namespaces: bool = False
+    output: str = "table"
+    selector: str | None = None
+    config: StoreConfig | None = field(default=None, repr=False)
+
+    @property
+    def ns(self) -> str:
+        return self.namespace or "default"
+
+    def store_config(self) -> StoreConfig:
+        try:
+            self.config = StoreConfig.parse(self.store)
+        except StoreURLError as e:
+            fail(str(e))
+        return self.config
+
+    @contextmanager
+    def engine(self, *, catch_up: bool = True) -> Iterator[Engine]:
+        """The engine over a store that answers and is migrated, or one `error:` line."""
+        config = self.store_config()
+        try:
+            check_store(config)
+        except StoreUnavailable as e:
+            fail(str(e))
+        try:
+            engine = build_engine(config)
+        except Exception as e:  # the store broke between the check and now
+            fail(describe(e, config))
+        try:
+            if catch_up:
+                engine.catch_up()
+            yield engine
+        finally:
+            engine.close()
+
+
+def _obj() -> Ctx:
+    return click.get_current_context().ensure_object(Ctx)
+
+
+def _setter(attr: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    def set_value(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
+        if value is None or value is False:
+            return
+        setattr(ctx.ensure_object(Ctx), attr, value)
+
+    return set_value
+
+
+def global_options(
+    *, output: bool = True, all_namespaces: bool = True, selector: bool = True
+) -> Callable[[Any], Any]:
+    """The global flags on a command too, so they may follow it (`get hello -n team-a`)."""
+
+    def deco(f: Any) -> Any:
+        opts = [
+            click.option(
+                "--store",
+                envvar="CRONSOURCE_STORE",
+                expose_value=False,
+                callback=_setter("store"),
+                help="sqlite:///PATH (default ./cronsource.db), postgresql://USER@HOST/DB, memory:",
+            ),
+            click.option(
+                "-n",
+                "--namespace",
+                expose_value=False,
+                callback=_setter("namespace"),
+                help="namespace (default: default)",
+            ),
+        ]
+        if all_namespaces:
+            opts.append(
+                click.option(
+                    "-A",
+                    "--all-namespaces",
+                    is_flag=True,
+                    default=None,
+                    expose_value=False,
+                    callback=_setter("all_namespaces"),
+                    help="every namespace",
+                )
+            )
+        if output:
+            opts.append(
+                click.option(
+                    "-o",
+                    "--output",
+                    type=click.Choice(OUTPUTS),
+                    expose_value=False,
+                    callback=_setter("output"),
+                    help="table (default), wide, json, yaml or name",
+                )
+            )
+        if selector:
+            opts.append(
+                click.option(
+                    "-l",
+                    "--selector",
+                    expose_value=False,
+                    callback=_setter("selector"),
+                    help="label selector, e.g. team=data,tier in (a,b),!legacy",
+                )
+            )
+        for o in reversed(opts):
+            f = o(f)
+        return f
+
+    return deco
+
+
+# ---------------------------------------------------------------------- output
+
+
+def _plain(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """kubectl's columns: left-aligned, three spaces apart, no box drawing (for pipes)."""
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=False)]
+    lines = [
+        "   ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=False)).rstrip()
+        for r in [headers, *rows]
+    ]
+    return "\n".join(lines)
+
+
+@dataclass
+class View:
+    """One command's output in every format: data for json/yaml, columns for tables."""
+
+    data: Any
+    headers: list[str]
+    rows: list[list[str]]
+    wide_headers: list[str] = field(default_factory=list)
+    wide_rows: list[list[str]] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    title: str = ""
+    empty: str = ""
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = "") -> None:
+    """A rich table on a terminal, plain columns when stdout is a pipe or a file."""
+    if sys.stdout.isatty():
+        t = Table(*headers, title=title or None)
+        for r in rows:
+            t.add_row(*r)
+        Console().print(t)
+    else:
+        if title:
+            click.echo(title)
+        click.echo(_plain(headers, rows))
+
+
+def emit(view: View, output: str) -> None:
+    if output == "json":
+        click.echo(json.dumps(view.data, indent=2, default=str))
+    elif output == "yaml":
+        click.echo(yaml.safe_dump(json.loads(json.dumps(view.data, default=str)), sort_keys=False))
+    elif output == "name":
+        for n in view.names:
+            click.echo(n)
+    elif not view.rows and view.empty:
+        click.echo(view.empty, err=True)
+    elif output == "wide" and view.wide_headers:
+        rows = [r + w for r, w in zip(view.rows, view.wide_rows, strict=False)]
+        print_table(view.headers + view.wide_headers, rows, view.title)
+    else:
+        print_table(view.headers, view.rows, view.title)
+
+
+def ago(t: datetime | None, ref: datetime) -> str:
+    """`in 3m`, `5s ago`: beside an absolute time, so nobody has to subtract."""
+    if t is None:
+        return "-"
+    s = int((t - ref).total_seconds())
+    n = abs(s)
+    text = (
+        f"{n}s"
+        if n < 90
+        else f"{n // 60}m"
+        if n < 5400
+        else f"{n // 3600}h"
+        if n < 172800
+        else f"{n // 86400}d"
+    )
+    return f"in {text}" if s >= 0 else f"{text} ago"
+
+
+# ---------------------------------------------------------------------- the group
+
+
+class CronsourceGroup(click.Group):
+    """Resolves `ls`/`rm` aliases and turns any unexpected error into one line."""
+
+    aliases = {"ls": "list", "rm": "delete", "unsuspend": "resume", "run-now": "trigger"}
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return super().get_command(ctx, self.aliases.get(cmd_name, cmd_name))
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as e:
+            if os.environ.get("CRONSOURCE_DEBUG"):
+                raise
+            config = ctx.find_object(Ctx)
+            fail(describe(e, config.config if config else None))
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    click.echo(_version_line())
+    ctx.exit(0)
+
+
+def _version_line() -> str:
+    def v(pkg: str) -> str:
+        try:
+            return metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            return "?"
+
+    py = ".".join(map(str, sys.version_info[:3]))
+    return (
+        f"cronsource {v('cronsource')} (python {py}, eventsourcing {v('eventsourcing')},"
+        f" psycopg {v('psycopg')}, click {v('click')})"
+    )
+
+
+@click.group(
+    cls=CronsourceGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog="Global flags go before or after the command. Shell completion: "
+    "`cronsource completion bash|zsh|fish`.",
+)
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="print the version and exit",
+)
+@global_options()
+def cli() -> None:
+    """cronsource: an event-sourced scheduler for Argo CronWorkflows."""
+    _obj()
+
+
+def _complete_names(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[Any]:
+    """CronWorkflow names from the store, for shell completion (quiet when it is closed)."""
+    try:
+        obj = ctx.find_object(Ctx) or Ctx()
+        config = StoreConfig.parse(obj.store)
+        check_store(config)
+        engine = build_engine(config)
+        try:
+            names = sorted({c["name"] for c in engine.view.statuses(obj.ns)})
+        finally:
+            engine.close()
+    except Exception:
+        return []
+    return [CompletionItem(n) for n in names if n.startswith(incomplete)]
+
+
+def name_argument(required: bool = True, many: bool = False) -> Callable[[Any], Any]:
+    return click.argument(
+        "names" if many else "name",
+        nargs=-1 if many else 1,
+        required=required,
+        shell_complete=_complete_names,
+    )
+
+
+# ---------------------------------------------------------------------- admission
 
 
 def load_documents(path: str) -> list[tuple[str, object]]:
@@ -89,18 +397,52 @@ def load_documents(path: str) -> list[tuple[str, object]]:
         fail(str(e))
     if not docs:
         fail(f"{path}: no documents")
-    return [(f"{path}#{i}" if len(docs) > 1 else path, from_client(d)) for i, d in enumerate(docs)]
+    label = "<stdin>" if path == "-" else path
+    return [
+        (f"{label}#{i}" if len(docs) > 1 else label, from_client(d)) for i, d in enumerate(docs)
+    ]
+
+
+def manifest_files(paths: Sequence[str], exclude: str | None = None) -> list[str]:
+    """Files to read: a directory gives its *.yaml and *.yml (recursively), leaving out
+    `exclude` (the local target's workflows directory: `run .` must not read its own Workflow
+    files back); '-' is stdin."""
+    files: list[str] = []
+    skip = Path(exclude).resolve() if exclude else None
+    for p in paths:
+        path = Path(p)
+        if p == "-":
+            files.append(p)
+        elif path.is_dir():
+            found = sorted(
+                str(f)
+                for f in path.rglob("*")
+                if f.suffix in (".yaml", ".yml")
+                and not (skip is not None and f.resolve().is_relative_to(skip))
+            )
+            if not found:
+                fail(f"{p}: no .yaml or .yml files in this directory")
+            files += found
+        elif path.exists():
+            files.append(p)
+        else:
+            fail(f"{p}: no such file or directory")
+    return files
 
 
 def admit(
-    paths: list[str], namespace: str | None = None, *, only_cronworkflows: bool = False
+    paths: Sequence[str],
+    namespace: str | None = None,
+    *,
+    only_cronworkflows: bool = False,
+    exclude: str | None = None,
 ) -> list[CronWorkflowManifest]:
     """Every document of every file, or exit 1 naming each bad field (nothing is applied).
     A manifest without a namespace takes `-n` (as kubectl does). With `only_cronworkflows`
     (`run PATHS`: a directory may hold other manifests), documents of another kind are
     skipped with a note instead of refused."""
     manifests, problems = [], []
-    for path in paths:
+    for path in manifest_files(paths, exclude):
         for source, doc in load_documents(path):
             if only_cronworkflows and not (
                 isinstance(doc, dict) and doc.get("kind") == "CronWorkflow"
@@ -125,364 +467,622 @@ def admit(
     return manifests
 
 
-def emit(data: Any, output: str, table: Callable[[], Table]) -> None:
-    if output == "json":
-        click.echo(json.dumps(data, indent=2, default=str))
-    elif output == "yaml":
-        click.echo(yaml.safe_dump(json.loads(json.dumps(data, default=str)), sort_keys=False))
-    else:
-        console().print(table())
-
-
-class Ctx:
-    def __init__(self, store: str | None, namespace: str) -> None:
-        self.store = store
-        self.namespace = namespace
-
-    @contextmanager
-    def engine(self) -> Iterator[Engine]:
-        try:
-            config = StoreConfig.parse(self.store)
-        except StoreURLError as e:
-            fail(str(e))
-        try:
-            engine = build_engine(config)
-        except Exception as e:  # the store is unreachable or broken: say so, exit non-zero
-            fail(f"cannot open store {config.url}: {e}")
-        try:
-            engine.catch_up()
-            yield engine
-        finally:
-            engine.close()
-
-
-@click.group()
-@click.version_option(package_name="cronsource", prog_name="cronsource")
-@click.option(
-    "--store",
-    envvar="CRONSOURCE_STORE",
-    default=None,
-    help="sqlite:///PATH (default ./cronsource.db), postgresql://..., memory:",
-)
-@click.option("-n", "--namespace", default="default", show_default=True)
-@click.pass_context
-def cli(ctx: click.Context, store: str | None, namespace: str) -> None:
-    """cronsource: an event-sourced scheduler for Argo CronWorkflows."""
-    ctx.obj = Ctx(store, namespace)
-
-
-# ---------------------------------------------------------------------- admission
-
-
 @cli.command()
-@click.argument("files", nargs=-1, required=True)
+@click.argument("files", nargs=-1, required=True, type=click.Path(allow_dash=True))
+@global_options(output=False, all_namespaces=False, selector=False)
 def lint(files: tuple[str, ...]) -> None:
-    """Validate manifests; exit 1 with path-qualified messages."""
-    ms = admit(list(files))
+    """Validate manifests (files, directories, - for stdin); exit 1 naming each bad field."""
+    ms = admit(files)
     click.echo(f"{len(ms)} CronWorkflow(s) valid")
 
 
 @cli.command()
-@click.option("-f", "--filename", "files", multiple=True, required=True)
-@click.pass_obj
-def apply(obj: Ctx, files: tuple[str, ...]) -> None:
-    """Create or update CronWorkflows from YAML (multi-document)."""
-    manifests = admit(list(files), obj.namespace)
+@click.option(
+    "-f", "--filename", "files", multiple=True, required=True, help="file, directory or -"
+)
+@global_options(all_namespaces=False, selector=False)
+def apply(files: tuple[str, ...]) -> None:
+    """Create or update CronWorkflows, declaratively as `kubectl apply`: a field the file
+    does not set (suspend first of all) keeps its live value; an unchanged file changes
+    nothing and says `unchanged`."""
+    obj = _obj()
+    manifests = admit(files, obj.namespace)
     with obj.engine() as engine:
+        names = []
         for m in manifests:
             _, what = engine.service.apply(m, now())
-            click.echo(f"cronworkflow.argoproj.io/{m.metadata.name} {what}")
+            names.append(f"{KIND}/{m.metadata.name}")
+            if obj.output != "name":
+                click.echo(f"{KIND}/{m.metadata.name} {what}")
         engine.catch_up()
+    if obj.output == "name":
+        click.echo("\n".join(names))
 
 
 @cli.command(name="migrate")
-@click.pass_obj
-def migrate_cmd(obj: Ctx) -> None:
-    """Create or upgrade the store schema."""
+@global_options(output=False, all_namespaces=False, selector=False)
+def migrate_cmd() -> None:
+    """Create or upgrade the store schema (PostgreSQL: once, before replicas start)."""
+    obj = _obj()
+    config = obj.store_config()
     try:
-        config = StoreConfig.parse(obj.store)
+        check_store(config, need_tables=False)
         migrate(config)
-    except StoreURLError as e:
+    except StoreUnavailable as e:
         fail(str(e))
-    except Exception as e:
-        fail(f"cannot migrate {obj.store}: {e}")
     click.echo(f"store {config.url} ready")
 
 
 # ---------------------------------------------------------------------- reading
 
 
-def _cron_object(c: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "argoproj.io/v1alpha1",
-        "kind": "CronWorkflow",
-        "metadata": c["metadata"],
-        "spec": c["spec"],
-        "status": c["status"],
-    }
+def known_namespaces(engine: Engine) -> list[str]:
+    rows = engine.view.query("SELECT DISTINCT namespace FROM cronsource_audit")
+    return sorted(r[0] for r in rows)
 
 
-def _next_run(c: dict[str, Any]) -> str:
-    return rfc3339(c["nextDue"]) or "-"
+def check_namespace(engine: Engine, obj: Ctx) -> None:
+    """An explicit `-n` that never held a CronWorkflow is a typo until shown otherwise."""
+    if obj.namespace is None or obj.all_namespaces:
+        return
+    known = known_namespaces(engine)
+    if obj.namespace not in known:
+        fail(
+            f"namespace {obj.namespace!r} has no CronWorkflows"
+            f" (namespaces in this store: {', '.join(known) or 'none'})"
+        )
+
+
+def selected(rows: list[dict[str, Any]], obj: Ctx) -> list[dict[str, Any]]:
+    try:
+        return select(rows, parse_label_selector(obj.selector))
+    except FieldError as e:
+        fail(f"-l {obj.selector!r}: {e.message}")
+
+
+def _schedules(spec: dict[str, Any]) -> str:
+    return ", ".join(spec.get("schedules") or [spec.get("schedule", "")])
+
+
+def _list_view(rows: list[dict[str, Any]], obj: Ctx) -> View:
+    t0 = now()
+    show_ns = obj.all_namespaces
+    table, wide = [], []
+    for c in rows:
+        spec, st = c["spec"], c["status"]
+        nxt = c["nextDue"]
+        last = st.get("lastScheduledTime")
+        last_t = datetime.fromisoformat(last.replace("Z", "+00:00")) if last else None
+        table.append(
+            ([c["namespace"]] if show_ns else [])
+            + [
+                c["name"],
+                _schedules(spec),
+                spec.get("timezone") or "UTC",
+                str(spec.get("suspend", False)).lower(),
+                str(len(st.get("active") or [])),
+                f"{last} ({ago(last_t, t0)})" if last else "-",
+                f"{rfc3339(nxt)} ({ago(nxt, t0)})" if nxt else "-",
+            ]
+        )
+        wide.append(
+            [
+                spec.get("concurrencyPolicy", "Allow"),
+                str(st.get("succeeded", 0)),
+                str(st.get("failed", 0)),
+                ",".join(f"{k}={v}" for k, v in (c["metadata"].get("labels") or {}).items()) or "-",
+            ]
+        )
+    headers = (["NAMESPACE"] if show_ns else []) + [
+        "NAME",
+        "SCHEDULES",
+        "TIMEZONE",
+        "SUSPENDED",
+        "ACTIVE",
+        "LAST RUN",
+        "NEXT RUN",
+    ]
+    where = "any namespace" if show_ns else f"namespace {obj.ns}"
+    return View(
+        data={
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "CronWorkflowList",
+            "metadata": {},
+            "items": [cron_object(c) for c in rows],
+        },
+        headers=headers,
+        rows=table,
+        wide_headers=["CONCURRENCY", "SUCCEEDED", "FAILED", "LABELS"],
+        wide_rows=wide,
+        names=[f"{KIND}/{c['name']}" for c in rows],
+        empty=f"No CronWorkflows found in {where}"
+        + (f" matching -l {obj.selector!r}." if obj.selector else "."),
+    )
+
+
+def _list(obj: Ctx) -> None:
+    with obj.engine() as engine:
+        check_namespace(engine, obj)
+        rows = selected(engine.view.statuses(None if obj.all_namespaces else obj.ns), obj)
+    emit(_list_view(rows, obj), obj.output)
 
 
 @cli.command(name="list")
-@click.option("-o", "--output", type=OUTPUT, default="table")
-@click.option("-A", "--all-namespaces", is_flag=True)
-@click.pass_obj
-def list_cmd(obj: Ctx, output: str, all_namespaces: bool) -> None:
-    """CronWorkflows with schedules, timezone, suspended, last and next run."""
-    with obj.engine() as engine:
-        rows = engine.view.statuses(None if all_namespaces else obj.namespace)
-
-    def table() -> Table:
-        t = Table(
-            "NAMESPACE",
-            "NAME",
-            "SCHEDULES",
-            "TIMEZONE",
-            "SUSPENDED",
-            "LAST RUN",
-            "NEXT RUN",
-            "ACTIVE",
-        )
-        for c in rows:
-            spec = c["spec"]
-            t.add_row(
-                c["namespace"],
-                c["name"],
-                ", ".join(spec.get("schedules") or [spec.get("schedule", "")]),
-                spec.get("timezone") or "UTC",
-                str(spec.get("suspend", False)).lower(),
-                c["status"].get("lastScheduledTime") or "-",
-                _next_run(c),
-                str(len(c["status"].get("active") or [])),
-            )
-        return t
-
-    emit([_cron_object(c) for c in rows], output, table)
+@global_options()
+def list_cmd() -> None:
+    """CronWorkflows with schedules, time zone, suspended, last and next run (alias ls)."""
+    _list(_obj())
 
 
-def _get(engine: Engine, namespace: str, name: str) -> dict[str, Any]:
+def _find(engine: Engine, namespace: str, name: str) -> dict[str, Any]:
     for c in engine.view.statuses(namespace):
         if c["name"] == name:
             return c
     fail(f"cronworkflow {namespace}/{name} not found")
 
 
+def _get_view(c: dict[str, Any]) -> View:
+    spec, st = c["spec"], c["status"]
+    t0 = now()
+    nxt = c["nextDue"]
+    rows = [
+        ["Name", c["name"]],
+        ["Namespace", c["namespace"]],
+        ["Schedules", _schedules(spec)],
+        ["Timezone", spec.get("timezone") or "UTC"],
+        ["Concurrency", spec.get("concurrencyPolicy", "Allow")],
+        ["Suspended", str(spec.get("suspend", False)).lower()],
+        ["Phase", st.get("phase", "")],
+        ["LastScheduledTime", st.get("lastScheduledTime") or "-"],
+        ["NextScheduledTime", f"{rfc3339(nxt)} ({ago(nxt, t0)})" if nxt else "-"],
+        ["Active", ", ".join(a["name"] for a in st.get("active") or []) or "-"],
+        ["Succeeded/Failed", f"{st.get('succeeded', 0)}/{st.get('failed', 0)}"],
+    ]
+    for cond in st.get("conditions") or []:
+        rows.append([f"Condition {cond['type']}", cond.get("message", "")])
+    return View(cron_object(c), ["FIELD", "VALUE"], rows, names=[f"{KIND}/{c['name']}"])
+
+
 @cli.command()
-@click.argument("name")
-@click.option("-o", "--output", type=OUTPUT, default="table")
-@click.pass_obj
-def get(obj: Ctx, name: str, output: str) -> None:
-    """One CronWorkflow, as `argo cron get`."""
+@click.argument("names", nargs=-1, shell_complete=_complete_names)
+@global_options()
+def get(names: tuple[str, ...]) -> None:
+    """One CronWorkflow as `argo cron get`; several, or none (all), as a list."""
+    obj = _obj()
+    names = tuple(n for n in names if n.lower() not in RESOURCE_WORDS)
+    if not names:
+        _list(obj)
+        return
     with obj.engine() as engine:
-        c = _get(engine, obj.namespace, name)
+        rows = [_find(engine, obj.ns, n) for n in names]
+    if len(rows) == 1 and obj.output in ("table", "json", "yaml"):
+        view = _get_view(rows[0])
+        if obj.output == "table":  # `argo cron get`: one field a line
+            width = max(len(r[0]) for r in view.rows) + 2
+            for k, v in view.rows:
+                click.echo(f"{k + ':':<{width}}{v}")
+            return
+        emit(view, obj.output)
+        return
+    emit(_list_view(rows, obj), obj.output)
 
-    def table() -> Table:
-        t = Table("FIELD", "VALUE", show_header=False)
-        spec, st = c["spec"], c["status"]
-        t.add_row("Name", c["name"])
-        t.add_row("Namespace", c["namespace"])
-        t.add_row("Schedules", ", ".join(spec.get("schedules") or [spec.get("schedule", "")]))
-        t.add_row("Timezone", spec.get("timezone") or "UTC")
-        t.add_row("Concurrency", spec.get("concurrencyPolicy", "Allow"))
-        t.add_row("Suspended", str(spec.get("suspend", False)).lower())
-        t.add_row("Phase", st.get("phase", ""))
-        t.add_row("LastScheduledTime", st.get("lastScheduledTime") or "-")
-        t.add_row("NextScheduledTime", _next_run(c))
-        t.add_row("Active", ", ".join(a["name"] for a in st.get("active") or []) or "-")
-        t.add_row("Succeeded/Failed", f"{st.get('succeeded', 0)}/{st.get('failed', 0)}")
-        for cond in st.get("conditions") or []:
-            t.add_row(f"Condition {cond['type']}", cond.get("message", ""))
-        return t
 
-    emit(_cron_object(c), output, table)
+def _event_type(value: str) -> str:
+    for t in EVENT_TYPES:
+        if t.lower() == value.lower():
+            return t
+    fail(f"--type: unknown event type {value!r} (one of: {', '.join(EVENT_TYPES)})")
+
+
+def _reason(value: str) -> str:
+    for r in SKIP_REASONS:
+        if r.lower() == value.lower():
+            return r
+    fail(f"--reason: unknown skip reason {value!r} (one of: {', '.join(SKIP_REASONS)})")
+
+
+def ticks_cell(e: dict[str, Any]) -> str:
+    """How many ticks an event covers: a folded skip (or a queue) says until when."""
+    count = e.get("count")
+    if count is None:
+        return "1" if e["type"] == "ScheduleFired" else "-"
+    last = e.get("lastScheduledTime")
+    return f"{count} until {last}" if count > 1 and last else str(count)
+
+
+def detail_cell(e: dict[str, Any]) -> str:
+    """What happened, in a word or two: trigger, reason, phase, who."""
+    t = e["type"]
+    if t == "ScheduleFired":
+        out = f"trigger={e.get('trigger', 'schedule')}"
+        if e.get("replaced"):
+            out += f" replaced={','.join(e['replaced'])}"
+        return out
+    if t == "ScheduleSkipped":
+        return f"reason={e.get('reason')}" + (f": {e['message']}" if e.get("message") else "")
+    if t == "RunCompleted":
+        return f"phase={e.get('phase')}" + (
+            f" finished={e['finishedAt']}" if e.get("finishedAt") else ""
+        )
+    if t in ("Suspended", "Resumed"):
+        parts = [f"by={e['by']}" if e.get("by") else "", e.get("note") or ""]
+        return " ".join(p for p in parts if p) or "-"
+    if t == "BackfillQueued":
+        return f"overlap={e.get('overlap')} parallel={e.get('parallel')}"
+    if t == "HistoryPruned":
+        return "removed " + ",".join(e.get("workflows") or [])
+    if t in ("SubmissionFailed", "SpecRejected", "Stopped"):
+        transient = " (transient, retried)" if e.get("transient") else ""
+        return (e.get("message") or e.get("reason") or "-") + transient
+    if t == "SpecUpdated":
+        return f"generation={e.get('generation')}"
+    return "-"
+
+
+def _events_view(events: list[dict[str, Any]], with_cron: bool, empty: str) -> View:
+    headers = (["CRONWORKFLOW"] if with_cron else []) + [
+        "VERSION",
+        "TYPE",
+        "AT",
+        "SCHEDULED",
+        "TICKS",
+        "WORKFLOW",
+        "DETAIL",
+    ]
+    rows = [
+        ([e["cronWorkflow"]] if with_cron else [])
+        + [
+            str(e["version"]),
+            e["type"],
+            e["at"],
+            e["scheduledTime"] or "-",
+            ticks_cell(e),
+            e["workflow"] or "-",
+            detail_cell(e),
+        ]
+        for e in events
+    ]
+    return View(
+        events,
+        headers,
+        rows,
+        names=[f"{e['cronWorkflow']}@{e['version']}" for e in events],
+        empty=empty,
+    )
 
 
 @cli.command()
-@click.argument("name")
-@click.option("--since", default=None)
-@click.option("--until", default=None)
+@name_argument(required=False)
+@click.option("--since", default=None, help="RFC 3339: events at or after it")
+@click.option("--until", default=None, help="RFC 3339: events at or before it")
 @click.option("--type", "types", multiple=True, help="event type, e.g. ScheduleFired (repeatable)")
-@click.option("-o", "--output", type=OUTPUT, default="table")
-@click.pass_obj
+@click.option("--reason", "reasons", multiple=True, help="skip reason, e.g. Suspended (repeatable)")
+@global_options()
 def history(
-    obj: Ctx, name: str, since: str | None, until: str | None, types: tuple[str, ...], output: str
+    name: str | None,
+    since: str | None,
+    until: str | None,
+    types: tuple[str, ...],
+    reasons: tuple[str, ...],
 ) -> None:
-    """The audit log of one CronWorkflow: every fire and skip, and why."""
+    """The audit log of one CronWorkflow (or, without NAME, of the namespace): every fire
+    and skip, and why."""
+    obj = _obj()
     s = parse_time(since, "--since") if since else None
     u = parse_time(until, "--until") if until else None
+    if s and u and u < s:
+        fail(f"--until {until} is before --since {since}")
+    want_types = tuple(_event_type(t) for t in types)
+    want_reasons = {_reason(r) for r in reasons}
     with obj.engine() as engine:
-        rows = engine.view.audit(obj.namespace, name, since=s, until=u, types=types)
+        check_namespace(engine, obj)
+        ns = None if obj.all_namespaces and not name else obj.ns
+        if name and not ReadQueries(engine).ever_existed(obj.ns, name):
+            fail(f"cronworkflow {obj.ns}/{name} not found (never applied in namespace {obj.ns})")
+        rows = engine.view.audit(ns, name, since=s, until=u, types=want_types)
+        if obj.selector:
+            keep = {
+                (c["namespace"], c["name"])
+                for c in selected(engine.view.statuses(ns, include_deleted=True), obj)
+            }
+            rows = [r for r in rows if (r.namespace, r.name) in keep]
+    if want_reasons:
+        rows = [r for r in rows if r.reason in want_reasons]
     events = [r.as_event() for r in rows]
+    emit(_events_view(events, not name, "No events match."), obj.output)
 
-    def table() -> Table:
-        t = Table("VERSION", "TYPE", "AT", "SCHEDULED", "WORKFLOW", "REASON")
-        for e in events:
-            t.add_row(
-                str(e["version"]),
-                e["type"],
-                e["at"],
-                e["scheduledTime"] or "-",
-                e["workflow"] or "-",
-                e["reason"] or "-",
-            )
-        return t
 
-    emit(events, output, table)
+@cli.command()
+@name_argument()
+@click.option("--at", "at_", required=True, help="RFC 3339 time of the tick in question")
+@global_options(all_namespaces=False, selector=False)
+def why(name: str, at_: str) -> None:
+    """Why did (or didn't) it run at T: the decision covering T (fired, skipped and why,
+    pending, not a tick) and the event behind it (the query of GET .../decision)."""
+    obj = _obj()
+    t = parse_time(at_, "--at")
+    with obj.engine() as engine:
+        queries = ReadQueries(engine)
+        rows = queries.decisions_at(obj.ns, name, t)
+        try:
+            agg: CronWorkflow | None = engine.service.find(obj.ns, name)
+        except NotFound:
+            if not queries.ever_existed(obj.ns, name):
+                fail(f"cronworkflow {obj.ns}/{name} not found")
+            agg = None
+    d = explain(agg, t, rows)
+    if obj.output in ("json", "yaml"):
+        emit(View(d, [], []), obj.output)
+        return
+    if obj.output == "name":
+        click.echo(d["outcome"])
+        return
+    reason = f" ({d['reason']})" if d.get("reason") else ""
+    click.echo(f"{obj.ns}/{name} at {d['at']}: {d['outcome']}{reason}")
+    click.echo(d["explanation"])
+    if d["decisions"]:
+        v = _events_view(d["decisions"], False, "")
+        print_table(v.headers, v.rows)
 
 
 @cli.command(name="next")
-@click.argument("name")
+@name_argument()
 @click.option("-c", "--count", default=5, show_default=True, type=click.IntRange(1, 1000))
-@click.option("-o", "--output", type=OUTPUT, default="table")
-@click.pass_obj
-def next_cmd(obj: Ctx, name: str, count: int, output: str) -> None:
+@global_options(all_namespaces=False, selector=False)
+def next_cmd(name: str, count: int) -> None:
     """The next N fire times, in the CronWorkflow's zone and in UTC."""
+    obj = _obj()
     with obj.engine() as engine:
         try:
-            agg = engine.service.find(obj.namespace, name)
+            agg = engine.service.find(obj.ns, name)
         except NotFound as e:
             fail(str(e))
-        tz = agg.spec_model.timezone
-        zone = ZoneInfo(tz or "UTC")
-        t = max(now(), agg.decided_until)
-        times = []
-        for _ in range(count):
-            t = agg.schedule.next_after(t)
-            times.append(t)
-    data = [{"local": t.astimezone(zone).isoformat(), "utc": rfc3339(t)} for t in times]
-
-    def table() -> Table:
-        tb = Table(f"LOCAL ({tz or 'UTC'})", "UTC")
-        for d in data:
-            tb.add_row(d["local"], d["utc"])
-        return tb
-
-    emit(data, output, table)
+        t0 = now()
+        data = next_fire_times(agg, t0, count)
+        tz = agg.spec_model.timezone or "UTC"
+    rows = [
+        [d["local"] or "", d["utc"] or "", ago(parse_api_time(d["utc"] or "", "utc"), t0)]
+        for d in data
+    ]
+    emit(
+        View(data, [f"LOCAL ({tz})", "UTC", "WHEN"], rows, names=[d["utc"] or "" for d in data]),
+        obj.output,
+    )
 
 
 # ---------------------------------------------------------------------- commands
 
 
-def _command(obj: Ctx, name: str, do: Callable[[Engine, Any], str]) -> None:
+def _targets(engine: Engine, obj: Ctx, names: Sequence[str]) -> list[tuple[str, str]]:
+    """(namespace, name) of each CronWorkflow named, or selected by `-l` (with -A: in any
+    namespace); unknown names are reported and make the exit 1 after the others ran."""
+    if not names and not obj.selector:
+        fail("give one or more names, or -l SELECTOR")
+    if obj.selector:
+        rows = selected(engine.view.statuses(None if obj.all_namespaces else obj.ns), obj)
+        if not rows:
+            fail(f"no CronWorkflow matches -l {obj.selector!r}")
+        return [(c["namespace"], c["name"]) for c in rows]
+    return [(obj.ns, n) for n in names]
+
+
+def _each(names: Sequence[str], do: Callable[[Engine, CronWorkflow], str]) -> None:
+    obj = _obj()
+    missing = 0
     with obj.engine() as engine:
-        try:
-            agg = engine.service.find(obj.namespace, name)
-        except NotFound as e:
-            fail(str(e))
-        click.echo(do(engine, agg.id))
+        for ns, name in _targets(engine, obj, names):
+            try:
+                agg = engine.service.find(ns, name)
+            except NotFound as e:
+                click.echo(f"error: {e}", err=True)
+                missing += 1
+                continue
+            message = do(engine, agg)
+            click.echo(f"{KIND}/{name}" if obj.output == "name" else message)
         engine.catch_up()
+    if missing:
+        sys.exit(1)
 
 
 @cli.command()
-@click.argument("name")
-@click.pass_obj
-def suspend(obj: Ctx, name: str) -> None:
-    """Suspend: no tick runs until resumed."""
-    _command(
-        obj, name, lambda e, i: (e.service.suspend(i, now(), by="cli"), f"{name} suspended")[1]
-    )
+@name_argument(required=False, many=True)
+@global_options()
+def suspend(names: tuple[str, ...]) -> None:
+    """Suspend: no tick runs until resumed (several names, or -l)."""
+
+    def do(e: Engine, a: CronWorkflow) -> str:
+        was = a.suspended
+        e.service.suspend(a.id, now(), by="cli")
+        return f"{KIND}/{a.name} {'unchanged (already suspended)' if was else 'suspended'}"
+
+    _each(names, do)
 
 
 @cli.command()
-@click.argument("name")
-@click.pass_obj
-def resume(obj: Ctx, name: str) -> None:
+@name_argument(required=False, many=True)
+@global_options()
+def resume(names: tuple[str, ...]) -> None:
     """Resume: the ticks of the suspension are decided, at most one runs."""
-    _command(obj, name, lambda e, i: (e.service.resume(i, now(), by="cli"), f"{name} resumed")[1])
+
+    def do(e: Engine, a: CronWorkflow) -> str:
+        was = a.suspended or a.stopped
+        e.service.resume(a.id, now(), by="cli")
+        return f"{KIND}/{a.name} {'resumed' if was else 'unchanged (not suspended)'}"
+
+    _each(names, do)
 
 
 @cli.command()
-@click.argument("name")
-@click.pass_obj
-def delete(obj: Ctx, name: str) -> None:
-    """Delete; the history stays queryable."""
-    _command(obj, name, lambda e, i: (e.service.delete(i, now()), f"{name} deleted")[1])
+@name_argument(required=False, many=True)
+@global_options()
+def delete(names: tuple[str, ...]) -> None:
+    """Delete; the history stays queryable (alias rm)."""
+
+    def do(e: Engine, a: CronWorkflow) -> str:
+        e.service.delete(a.id, now())
+        return f"{KIND}/{a.name} deleted"
+
+    _each(names, do)
 
 
 @cli.command()
-@click.argument("name")
+@name_argument(required=False, many=True)
 @click.option(
     "--request-id", default=None, help="idempotency key; a retried request starts no second run"
 )
-@click.pass_obj
-def trigger(obj: Ctx, name: str, request_id: str | None) -> None:
+@global_options()
+def trigger(names: tuple[str, ...], request_id: str | None) -> None:
     """Run now (a manual fire)."""
     rid = request_id or uuid.uuid4().hex
 
-    def do(e: Engine, i: Any) -> str:
-        wf = e.service.trigger(i, now(), rid)
+    def do(e: Engine, a: CronWorkflow) -> str:
+        wf = e.service.trigger(a.id, now(), rid)
         return f"workflow {wf} triggered" if wf else f"request {rid} already triggered"
 
-    _command(obj, name, do)
+    _each(names, do)
+
+
+# ---------------------------------------------------------------------- backfill
+
+
+def backfill_summary(ref: str, plan: BackfillPlan, dry_run: bool, pending_after: str) -> str:
+    """The one line that says what the backfill does (or would do) with each tick."""
+    how = {
+        "Allow": "all at once"
+        if plan.parallel is None
+        else f"{plan.parallel} at a time, the rest queued",
+        "Queue": f"one after another, {plan.parallel or 1} at a time",
+        "Forbid": "no overlap: a tick whose turn comes while a run is active is skipped",
+        "Replace": "each replaces the one before: only the latest runs",
+    }[plan.overlap]
+    verb = "would start" if dry_run else "started"
+    parts = [f"{len(plan.fire)} now"] + ([f"{len(plan.queue)} queued"] if plan.queue else [])
+    line = (
+        f"{'dry run: ' if dry_run else ''}backfill {ref}: {plan.candidates} ticks in range,"
+        f" {verb} {len(plan.runs)} ({', '.join(parts)}; overlap {plan.overlap}: {how}),"
+        f" skipped {len(plan.skip)}"
+        + (f" ({plan.skip_reason})" if plan.skip else "")
+        + f", already fired {len(plan.already)}"
+    )
+    if plan.skip and plan.overlap in ("Forbid", "Replace"):
+        line += "; --overlap Queue runs them one after another"
+    return line + pending_after
 
 
 @cli.command()
-@click.argument("name")
-@click.option("--start", required=True)
-@click.option("--end", required=True)
-@click.option("--dry-run", is_flag=True)
-@click.option("-o", "--output", type=OUTPUT, default="table")
-@click.pass_obj
-def backfill(obj: Ctx, name: str, start: str, end: str, dry_run: bool, output: str) -> None:
-    """Fire every tick in [start, end] that never fired."""
+@name_argument()
+@click.option("--start", required=True, help="RFC 3339: ticks at or after it")
+@click.option("--end", required=True, help="RFC 3339: ticks at or before it")
+@click.option(
+    "--overlap",
+    type=click.Choice(OVERLAPS),
+    default=None,
+    help="how backfill runs overlap (default: the CronWorkflow's concurrencyPolicy);"
+    " Queue runs them one after another",
+)
+@click.option(
+    "--parallel",
+    type=click.IntRange(1, 10_000),
+    default=None,
+    help="Allow/Queue: at most N backfill runs at once, the rest wait their turn",
+)
+@click.option(
+    "--max-ticks",
+    type=click.IntRange(1, 10_000_000),
+    default=DEFAULT_MAX_BACKFILL_TICKS,
+    show_default=True,
+    help="refuse a range with more ticks than this",
+)
+@click.option("--dry-run", is_flag=True, help="print what would run, change nothing")
+@click.option("--cancel", is_flag=True, help="drop the ticks queued by earlier backfills")
+@global_options(all_namespaces=False, selector=False)
+def backfill(
+    name: str,
+    start: str,
+    end: str,
+    overlap: str | None,
+    parallel: int | None,
+    max_ticks: int,
+    dry_run: bool,
+    cancel: bool,
+) -> None:
+    """Run the ticks in [start, end] that never fired (skipped ones, and ticks before the
+    CronWorkflow existed); ticks not decided yet are left to the scheduler."""
+    obj = _obj()
     s, e = parse_time(start, "--start"), parse_time(end, "--end")
     if e < s:
         fail(f"--end {end} is before --start {start}")
+    if parallel is not None and overlap in ("Forbid", "Replace"):
+        fail(f"--parallel applies to --overlap Allow or Queue, not {overlap}")
+    ref = f"{obj.ns}/{name}"
     with obj.engine() as engine:
         try:
-            agg = engine.service.find(obj.namespace, name)
+            agg = engine.service.find(obj.ns, name)
         except NotFound as ex:
             fail(str(ex))
-        with Progress(console=err_console, transient=True) as progress:
-            task = progress.add_task(f"backfill {name}", total=None)
-            times = engine.service.backfill(
+        if cancel:
+            n = engine.service.cancel_backfill(agg.id, now())
+            engine.catch_up()
+            click.echo(f"backfill {ref}: {n} queued ticks cancelled")
+            return
+        pending_after = (
+            f"; ticks after {rfc3339(agg.decided_until)} are not decided yet (the scheduler"
+            " decides them)"
+            if e > agg.decided_until
+            else ""
+        )
+        kwargs: dict[str, Any] = {"overlap": overlap, "parallel": parallel, "max_ticks": max_ticks}
+        try:
+            plan = engine.service.plan_backfill(agg.id, s, e, **kwargs)
+        except BackfillTooLarge as ex:
+            fail(f"--start/--end: {ex} (--max-ticks {max_ticks})")
+        if dry_run or not plan.runs:
+            data = backfill_result(name, plan, True)
+            _backfill_out(obj, data, backfill_summary(ref, plan, True, pending_after), name)
+            return
+        with Progress(
+            TextColumn("backfill {task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err_console,
+            transient=True,
+            disable=not err_console.is_terminal,
+        ) as progress:
+            task = progress.add_task(ref, total=len(plan.fire))
+            done = engine.service.run_backfill(
                 agg.id,
                 s,
                 e,
                 now(),
-                dry_run=dry_run,
-                progress=lambda done, total: progress.update(task, completed=done, total=total),
+                **kwargs,
+                progress=lambda n, total: progress.update(task, completed=n, total=total),
             )
         engine.catch_up()
-    data = [
-        {"scheduledTime": rfc3339(t), "workflow": f"{name}-{int(t.timestamp())}"} for t in times
-    ]
-
-    def table() -> Table:
-        t = Table("SCHEDULED", "WORKFLOW", title=("would fire" if dry_run else "fired"))
-        for d in data:
-            t.add_row(d["scheduledTime"], d["workflow"])
-        return t
-
-    emit(data, output, table)
+    data = backfill_result(name, done, False)
+    _backfill_out(obj, data, backfill_summary(ref, done, False, pending_after), name)
 
 
-def _manifest_files(paths: tuple[str, ...], exclude: str | None = None) -> list[str]:
-    """The YAML files of PATHS; directories are walked, leaving out `exclude` (the local
-    target's workflows directory: `run .` must not read its own Workflow files back)."""
-    files: list[str] = []
-    skip = Path(exclude).resolve() if exclude else None
-    for p in paths:
-        path = Path(p)
-        if path.is_dir():
-            files += sorted(
-                str(f)
-                for f in path.rglob("*")
-                if f.suffix in (".yaml", ".yml")
-                and not (skip is not None and f.resolve().is_relative_to(skip))
-            )
-        elif path.exists():
-            files.append(p)
-        else:
-            fail(f"{p}: no such file or directory")
-    return files
+def _backfill_out(obj: Ctx, data: dict[str, Any], summary: str, name: str) -> None:
+    machine = obj.output in ("json", "yaml", "name")
+    click.echo(summary, err=machine)  # the count first: before a long table
+    rows = [[i["scheduledTime"], i["workflow"], i["action"]] for i in data["items"]]
+    emit(
+        View(
+            data,
+            ["SCHEDULED", "WORKFLOW", "ACTION"],
+            rows,
+            names=[i["workflow"] for i in data["items"] if i["action"] != "skip"],
+        ),
+        obj.output,
+    )
+
+
+# ---------------------------------------------------------------------- the main job
 
 
 @cli.command()
-@click.argument("paths", nargs=-1)
+@click.argument("paths", nargs=-1, type=click.Path(allow_dash=True))
 @click.option(
     "--role", type=click.Choice(["all", "scheduler", "projector"]), default="all", show_default=True
 )
@@ -542,9 +1142,8 @@ def _manifest_files(paths: tuple[str, ...], exclude: str | None = None) -> list[
     help="/readyz fails when the scheduler loop finished no turn for this long",
 )
 @click.option("-v", "--verbose", is_flag=True)
-@click.pass_obj
+@global_options(output=False, all_namespaces=False, selector=False)
 def run(
-    obj: Ctx,
     paths: tuple[str, ...],
     role: str,
     late_tolerance: str,
@@ -561,7 +1160,6 @@ def run(
 ) -> None:
     """The main job: apply PATHS, then schedule and project until SIGTERM."""
     import logging
-    import time
 
     started = time.monotonic()
 
@@ -571,6 +1169,7 @@ def run(
     from adapters.shards import AdvisoryLockShards, Ownership, SoleOwner
     from domain.durations import parse_duration
 
+    obj = _obj()
     configure_logging(logging.DEBUG if verbose else logging.INFO)
     try:
         tolerance = parse_duration(late_tolerance)
@@ -594,16 +1193,18 @@ def run(
             fail(str(e))
     manifests = (
         admit(
-            _manifest_files(paths, exclude=None if kube else workflows_dir),
+            paths,
             obj.namespace,
             only_cronworkflows=True,
+            exclude=None if kube else workflows_dir,
         )
         if paths
         else []
     )
+    config = obj.store_config()
     try:
-        config = StoreConfig.parse(obj.store)
-    except StoreURLError as e:
+        check_store(config)
+    except StoreUnavailable as e:
         fail(str(e))
     api_client: Any = None
     target: Any
@@ -627,11 +1228,10 @@ def run(
             engine = build_engine(config, target=target, late_tolerance=tolerance)
         engine.view.next_due()
     except Exception as e:
-        hint = " (run `cronsource migrate` first)" if config.kind == "postgresql" else ""
-        fail(f"cannot open store {config.url}: {e}{hint}")
+        fail(describe(e, config))
     for m in manifests:
         _, what = engine.service.apply(m, now())
-        click.echo(f"cronworkflow.argoproj.io/{m.metadata.name} {what}", err=True)
+        click.echo(f"{KIND}/{m.metadata.name} {what}", err=True)
     ownership: Ownership = (
         AdvisoryLockShards(config.pg_conninfo, want_projector=role != "scheduler")
         if config.kind == "postgresql"
@@ -667,13 +1267,13 @@ def run(
     click.echo(
         f"cronsource running: store {config.url}, role {role}, workflows in {where}", err=True
     )
+
+    def ready() -> None:
+        click.echo(f"cronsource ready after {time.monotonic() - started:.2f}s", err=True)
+        click.echo(next_tick_line(engine), err=True)
+
     try:
-        loop.run(
-            waker,
-            on_ready=lambda: click.echo(
-                f"cronsource ready after {time.monotonic() - started:.2f}s", err=True
-            ),
-        )
+        loop.run(waker, on_ready=ready)
     finally:
         if probes is not None:
             probes.stop()
@@ -686,20 +1286,147 @@ def run(
     click.echo(f"cronsource stopped after {loop.fires} fires", err=True)
 
 
+def next_tick_line(engine: Engine) -> str:
+    """`next tick: default/hello at ... (in 42s)`, or why there is none."""
+    try:
+        rows = [c for c in engine.view.statuses() if c["nextDue"] is not None]
+    except Exception as e:
+        return f"next tick: unknown ({describe(e, engine.config)})"
+    if not rows:
+        return "next tick: none (no live CronWorkflow; apply one, or resume a suspended one)"
+    c = min(rows, key=lambda r: r["nextDue"])
+    t = c["nextDue"]
+    zone = c["spec"].get("timezone") or "UTC"
+    local = t.astimezone(ZoneInfo(zone)).isoformat()
+    return (
+        f"next tick: {c['namespace']}/{c['name']} at {rfc3339(t)} ({local} {zone}, {ago(t, now())})"
+    )
+
+
+# ---------------------------------------------------------------------- simulate
+
+
+def _zones(sc: Any) -> dict[str, str]:
+    """Each simulated CronWorkflow's time zone (the last applied spec wins)."""
+    out: dict[str, str] = {}
+    docs = list(sc.cron_workflows) + [a.apply for a in sc.actions if a.apply is not None]
+    for d in docs:
+        try:
+            meta, spec = d.get("metadata") or {}, d.get("spec") or {}
+            key = f"{meta.get('namespace') or 'default'}/{meta['name']}"
+            out[key] = spec.get("timezone") or "UTC"
+        except (AttributeError, KeyError, TypeError):
+            continue
+    return out
+
+
+def _local(t: str | None, zone: str) -> str:
+    if not t:
+        return "-"
+    try:
+        dt = datetime.fromisoformat(t.replace("Z", "+00:00")).astimezone(ZoneInfo(zone))
+    except (ValueError, KeyError):
+        return "-"
+    return dt.strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def simulate_tables(result: dict[str, Any], zones: dict[str, str]) -> None:
+    """Every decision (fires and skips, with reasons), then one summary line per
+    CronWorkflow: what a user wants to know before applying a schedule."""
+    by_name = {w["name"]: w for w in result["workflows"]}
+    rows = []
+    fired: dict[str, Counter[str]] = {}
+    skipped: dict[str, Counter[str]] = {}
+    for e in result["events"]:
+        cw = e["cronWorkflow"]
+        fired.setdefault(cw, Counter())
+        skipped.setdefault(cw, Counter())
+        if e["type"] not in ("ScheduleFired", "ScheduleSkipped"):
+            continue
+        zone = zones.get(cw, "UTC")
+        if e["type"] == "ScheduleFired":
+            w = by_name.get(e["workflow"] or "", {})
+            decision = f"fired ({e.get('trigger', 'schedule')})"
+            fired[cw][e.get("trigger", "schedule")] += 1
+            phase = w.get("phase", "-")
+        else:
+            decision = f"skipped: {e.get('reason')}"
+            skipped[cw][e.get("reason") or "?"] += e.get("count", 1)
+            phase = "-"
+        rows.append(
+            [
+                cw,
+                _local(e["scheduledTime"], zone),
+                e["scheduledTime"] or "-",
+                decision,
+                ticks_cell(e),
+                e["workflow"] or "-",
+                phase,
+                e["at"],
+            ]
+        )
+    print_table(
+        [
+            "CRONWORKFLOW",
+            "SCHEDULED (LOCAL)",
+            "SCHEDULED (UTC)",
+            "DECISION",
+            "TICKS",
+            "WORKFLOW",
+            "PHASE",
+            "DECIDED AT",
+        ],
+        rows,
+        "Decisions",
+    )
+    click.echo()
+    status = {f"{c['namespace']}/{c['name']}": c["status"] for c in result["cronWorkflows"]}
+    summary = []
+    for cw in sorted(set(fired) | set(status)):
+        f, s = fired.get(cw, Counter()), skipped.get(cw, Counter())
+        st = status.get(cw, {})
+        summary.append(
+            [
+                cw,
+                zones.get(cw, "UTC"),
+                str(sum(f.values()) + sum(s.values())),
+                str(sum(f.values()))
+                + (f" ({', '.join(f'{k} {v}' for k, v in sorted(f.items()))})" if f else ""),
+                str(sum(s.values()))
+                + (f" ({', '.join(f'{k} {v}' for k, v in sorted(s.items()))})" if s else ""),
+                str(st.get("succeeded", 0)),
+                str(st.get("failed", 0)),
+                str(len(st.get("active") or [])),
+            ]
+        )
+    print_table(
+        [
+            "CRONWORKFLOW",
+            "TIMEZONE",
+            "RUNS+SKIPS",
+            "FIRED",
+            "SKIPPED",
+            "SUCCEEDED",
+            "FAILED",
+            "ACTIVE",
+        ],
+        summary,
+        "Summary",
+    )
+
+
 @cli.command()
-@click.argument("scenario")
-@click.option("-o", "--output", type=OUTPUT, default="table")
-@click.pass_obj
-def simulate(obj: Ctx, scenario: str, output: str) -> None:
-    """Run the real engine on a virtual clock (docs/design.md 7.1)."""
+@click.argument("scenario", type=click.Path(allow_dash=True))
+@global_options(all_namespaces=False, selector=False)
+def simulate(scenario: str) -> None:
+    """Run the real engine on a virtual clock (docs/simulate.md)."""
     from adapters.documents import DocumentError, load_yaml
     from adapters.simulate import ScenarioError, load_scenario
     from adapters.simulate import simulate as run_simulation
 
+    obj = _obj()
     try:
-        docs = load_yaml(Path(scenario).read_bytes(), scenario)
-    except OSError as e:
-        fail(f"{scenario}: {e.strerror}", 2)
+        docs = load_yaml(read_input(scenario, 2), scenario)
     except DocumentError as e:
         fail(str(e), 2)
     if len(docs) > 1:
@@ -709,6 +1436,12 @@ def simulate(obj: Ctx, scenario: str, output: str) -> None:
         sc = load_scenario(data)
     except ScenarioError as e:
         fail(f"{scenario}: {e}", 2)
+    if obj.store:
+        config = obj.store_config()
+        try:
+            check_store(config, need_tables=False)
+        except StoreUnavailable as e:
+            fail(str(e), 2)
     import signal
 
     from adapters.simulate import SimulationInterrupted
@@ -733,31 +1466,16 @@ def simulate(obj: Ctx, scenario: str, output: str) -> None:
         for s, handler in previous.items():
             signal.signal(s, handler)
 
-    def table() -> Table:
-        t = Table(
-            "WORKFLOW",
-            "CRONWORKFLOW",
-            "SCHEDULED",
-            "CREATED",
-            "PHASE",
-            "FINISHED",
-            "DELETED",
-            "TRIGGER",
-        )
+    if obj.output in ("json", "yaml"):
+        emit(View(result, [], []), obj.output)
+    elif obj.output == "name":
         for w in result["workflows"]:
-            t.add_row(
-                w["name"],
-                w["cronWorkflow"],
-                w["scheduledTime"] or "-",
-                w["createdAt"],
-                w["phase"],
-                w["finishedAt"] or "-",
-                w["deletedAt"] or "-",
-                w["trigger"],
-            )
-        return t
+            click.echo(w["name"])
+    else:
+        simulate_tables(result, _zones(sc))
 
-    emit(result, output, table)
+
+# ---------------------------------------------------------------------- serve, version
 
 
 @cli.command()
@@ -769,20 +1487,79 @@ def simulate(obj: Ctx, scenario: str, output: str) -> None:
     help="file holding the bearer token (else $CRONSOURCE_TOKEN); required off loopback",
 )
 @click.option("-v", "--verbose", is_flag=True, help="debug logs and access logs")
-@click.pass_obj
-def serve(obj: Ctx, host: str, port: int, token_file: str | None, verbose: bool) -> None:
+@global_options(output=False, all_namespaces=False, selector=False)
+def serve(host: str, port: int, token_file: str | None, verbose: bool) -> None:
     """HTTP API, metrics, health checks and the status page (docs/http-api.md)."""
     from adapters.http import ServeError
     from adapters.http import serve as serve_http
 
+    obj = _obj()
+    config = obj.store_config()
+    try:
+        check_store(config)
+    except StoreUnavailable as e:
+        fail(str(e))
     try:
         serve_http(obj.store, host=host, port=port, token_file=token_file, verbose=verbose)
     except ServeError as e:
         fail(str(e))
 
 
+@cli.command()
+@global_options(all_namespaces=False, selector=False)
+def version() -> None:
+    """The version of cronsource and its libraries; with --store, whether it is migrated."""
+    obj = _obj()
+    data: dict[str, Any] = {"version": _version_line()}
+    store = obj.store or os.environ.get("CRONSOURCE_STORE")
+    if store:
+        config = obj.store_config()
+        try:
+            check_store(config)
+            data["store"] = {"url": config.url, "status": "migrated"}
+        except StoreUnavailable as e:
+            data["store"] = {"url": config.url, "status": str(e)}
+    if obj.output in ("json", "yaml"):
+        emit(View(data, [], []), obj.output)
+        return
+    click.echo(data["version"])
+    if "store" in data:
+        click.echo(f"store {data['store']['url']}: {data['store']['status']}")
+
+
+@cli.command()
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script, e.g. `source <(cronsource completion bash)`."""
+    cls = get_completion_class(shell)
+    if cls is None:  # click knows the three shells above
+        fail(f"no completion for {shell}")
+    click.echo(cls(cli, {}, "cronsource", "_CRONSOURCE_COMPLETE").source())
+
+
 def main() -> None:
-    cli(prog_name="cronsource")
+    """The entry point: click's usage errors become one `error:` line too."""
+    try:
+        code = cli.main(prog_name="cronsource", standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.Abort:
+        click.echo("error: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as e:
+        if type(e).__name__ == "NoArgsIsHelpError":  # bare `cronsource`: help, as kubectl
+            click.echo(e.format_message())
+            sys.exit(0)
+        hint = ""
+        ctx = getattr(e, "ctx", None)
+        if isinstance(e, click.UsageError) and ctx is not None:
+            hint = f" (see `{ctx.command_path} -h`)"
+        click.echo(f"error: {e.format_message()}{hint}", err=True)
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
 
 
 if __name__ == "__main__":

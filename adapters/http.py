@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import uvicorn
 from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request, Response
@@ -50,12 +50,15 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from adapters.api import (
+    EVENT_TYPES,
+    SKIP_REASONS,
     AlreadyExists,
     EventFilter,
     FieldError,
     Operations,
     ReadQueries,
     StaleVersion,
+    backfill_result,
     cron_object,
     event_object,
     explain,
@@ -344,6 +347,20 @@ class BackfillRequest(_Model):
         description="RFC 3339; ticks at or before it", examples=["2026-05-04T06:00:00Z"]
     )
     dryRun: bool = False
+    overlap: Literal["Allow", "Forbid", "Replace", "Queue"] | None = Field(
+        default=None,
+        description="How backfill runs overlap; default the CronWorkflow's concurrencyPolicy."
+        " Queue runs them one after another",
+    )
+    parallel: int | None = Field(
+        default=None, ge=1, le=10_000, description="Allow/Queue: at most this many at once"
+    )
+    maxTicks: int | None = Field(
+        default=None,
+        ge=1,
+        le=10_000_000,
+        description="Refuse a range with more ticks than this (default 10,000)",
+    )
 
     @field_validator("start", "end")
     @classmethod
@@ -358,11 +375,20 @@ class BackfillRequest(_Model):
 class BackfillItem(BaseModel):
     scheduledTime: str
     workflow: str
+    action: str = Field(description="fire, queue or skip (dry run: would fire, would queue)")
 
 
 class BackfillResult(BaseModel):
     dryRun: bool
-    count: int
+    overlap: str
+    parallel: int | None
+    ticks: int = Field(description="Ticks of the schedule in the range, up to the last decided")
+    count: int = Field(description="Runs this backfill starts, now or queued")
+    fired: int
+    queued: int
+    skipped: int
+    skipReason: str | None
+    alreadyFired: int
     items: list[BackfillItem]
 
 
@@ -881,6 +907,14 @@ def create_app(
         ):
             if any("\x00" in v for v in values):
                 raise FieldError(field, "must not contain NUL characters")
+        for field, values, known in (
+            ("type", types or [], EVENT_TYPES),
+            ("reason", reasons or [], SKIP_REASONS),
+        ):
+            for v in values:
+                if v not in known:
+                    # A typo would otherwise answer an empty page, as if nothing happened.
+                    raise FieldError(field, f"unknown {field} {v!r} (one of: {', '.join(known)})")
         s = parse_time(since, "since") if since else None
         u = parse_time(until, "until") if until else None
         if s and u and u < s:
@@ -1093,10 +1127,21 @@ def create_app(
         s, e = parse_time(body.start, "start"), parse_time(body.end, "end")
         if e < s:
             raise FieldError("end", f"{body.end} is before start {body.start}", "body")
-        times = ops.backfill(namespace, name, s, e, body.dryRun, settings.max_backfill_ticks)
-        items = [
-            {"scheduledTime": rfc3339(t), "workflow": f"{name}-{int(t.timestamp())}"} for t in times
-        ]
+        if body.parallel is not None and body.overlap in ("Forbid", "Replace"):
+            raise FieldError(
+                "parallel", f"applies to overlap Allow or Queue, not {body.overlap}", "body"
+            )
+        plan = ops.backfill(
+            namespace,
+            name,
+            s,
+            e,
+            body.dryRun,
+            body.maxTicks or settings.max_backfill_ticks,
+            overlap=body.overlap,
+            parallel=body.parallel,
+        )
+        times = plan.runs
         if not body.dryRun and times:
             log.info(
                 "%s/%s backfilled %d ticks",
@@ -1105,7 +1150,7 @@ def create_app(
                 len(times),
                 extra=scheduling_fields(namespace, name, times[0], None, count=len(times)),
             )
-        return {"dryRun": body.dryRun, "count": len(items), "items": items}
+        return backfill_result(name, plan, body.dryRun)
 
     @api.get(
         base + "/{name}/next",

@@ -431,13 +431,17 @@ class SchedulerLoop:
     def report(self) -> None:
         """The operator's heartbeat: what this replica owns, did, and how far behind it is."""
         owned = getattr(self.ownership, "owned", None)
+        # Plain key=value words, not Python dictionaries: the line is read by people and
+        # by log queries, and neither knows Python's repr.
+        lags = lag(self.engine) if self.runs_projections else None
+        failures = [f"{s.name}:{s.failures}" for s in self.supervisors if s.failures]
         log.info(
             "fires=%d projector=%s shards=%s lag=%s failures=%s",
             self.fires,
-            self.runs_projections,
+            str(self.runs_projections).lower(),
             len(owned) if owned is not None else "all",
-            lag(self.engine) if self.runs_projections else "-",
-            {s.name: s.failures for s in self.supervisors},
+            ",".join(f"{k}:{v}" for k, v in lags.items()) if isinstance(lags, dict) else "-",
+            ",".join(failures) or "0",
         )
 
     def sleep_seconds(self) -> float:

@@ -22,6 +22,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from adapters.api import TIME_MAX, TIME_MIN
 from adapters.engine import Engine, build_engine
 from adapters.store import StoreConfig
 from domain.durations import parse_duration
@@ -48,6 +49,10 @@ MAX_STEPS = 1_000_000
 def _aware(v: Any) -> Any:
     if isinstance(v, datetime) and v.tzinfo is None:
         raise ValueError("needs a time zone offset, e.g. 2026-03-07T00:00:00Z")
+    # The bound every entrypoint has (adapters/api.py): cron arithmetic near year 9999
+    # overflows `datetime`.
+    if isinstance(v, datetime) and not TIME_MIN <= v < TIME_MAX:
+        raise ValueError("must be between 1970-01-01 and 2199-12-31")
     return v
 
 

@@ -37,22 +37,40 @@ class StoreConfig:
             return cls(url, "memory")
         parsed = urlparse(url)
         if parsed.scheme == "sqlite":
+            if not url.startswith("sqlite:///"):
+                # `sqlite:/x.db` or `sqlite://x.db`: the path would be read as a host or
+                # silently as relative; say how many slashes mean what instead.
+                raise StoreURLError(
+                    f"not a valid store URL: {url!r}: use sqlite:///relative/path.db"
+                    " (three slashes) or sqlite:////absolute/path.db (four)"
+                )
             path = unquote(parsed.path)
             # sqlite:///rel/path is relative, sqlite:////abs/path absolute
             path = "/" + path.lstrip("/") if url.startswith("sqlite:////") else path.lstrip("/")
             if not path:
                 raise StoreURLError(
-                    f"--store {url!r}: sqlite URL needs a path, e.g. sqlite:///cronsource.db"
+                    f"not a valid store URL: {url!r}: a SQLite URL needs a path,"
+                    " e.g. sqlite:///cronsource.db"
                 )
             return cls(url, "sqlite", sqlite_path=path)
         if parsed.scheme in ("postgresql", "postgres"):
+            try:
+                parsed.port  # noqa: B018 (urlparse checks the port only when asked)
+            except ValueError:
+                raise StoreURLError(
+                    f"not a valid store URL: {url!r}: the port is not a number"
+                ) from None
             schema = parse_qs(parsed.query).get("schema", [""])[0]
             conninfo = parsed._replace(query="").geturl().replace("postgres://", "postgresql://", 1)
             if not parsed.path.strip("/"):
-                raise StoreURLError(f"--store {url!r}: PostgreSQL URL needs a database name")
+                raise StoreURLError(
+                    f"not a valid store URL: {url!r}: a PostgreSQL URL needs a database name,"
+                    " e.g. postgresql://user@host:5432/cronsource"
+                )
             return cls(url, "postgresql", pg_conninfo=conninfo, pg_schema=schema)
         raise StoreURLError(
-            f"--store {url!r}: unknown store; use sqlite:///PATH, postgresql://... or memory:"
+            f"not a valid store URL: {url!r}: use sqlite:///PATH, postgresql://USER@HOST/DB"
+            " or memory:"
         )
 
     def with_schema(self, schema: str) -> StoreConfig:

@@ -10,15 +10,18 @@ orphans a stored event; a changed event gets a new version and an upcaster.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import hashlib
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from itertools import islice
 from typing import Any, Literal
 from uuid import UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
+from domain.backfill import BackfillPlan, BackfillTooLarge, start_from_queue
 from domain.decisions import (
     DEFAULT_LATE_TOLERANCE,
     Fire,
@@ -150,6 +153,11 @@ class CronWorkflow(Aggregate):
         self.last_scheduled_time: datetime | None = None
         self.last_finished_at: datetime | None = None
         self.manual_runs: set[str] = set()
+        # Backfill ticks waiting their turn (Queue, or Allow with a parallel limit), at most
+        # `backfill_parallel` backfill runs (`backfill_running`) at once.
+        self.backfill_queue: list[datetime] = []
+        self.backfill_parallel = 1
+        self.backfill_running: set[str] = set()
         self._compiled: tuple[tuple[Any, ...], CompiledSchedule] | None = None
 
     def __deepcopy__(self, memo: dict[int, Any]) -> CronWorkflow:
@@ -162,6 +170,8 @@ class CronWorkflow(Aggregate):
         new.active = dict(self.active)
         new.finished = list(self.finished)
         new.manual_runs = set(self.manual_runs)
+        new.backfill_queue = list(self.backfill_queue)
+        new.backfill_running = set(self.backfill_running)
         new._pending_events = list(self._pending_events)
         return new
 
@@ -459,6 +469,10 @@ class CronWorkflow(Aggregate):
                 reset_baseline=reset,
                 timestamp=at,
             )
+        if "suspend" not in manifest.spec.model_fields_set:
+            # Declarative, as `kubectl apply`: a file that does not set `suspend` keeps the
+            # live value (a `cronsource suspend` survives re-applying it).
+            return fires
         if manifest.spec.suspend and not self.suspended:
             self.suspend(at, by="spec", note="spec.suspend is true")
         elif not manifest.spec.suspend and self.suspended:
@@ -500,14 +514,18 @@ class CronWorkflow(Aggregate):
         )
         self._prune_history(at)
         self._check_stop(at)
-        return self.tick(at) if self.is_live else []
+        fires = self.tick(at) if self.is_live else []
+        self._start_queued(at)
+        return fires
 
     def run_vanished(self, workflow: str, at: datetime) -> list[Fire]:
         """A child deleted by hand while active stops counting as active (Argo #2297)."""
         if workflow not in self.active and workflow not in {f[0] for f in self.finished}:
             return []
         self._run_vanished(workflow_name=workflow, at=at, timestamp=at)
-        return self.tick(at) if self.is_live else []
+        fires = self.tick(at) if self.is_live else []
+        self._start_queued(at)
+        return fires
 
     def submission_failed(
         self, workflow: str, scheduled_time: datetime, message: str, transient: bool, at: datetime
@@ -519,6 +537,8 @@ class CronWorkflow(Aggregate):
             transient=transient,
             timestamp=at,
         )
+        if not transient:
+            self._start_queued(at)
 
     def _prune_history(self, at: datetime) -> None:
         spec = self.spec_model
@@ -567,8 +587,29 @@ class CronWorkflow(Aggregate):
         ticks = self.schedule.ticks_between(start - _TICK, end)
         return [t for t in ticks if t not in done]
 
-    def backfill(self, ticks: Iterable[datetime], at: datetime) -> list[str]:
+    def backfill_candidates(
+        self, start: datetime, end: datetime, cap: int | None
+    ) -> list[datetime]:
+        """The ticks a backfill of [start, end] considers (domain/backfill.py): the current
+        schedule's, up to the decided watermark. More than `cap` raises BackfillTooLarge
+        before the rest are computed."""
+        upto = min(end, self.decided_until)
+        if upto < start:
+            return []
+        ticks = self.schedule.ticks_between(start - _TICK, upto)
+        if cap is None:
+            return list(ticks)
+        out = list(islice(ticks, cap + 1))
+        if len(out) > cap:
+            raise BackfillTooLarge(len(out), cap)
+        return out
+
+    def backfill(
+        self, ticks: Iterable[datetime], at: datetime, replaces: Iterable[str] = ()
+    ) -> list[str]:
+        """Fire these ticks as backfill runs now (the first one replacing `replaces`)."""
         names = []
+        replaced = list(replaces)
         for t in ticks:
             name = workflow_name(self.name, t)
             self._fired(
@@ -576,11 +617,49 @@ class CronWorkflow(Aggregate):
                 workflow_name=name,
                 fired_at=at,
                 trigger="backfill",
-                replaced=[],
+                replaced=replaced,
                 timestamp=at,
             )
+            replaced = []
             names.append(name)
         return names
+
+    def apply_backfill(self, plan: BackfillPlan, at: datetime) -> list[datetime]:
+        """Carry out a plan made on this state: fire what runs now, queue the rest (the
+        queue drains as backfill runs end). Returns the ticks fired now."""
+        if self.deleted:
+            raise ValueError(f"CronWorkflow {self.namespace}/{self.name} is deleted")
+        self.backfill(plan.fire, at, plan.replaces)
+        if plan.queue:
+            self._backfill_queued(
+                ticks=list(plan.queue),
+                parallel=plan.parallel or 1,
+                overlap=plan.overlap,
+                # First, last and count, as a skipped range has them (for the audit log).
+                scheduled_time=plan.queue[0],
+                last_scheduled_time=plan.queue[-1],
+                count=len(plan.queue),
+                timestamp=at,
+            )
+        return list(plan.fire)
+
+    def cancel_backfill(self, at: datetime) -> int:
+        """Drop every queued backfill tick (runs already started go on); returns how many."""
+        n = len(self.backfill_queue)
+        if n:
+            self._backfill_cancelled(count=n, timestamp=at)
+        return n
+
+    def _start_queued(self, at: datetime) -> None:
+        """A backfill run ended (or never started): start the next queued ticks."""
+        if self.deleted or not self.backfill_queue:
+            return
+        self.backfill(
+            start_from_queue(
+                self.backfill_queue, self.backfill_parallel, len(self.backfill_running)
+            ),
+            at,
+        )
 
     # ------------------------------------------------------------------ state changes only
 
@@ -595,6 +674,12 @@ class CronWorkflow(Aggregate):
         timestamp: datetime,
     ) -> None:
         self.active[workflow_name] = scheduled_time
+        if trigger == "backfill":
+            self.backfill_running.add(workflow_name)
+            queue = self.backfill_queue
+            i = bisect.bisect_left(queue, scheduled_time)
+            if i < len(queue) and queue[i] == scheduled_time:
+                del queue[i]
         if trigger in ("schedule", "catchup"):
             self.when_error = None
             self.decided_until = max(self.decided_until, scheduled_time)
@@ -657,6 +742,7 @@ class CronWorkflow(Aggregate):
         self, workflow_name: str, phase: str, finished_at: datetime, timestamp: datetime
     ) -> None:
         self.active.pop(workflow_name, None)
+        self.backfill_running.discard(workflow_name)
         self.finished.append((workflow_name, phase, finished_at))
         if phase == "Succeeded":
             self.succeeded += 1
@@ -668,6 +754,7 @@ class CronWorkflow(Aggregate):
     @event("RunVanished", topic="cronsource:RunVanished/v1")
     def _run_vanished(self, workflow_name: str, at: datetime, timestamp: datetime) -> None:
         self.active.pop(workflow_name, None)
+        self.backfill_running.discard(workflow_name)
         self.finished = [f for f in self.finished if f[0] != workflow_name]
 
     @event("SubmissionFailed", topic="cronsource:SubmissionFailed/v1")
@@ -681,11 +768,30 @@ class CronWorkflow(Aggregate):
     ) -> None:
         if not transient:
             self.active.pop(workflow_name, None)
+            self.backfill_running.discard(workflow_name)
 
     @event("HistoryPruned", topic="cronsource:HistoryPruned/v1")
     def _history_pruned(self, workflow_names: list[str], timestamp: datetime) -> None:
         gone = set(workflow_names)
         self.finished = [f for f in self.finished if f[0] not in gone]
+
+    @event("BackfillQueued", topic="cronsource:BackfillQueued/v1")
+    def _backfill_queued(
+        self,
+        ticks: list[datetime],
+        parallel: int,
+        overlap: str,
+        scheduled_time: datetime,
+        last_scheduled_time: datetime,
+        count: int,
+        timestamp: datetime,
+    ) -> None:
+        self.backfill_queue = sorted(set(self.backfill_queue) | set(ticks))
+        self.backfill_parallel = parallel
+
+    @event("BackfillCancelled", topic="cronsource:BackfillCancelled/v1")
+    def _backfill_cancelled(self, count: int, timestamp: datetime) -> None:
+        self.backfill_queue = []
 
     @event("Stopped", topic="cronsource:Stopped/v1")
     def _stopped(self, reason: str, timestamp: datetime) -> None:

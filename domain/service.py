@@ -17,6 +17,7 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
 from eventsourcing.persistence import ApplicationRecorder, IntegrityError
 
+from domain.backfill import BackfillPlan, Overlap, plan_backfill
 from domain.cronworkflow import CronWorkflow, Phase, stream_id
 from domain.decisions import DEFAULT_LATE_TOLERANCE
 from domain.manifest import CronWorkflowManifest
@@ -308,25 +309,123 @@ class CronService(Application[UUID]):
         batch: int = 500,
         progress: Callable[[int, int], None] | None = None,
     ) -> list[datetime]:
-        """Fire every tick in [start, end] that never fired, in batches of `batch` events."""
-        agg = self.load(cron_id)
-        todo = agg.backfill_ticks(start, end, self.fired_ticks(cron_id))
-        if dry_run:
-            return todo
-        done: list[datetime] = []
-        for i in range(0, len(todo), batch):
-            chunk = todo[i : i + batch]
+        """Fire every qualifying tick in [start, end] now, whatever the overlap policy (the
+        `Allow` of `run_backfill`, uncapped); returns the ticks fired (or, dry, to fire)."""
+        plan = self.run_backfill(
+            cron_id,
+            start,
+            end,
+            at,
+            overlap="Allow",
+            max_ticks=None,
+            dry_run=dry_run,
+            batch=batch,
+            progress=progress,
+        )
+        return list(plan.fire)
 
-            def fire(a: CronWorkflow, chunk: Sequence[datetime] = chunk) -> list[datetime]:
-                fresh = set(a.backfill_ticks(chunk[0], chunk[-1], self.fired_ticks(a.id)))
-                fired = [t for t in chunk if t in fresh]
-                a.backfill(fired, at)
-                return fired
+    def plan_backfill(
+        self,
+        cron_id: UUID,
+        start: datetime,
+        end: datetime,
+        *,
+        overlap: Overlap | None = None,
+        parallel: int | None = None,
+        max_ticks: int | None = None,
+        agg: CronWorkflow | None = None,
+    ) -> BackfillPlan:
+        """What a backfill would do now (domain/backfill.py); `overlap` defaults to the
+        CronWorkflow's concurrencyPolicy. Raises BackfillTooLarge past `max_ticks`."""
+        agg = agg or self.load(cron_id)
+        ticks = agg.backfill_candidates(start, end, max_ticks)
+        done = self.fired_ticks(cron_id) | set(agg.backfill_queue) if ticks else set()
+        policy = agg.policy(self.late_tolerance).concurrency
+        # `parallel` alone asks for runs side by side, which Forbid and Replace never have:
+        # it means one queue of that width.
+        default: Overlap = "Queue" if parallel is not None and policy != "Allow" else policy
+        return plan_backfill(
+            ticks,
+            done,
+            overlap or default,
+            parallel,
+            tuple(agg.active),
+            len(agg.backfill_running),
+        )
 
-            done += self.command(cron_id, fire)
+    def run_backfill(
+        self,
+        cron_id: UUID,
+        start: datetime,
+        end: datetime,
+        at: datetime,
+        *,
+        overlap: Overlap | None = None,
+        parallel: int | None = None,
+        max_ticks: int | None = None,
+        dry_run: bool = False,
+        batch: int = 500,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> BackfillPlan:
+        """Plan and carry out a backfill; returns the plan as carried out (a tick another
+        writer fired meanwhile moves to `already`). Runs that start now are saved in batches
+        of `batch` events, so a large Allow backfill shows progress and no save is huge."""
+        plan = self.plan_backfill(
+            cron_id, start, end, overlap=overlap, parallel=parallel, max_ticks=max_ticks
+        )
+        if dry_run or not plan.runs:
+            return plan
+        todo = list(plan.fire)
+        chunks = [todo[i : i + batch] for i in range(0, len(todo), batch)] or [[]]
+        fired: list[datetime] = []
+        for n, chunk in enumerate(chunks):
+
+            def attempt(
+                a: CronWorkflow, chunk: Sequence[datetime] = chunk, n: int = n
+            ) -> list[datetime]:
+                # Planned again on the state this attempt loaded: after a lost race the
+                # winner's fires are `already` here, never fired a second time.
+                fresh = self.plan_backfill(
+                    cron_id, start, end, overlap=plan.overlap, parallel=parallel, agg=a
+                )
+                runs = set(fresh.runs)
+                now = tuple(t for t in chunk if t in runs)
+                rest = (
+                    tuple(t for t in fresh.runs if t not in set(now))
+                    if n == len(chunks) - 1
+                    else ()
+                )
+                part = BackfillPlan(
+                    plan.overlap,
+                    fresh.parallel,
+                    fresh.candidates,
+                    fire=now,
+                    replaces=fresh.replaces if n == 0 else (),
+                    queue=rest,
+                )
+                return a.apply_backfill(part, at)
+
+            fired += self.command(cron_id, attempt)
             if progress:
-                progress(len(done), len(todo))
-        return done
+                progress(len(fired), len(todo))
+        queued = set(self.load(cron_id).backfill_queue)
+        queue = tuple(t for t in plan.runs if t in queued)
+        lost = set(plan.runs) - set(fired) - set(queue)
+        return BackfillPlan(
+            plan.overlap,
+            plan.parallel,
+            plan.candidates,
+            already=tuple(sorted(set(plan.already) | lost)),
+            fire=tuple(fired),
+            replaces=plan.replaces,
+            queue=queue,
+            skip=plan.skip,
+            skip_reason=plan.skip_reason,
+        )
+
+    def cancel_backfill(self, cron_id: UUID, at: datetime) -> int:
+        """Drop the queued ticks of earlier backfills; returns how many were queued."""
+        return self.command(cron_id, lambda a: a.cancel_backfill(at))
 
     # ------------------------------------------------------------------ the scheduler's batch
 

@@ -155,6 +155,8 @@ _DETAIL_FIELDS = {
     "workflow_names": "workflows",
     "generation": "generation",
     "transient": "transient",
+    "overlap": "overlap",
+    "parallel": "parallel",
 }
 
 

@@ -139,7 +139,8 @@ def test_apply_list_get_show_argo_shaped_objects(run):
     assert "hello created" in run("apply", "-f", f).output
     assert "hello unchanged" in run("apply", "-f", f).output
     listed = json.loads(run("list", "-o", "json").output)
-    assert [c["metadata"]["name"] for c in listed] == ["hello", "other"]
+    assert listed["kind"] == "CronWorkflowList"
+    assert [c["metadata"]["name"] for c in listed["items"]] == ["hello", "other"]
     got = json.loads(run("get", "hello", "-o", "json").output)
     assert got["kind"] == "CronWorkflow" and got["spec"]["schedules"] == ["*/5 * * * *"]
     assert set(got["status"]) >= {
@@ -192,7 +193,7 @@ def test_backfill_dry_run_lists_ticks_and_stores_nothing(run):
         "-o",
         "json",
     )
-    ticks = json.loads(res.output)
+    ticks = json.loads(res.stdout)["items"]
     assert [t["scheduledTime"] for t in ticks][:2] == [
         "2026-05-04T10:00:00Z",
         "2026-05-04T10:05:00Z",
@@ -209,7 +210,7 @@ def test_backfill_dry_run_lists_ticks_and_stores_nothing(run):
         "-o",
         "json",
     )
-    assert len(json.loads(res.output)) == 7
+    assert json.loads(res.stdout)["fired"] == 7
     again = run(
         "backfill",
         "hello",
@@ -220,7 +221,7 @@ def test_backfill_dry_run_lists_ticks_and_stores_nothing(run):
         "-o",
         "json",
     )
-    assert json.loads(again.output) == []
+    assert json.loads(again.stdout)["count"] == 0
 
 
 def test_next_prints_local_and_utc_times(run):

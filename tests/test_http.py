@@ -315,13 +315,19 @@ def test_backfill_dry_run_lists_then_fires_each_skipped_tick_once(api: Api) -> N
     body = {"start": "2026-05-04T10:30:00Z", "end": "2026-05-04T12:00:00Z"}
     dry = api.http.post(f"{CW}/hourly/backfill", json={**body, "dryRun": True})
     assert dry.status_code == 200, dry.text
-    expected = [{"scheduledTime": rfc3339(t), "workflow": wf("hourly", t)} for t in (h(11), h(12))]
-    assert dry.json() == {"dryRun": True, "count": 2, "items": expected}
+    def items(action: str) -> list[dict[str, str]]:
+        return [
+            {"scheduledTime": rfc3339(t), "workflow": wf("hourly", t), "action": action}
+            for t in (h(11), h(12))
+        ]
+
+    assert dry.json()["count"] == 2 and dry.json()["items"] == items("would fire")
+    assert dry.json()["overlap"] == "Allow" and dry.json()["fired"] == 0
     assert (
         api.http.get(f"{CW}/hourly/history", params={"type": "ScheduleFired"}).json()["items"] == []
     )
     fired = api.http.post(f"{CW}/hourly/backfill", json=body)
-    assert fired.json() == {"dryRun": False, "count": 2, "items": expected}
+    assert fired.json()["items"] == items("fire") and fired.json()["fired"] == 2
     assert api.http.post(f"{CW}/hourly/backfill", json=body).json()["count"] == 0
     triggers = [
         e["trigger"]
@@ -330,6 +336,40 @@ def test_backfill_dry_run_lists_then_fires_each_skipped_tick_once(api: Api) -> N
         ]
     ]
     assert triggers == ["backfill", "backfill"]
+
+
+def test_backfill_queue_runs_one_after_another_and_forbid_skips_overlaps(api: Api) -> None:
+    api.apply(manifest("hourly"))
+    api.at(h(10, 1))
+    api.http.post(f"{CW}/hourly/suspend")
+    api.at(h(13, 30))
+    api.http.post(f"{CW}/hourly/resume")
+    body = {"start": "2026-05-04T10:30:00Z", "end": "2026-05-04T13:00:00Z"}
+    forbid = api.http.post(f"{CW}/hourly/backfill", json={**body, "overlap": "Forbid"}).json()
+    # One run at once: the earliest starts, the others would overlap it.
+    assert (forbid["fired"], forbid["skipped"]) == (1, 2)
+    queued = api.http.post(f"{CW}/hourly/backfill", json={**body, "overlap": "Queue"}).json()
+    # 11:00 runs, so 12:00 and 13:00 wait for it, one after another.
+    assert (queued["fired"], queued["queued"], queued["parallel"]) == (0, 2, 1)
+    svc = api.engine.service
+    cron_id = svc.find("default", "hourly").id
+    svc.run_completed(cron_id, wf("hourly", h(11)), "Succeeded", h(13, 31), h(13, 31))
+    fired = api.http.get(f"{CW}/hourly/history", params={"type": "ScheduleFired"}).json()
+    assert [(e["scheduledTime"], e["trigger"]) for e in fired["items"]] == [
+        (rfc3339(h(11)), "backfill"),
+        (rfc3339(h(12)), "backfill"),
+    ]
+    bad = api.http.post(f"{CW}/hourly/backfill", json={**body, "overlap": "Sometimes"})
+    assert fields(bad) == {"overlap"}
+
+
+def test_an_unknown_event_type_or_reason_is_422_not_an_empty_page(api: Api) -> None:
+    api.apply(manifest("hourly"))
+    for path in ("/api/v1/events", f"{CW}/hourly/history"):
+        r = api.http.get(path, params={"type": "Bogus"})
+        assert r.status_code == 422 and fields(r) == {"type"}, r.text
+        assert "ScheduleSkipped" in r.json()["detail"]
+        assert fields(api.http.get(path, params={"reason": "Lazy"})) == {"reason"}
 
 
 def test_backfill_refuses_an_oversized_or_inverted_range_naming_the_field(api: Api) -> None:
