@@ -495,7 +495,7 @@ def _manifest_files(paths: tuple[str, ...]) -> list[str]:
     "--max-turn-age",
     default="60s",
     show_default=True,
-    help="/readyz fails when the scheduler loop finished no turn for this long",
+    help="/healthz and /readyz fail when the scheduler loop finished no turn for this long",
 )
 @click.option("-v", "--verbose", is_flag=True)
 @click.pass_obj
