@@ -1139,7 +1139,7 @@ def _backfill_out(obj: Ctx, data: dict[str, Any], summary: str, name: str) -> No
     "--max-turn-age",
     default="60s",
     show_default=True,
-    help="/readyz fails when the scheduler loop finished no turn for this long",
+    help="/healthz and /readyz fail when the scheduler loop finished no turn for this long",
 )
 @click.option("-v", "--verbose", is_flag=True)
 @global_options(output=False, all_namespaces=False, selector=False)

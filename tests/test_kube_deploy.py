@@ -559,6 +559,14 @@ def test_the_deployed_pod_spec_runs_in_the_image_and_answers_its_probes(
     kubeconfig.chmod(0o644)
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert config["CRONSOURCE_HTTP_PORT"] == str(ports["metrics"])
+    # The Service a ServiceMonitor selects: it reaches these pods on that named port.
+    service = stored[("Service", "cronsource-metrics")]
+    labels = stored[("Deployment", "cronsource")]["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= labels.items()
+    assert [(p["name"], p["targetPort"]) for p in service["spec"]["ports"]] == [
+        ("metrics", "metrics")
+    ]
+    assert service["metadata"]["labels"]["app.kubernetes.io/name"] == "cronsource"
     # The same port on the host network could be taken by something else: move it, by the
     # same variable the ConfigMap sets.
     with socket.socket() as s:
