@@ -719,7 +719,17 @@ def serve(obj: Ctx, host: str, port: int, token_file: str | None, verbose: bool)
 
 
 def main() -> None:
-    cli(prog_name="cronsource")
+    import sqlite3
+
+    from eventsourcing.persistence import PersistenceError
+
+    try:
+        cli(prog_name="cronsource")
+    except (PersistenceError, sqlite3.DatabaseError) as e:
+        # A corrupt or unreadable store (a damaged SQLite page, a lost connection) is one
+        # line, not a traceback; nothing was written by the command that met it.
+        cause = e.__cause__ or e
+        fail(f"the store cannot be read: {type(cause).__name__}: {cause}")
 
 
 if __name__ == "__main__":
