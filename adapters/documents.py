@@ -36,9 +36,11 @@ MAX_INPUT_BYTES = 3 * 1024 * 1024
 #: Largest expanded document, in bytes of scalar text: the object size limit (1.5 MiB, as
 #: etcd's default request limit bounds a Kubernetes object).
 MAX_EXPANDED_BYTES = 3 * 1024 * 1024 // 2
-#: Most nodes a document may expand to (aliases counted at every use). A large Argo
-#: workflowSpec has a few thousand; composing is pure Python, so this bounds its time too.
-MAX_EXPANDED_NODES = 100_000
+#: Most nodes a YAML document may expand to (aliases counted at every use). A large Argo
+#: workflowSpec has a few thousand. Composing is pure Python (about 50,000 nodes a second on
+#: a busy core), so this bounds the time a hostile YAML body holds a worker thread and the
+#: interpreter lock to about a second; JSON, parsed in C, is bounded by its size alone.
+MAX_EXPANDED_NODES = 50_000
 #: Deepest nesting of mappings and sequences. Real CronWorkflows are under 20 levels deep.
 MAX_DEPTH = 100
 

@@ -14,6 +14,7 @@ Kept out of domain/expressions.py so the evaluator needs only a one-line hook pe
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 from domain.durations import MAX_DURATION_CHARS
@@ -23,6 +24,8 @@ from domain.durations import MAX_DURATION_CHARS
 MAX_NUMBER_CHARS: Final = 128
 #: Longest text `duration()` converts (as `@every` and the annotations take).
 MAX_DURATION_ARGUMENT_CHARS: Final = MAX_DURATION_CHARS
+#: The phrase every budget refusal carries (how admission tells it from other errors).
+BUDGET: Final = "expression cost budget"
 
 
 def argument_problem(function: str, text: str) -> str | None:
@@ -31,6 +34,39 @@ def argument_problem(function: str, text: str) -> str | None:
     if len(text) > limit:
         return (
             f"{function} argument is {len(text)} characters, longer than the limit of {limit}"
-            " (expression cost budget)"
+            f" ({BUDGET})"
         )
+    return None
+
+
+def admission_problem(
+    source: str | None,
+    *,
+    name: str,
+    namespace: str,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+) -> str | None:
+    """Whether `source`, run on the manifest's own labels and annotations (the inputs it
+    may read), already exceeds the budget: then admission refuses it rather than every tick
+    skipping. Other evaluation errors are left to the tick, where run counts and the time
+    are known (a `now()` is unavailable here: the domain reads no clock)."""
+    if not source:
+        return None
+    from domain.expressions import ExpressionError, cronworkflow_variables, evaluate
+
+    variables = cronworkflow_variables(
+        name=name,
+        namespace=namespace,
+        labels=labels,
+        annotations=annotations,
+        failed=0,
+        succeeded=0,
+        last_scheduled_time=None,
+    )
+    try:
+        evaluate(source, variables)
+    except ExpressionError as e:
+        if BUDGET in str(e):
+            return str(e)
     return None

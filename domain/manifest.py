@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from domain.durations import parse_duration
+from domain.expression_budget import admission_problem
 from domain.expressions import ExpressionError
 from domain.expressions import validate_expression as validate_condition
 from domain.objectlimits import (
@@ -327,9 +328,32 @@ def parse_manifest(data: object, source: str = "") -> CronWorkflowManifest:
     if (too_big := object_size_problem(data)) is not None:
         raise ManifestError([f"<manifest>: {too_big}"], source)
     try:
-        return CronWorkflowManifest.model_validate(data)
+        manifest = CronWorkflowManifest.model_validate(data)
     except ValidationError as e:
         raise ManifestError([_describe(err) for err in e.errors()], source) from None
+    if problems := _over_budget(manifest):
+        raise ManifestError(problems, source)
+    return manifest
+
+
+def _over_budget(m: CronWorkflowManifest) -> list[str]:
+    """Expressions that exceed their cost budget on this manifest's own inputs."""
+    meta, spec = m.metadata, m.spec
+    out = []
+    for field, source in (
+        ("spec.when", spec.when),
+        ("spec.stopStrategy", spec.stop_strategy.source if spec.stop_strategy else None),
+    ):
+        problem = admission_problem(
+            source,
+            name=meta.name,
+            namespace=meta.namespace,
+            labels=meta.labels,
+            annotations=meta.annotations,
+        )
+        if problem is not None:
+            out.append(f"{field}: {problem}")
+    return out
 
 
 @dataclass(frozen=True)

@@ -157,10 +157,21 @@ def test_conversion_of_a_long_annotation_is_refused_by_the_cost_budget(expressio
     assert time.monotonic() - started < 0.5
 
 
+def test_a_when_over_budget_on_its_own_annotations_is_refused_at_admission() -> None:
+    text = refused(
+        doc(
+            annotations={"n": "9" * 3000 + "x"},
+            spec={"when": "duration(cronworkflow.annotations.n) > duration('1s')"},
+        )
+    )
+    assert "spec.when" in text and "expression cost budget" in text
+
+
 def test_a_hostile_when_skips_its_own_tick_and_does_not_delay_another_cronworkflow() -> None:
     """One CronWorkflow whose `when` reads a 3,000-digit annotation used to stop every fire
-    of every CronWorkflow for about 138 s. Now its tick is a WhenFalse skip naming the
-    budget, and the other fires in the same batch at once."""
+    of every CronWorkflow for about 138 s. This one passes admission (the expensive branch
+    only runs once it has fired), then its tick is a WhenFalse skip naming the budget, and
+    the other CronWorkflow fires in the same batch at once."""
     engine = build_engine(StoreConfig.parse("memory:"))
     try:
         svc = engine.service
@@ -169,21 +180,22 @@ def test_a_hostile_when_skips_its_own_tick_and_does_not_delay_another_cronworkfl
             annotations={"n": "9" * 3000 + "x"},
             spec={
                 "schedule": "* * * * *",
-                "when": "duration(cronworkflow.annotations.n) > duration('1s')"
-                " && float(cronworkflow.annotations.n) > 0",
+                "when": "cronworkflow.lastScheduledTime == nil"
+                " || (duration(cronworkflow.annotations.n) > duration('1s')"
+                " && float(cronworkflow.annotations.n) > 0)",
             },
         )
         calm = doc("calm", spec={"schedule": "* * * * *"})
         ids = [svc.apply(parse_manifest(d), T0)[0] for d in (hostile, calm)]
-        at = T0 + timedelta(minutes=1)
+        assert svc.tick(ids, T0 + timedelta(minutes=1)).fires == 2
         started = time.monotonic()
-        report = svc.tick(ids, at)
+        report = svc.tick(ids, T0 + timedelta(minutes=2))
         delay = time.monotonic() - started
         assert delay < 1.0, f"the batch took {delay:.2f}s"
         assert report.fires == 1
         skipped = [e for e in svc.events.get(ids[0]) if type(e).__name__ == "ScheduleSkipped"]
         assert skipped and skipped[-1].reason == "WhenFalse"
-        assert "cost budget" in (skipped[-1].message or "")
+        assert "expression cost budget" in (skipped[-1].message or "")
         print(f"hostile when: fire delay to the other CronWorkflow {delay * 1000:.1f} ms")
     finally:
         engine.close()

@@ -213,3 +213,25 @@ def test_stale_temp_files_are_removed_at_start_and_fresh_ones_kept(tmp_path: Pat
     os.utime(stale, (old, old))
     target = LocalTarget(tmp_path)
     assert target.removed_temps == 1 and not stale.exists() and fresh.exists()
+
+
+def test_a_corrupt_database_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(GOOD)
+    store = ["--store", f"sqlite:///{tmp_path}/c.db"]
+    for i in range(20):
+        (tmp_path / f"m{i}.yaml").write_text(GOOD.replace("hello", f"hello-{i}"))
+    for i in range(20):
+        r = CliRunner().invoke(cli, [*store, "apply", "-f", str(tmp_path / f"m{i}.yaml")])
+        assert r.exit_code == 0, r.output
+    with open(tmp_path / "c.db", "r+b") as f:
+        f.seek(4096)
+        f.write(b"\xde\xad" * 2048)
+    proc = subprocess.run(
+        [sys.executable, "-m", "adapters.cli", *store, "list"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "the store cannot be read" in proc.stderr
