@@ -117,6 +117,10 @@ def check_store(config: StoreConfig, *, need_tables: bool = True) -> None:
 def describe(e: BaseException, config: StoreConfig | None = None) -> str:
     """One line naming the cause (and the fix, where there is one) of an error a store
     library raised after the first check passed (e.g. the server went away meanwhile)."""
+    if not isinstance(e, sqlite3.Error | psycopg.Error) and isinstance(
+        e.__cause__, sqlite3.Error | psycopg.Error
+    ):
+        e = e.__cause__  # eventsourcing wraps the driver's error: name the driver's cause
     text = str(e)
     if isinstance(e, psycopg.errors.UndefinedTable) and config is not None:
         return _not_migrated(config)
@@ -130,6 +134,6 @@ def describe(e: BaseException, config: StoreConfig | None = None) -> str:
             return f"SQLite store{where} is missing tables ({text}): run `cronsource migrate`"
         if "locked" in text:
             return f"SQLite store{where} is locked by another process: {text} (try again)"
-        return f"SQLite store{where}: {text}"
+        return f"the store cannot be read: SQLite store{where}: {text}"
     first = text.strip().splitlines()[0] if text.strip() else ""
     return f"{type(e).__name__}: {first}" if first else type(e).__name__
