@@ -6,6 +6,7 @@ one place that decides which store, which views and which target are wired toget
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,6 +36,10 @@ class Engine:
     readmodel: ReadModelProjection
     dispatcher: Dispatcher | None = None
     extra_replicas: list[CronService] = field(default_factory=list)
+    # `ids_named`: creations read from the log beyond the status view, by (namespace, name).
+    _created_names: dict[tuple[str, str], list[UUID]] = field(default_factory=dict, repr=False)
+    _created_after: int = field(default=0, repr=False)
+    _names_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def _pending(self, projection: str, limit: int) -> list[tuple[Any, Tracking]]:
         app = self.service
@@ -102,21 +107,30 @@ class Engine:
 
     def ids_named(self, namespace: str, name: str) -> list[UUID]:
         """Streams of this namespace and name (any uid): what the status view knows, plus
-        creations it has not projected yet, so a lookup right after `apply` finds it."""
-        app = self.service
+        creations it has not projected yet, so a lookup right after `apply` finds it.
+
+        The unprojected tail is read incrementally (each creation is decoded once, not once
+        per lookup), so applying many new manifests in a row stays linear."""
         ids = [UUID(i) for i in self.view.cron_ids(namespace, name)]
-        start = (self.view.max_tracking_id(app.name, "readmodel") or 0) + 1
+        with self._names_lock:
+            self._scan_created()
+            ids += self._created_names.get((namespace, name), [])
+        return ids
+
+    def _scan_created(self) -> None:
+        app = self.service
+        if self._created_after == 0:
+            self._created_after = self.view.max_tracking_id(app.name, "readmodel") or 0
         while True:
             notes = app.recorder.select_notifications(
-                start=start, limit=1000, topics=[CREATED_TOPIC]
+                start=self._created_after + 1, limit=1000, topics=[CREATED_TOPIC]
             )
             for n in notes:
                 ev = app.mapper.to_domain_event(n)
-                if (ev.namespace, ev.name) == (namespace, name):
-                    ids.append(ev.originator_id)
+                self._created_names.setdefault((ev.namespace, ev.name), []).append(ev.originator_id)
+                self._created_after = n.id
             if len(notes) < 1000:
-                return ids
-            start = notes[-1].id + 1
+                return
 
     def replica(self) -> CronService:
         """Another service instance on the same store (its own cache), as a second process
