@@ -162,6 +162,11 @@ class SqlReadModel:
     def is_sqlite(self) -> bool:
         return self._ph == "?"
 
+    def separate_connection(self) -> Any:
+        """A connection of its own, for long read-only checks that must not hold the
+        shared connection's lock (the store integrity check of /readyz); close it after."""
+        return self._connect()
+
     def query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
         """A read-only query with `?` placeholders, for read-side adapters (API, metrics)."""
         return self._query(sql, args)

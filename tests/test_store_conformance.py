@@ -116,8 +116,9 @@ def test_invalid_store_urls_raise_with_the_url(url: str) -> None:
     with pytest.raises(StoreURLError) as err:
         StoreConfig.parse(url)
     assert url in str(err.value)
-    with pytest.raises(StoreURLError, match="--store"):
+    with pytest.raises(StoreURLError, match="not a valid store URL") as err:
         build_engine(url)
+    assert url in str(err.value)
 
 
 # ---------------------------------------------------------------------------- commands

@@ -58,7 +58,7 @@ def _race(bases: list[str], rounds: int) -> list[tuple[int, int]]:
     return results
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def test_two_replicas_creating_one_name_get_exactly_one_winner(
     kind: str, tmp_path: Any, request: pytest.FixtureRequest
 ) -> None:
