@@ -184,11 +184,13 @@ class CronWorkflowSpec(_Model):
     schedule: str | None = None
     timezone: str = ""
     concurrency_policy: Literal["Allow", "Forbid", "Replace"] = "Allow"
-    suspend: bool = False
+    # Strict, as the API server decodes them: "yes" or "30" in a bool or int field is an
+    # error there, never coerced to true or 30.
+    suspend: bool = Field(default=False, strict=True)
     # Bounded as Kubernetes' int32 field is, so deadline arithmetic can never overflow.
-    starting_deadline_seconds: int | None = Field(default=None, ge=0, le=2**31 - 1)
-    successful_jobs_history_limit: int | None = Field(default=None, ge=0)
-    failed_jobs_history_limit: int | None = Field(default=None, ge=0)
+    starting_deadline_seconds: int | None = Field(default=None, ge=0, le=2**31 - 1, strict=True)
+    successful_jobs_history_limit: int | None = Field(default=None, ge=0, strict=True)
+    failed_jobs_history_limit: int | None = Field(default=None, ge=0, strict=True)
     workflow_metadata: WorkflowMetadata | None = None
     # Validated even when absent: Argo's CRD requires it (see `_argo_validates_workflow_spec`).
     workflow_spec: dict[str, Any] = Field(default_factory=dict, validate_default=True)

@@ -86,7 +86,7 @@ def test_applying_without_the_uid_updates_the_object_created_with_it(run: Any) -
     run("apply", "-f", write(run.tmp, "a.yaml", [manifest(uid=UID)]))
     res = run("apply", "-f", write(run.tmp, "b.yaml", [manifest({"schedules": ["*/5 * * * *"]})]))
     assert "hello updated" in res.output
-    listed = json.loads(run("list", "-o", "json").output)
+    listed = json.loads(run("list", "-o", "json").output)["items"]
     assert [c["spec"]["schedules"] for c in listed] == [["*/5 * * * *"]]
 
 
@@ -456,9 +456,8 @@ def test_lint_and_apply_take_the_cronworkflows_of_a_file_and_ignore_other_kinds(
     res = run("lint", f)
     assert res.exit_code == 0 and "1 CronWorkflow(s) valid" in res.output, res.output
     assert "hello created" in run("apply", "-f", f).output
-    assert [c["metadata"]["name"] for c in json.loads(run("list", "-o", "json").output)] == [
-        "hello"
-    ]
+    listed = json.loads(run("list", "-o", "json").output)["items"]
+    assert [c["metadata"]["name"] for c in listed] == ["hello"]
 
 
 def test_a_file_without_any_cronworkflow_is_an_error(run: Any) -> None:

@@ -197,3 +197,17 @@ def test_a_hostile_when_skips_its_own_tick_and_does_not_delay_another_cronworkfl
         print(f"hostile when: fire delay to the other CronWorkflow {delay * 1000:.1f} ms")
     finally:
         engine.close()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        pytest.param("suspend", "yes", id="'yes' for a bool"),
+        pytest.param("suspend", "true", id="'true' for a bool"),
+        pytest.param("startingDeadlineSeconds", "30", id="text for an int"),
+        pytest.param("failedJobsHistoryLimit", 1.5, id="float for an int"),
+    ],
+)
+def test_scalars_are_decoded_strictly_as_the_api_server_does(field: str, value: object) -> None:
+    text = refused(doc(spec={field: value}))
+    assert f"spec.{field}" in text and repr(value) in text
