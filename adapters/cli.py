@@ -24,7 +24,7 @@ from rich.table import Table
 
 from adapters.engine import Engine, build_engine, migrate
 from adapters.store import StoreConfig, StoreURLError
-from domain.manifest import CronWorkflowManifest, ManifestError, parse_manifest
+from domain.manifest import CronWorkflowManifest, ManifestError, is_other_kind, parse_manifest
 from domain.service import NotFound
 from projections.readmodel import rfc3339
 
@@ -76,12 +76,16 @@ def admit(paths: list[str], namespace: str | None = None) -> list[CronWorkflowMa
     manifests, problems = [], []
     for path in paths:
         for source, doc in load_documents(path):
+            if is_other_kind(doc):
+                continue  # as `argo cron lint`: other kinds in the file are not ours
             if namespace and isinstance(doc, dict) and isinstance(doc.get("metadata"), dict):
                 doc["metadata"].setdefault("namespace", namespace)
             try:
                 manifests.append(parse_manifest(doc, source))
             except ManifestError as e:
                 problems += [f"{source}: {p}" for p in e.problems]
+    if not manifests and not problems:
+        fail("found no CronWorkflow in the specified files")  # Argo: "found nothing to lint"
     if problems:
         for p in problems:
             click.echo(f"error: {p}", err=True)

@@ -6,6 +6,7 @@ one place that decides which store, which views and which target are wired toget
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +24,9 @@ from domain.service import CronService
 from projections.dispatch import Dispatcher, WorkflowTarget
 from projections.readmodel import AggregateFollower, ReadModelProjection
 
+#: The stored topic of `CronWorkflowCreated` (the only event that carries a name).
+CREATED_TOPIC = "cronsource:CronWorkflowCreated/v1"
+
 
 @dataclass
 class Engine:
@@ -32,6 +36,10 @@ class Engine:
     readmodel: ReadModelProjection
     dispatcher: Dispatcher | None = None
     extra_replicas: list[CronService] = field(default_factory=list)
+    # `ids_named`: creations read from the log beyond the status view, by (namespace, name).
+    _created_names: dict[tuple[str, str], list[UUID]] = field(default_factory=dict, repr=False)
+    _created_after: int = field(default=0, repr=False)
+    _names_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def _pending(self, projection: str, limit: int) -> list[tuple[Any, Tracking]]:
         app = self.service
@@ -97,12 +105,40 @@ class Engine:
             if len(pending) < batch or not more_time():
                 return done
 
+    def ids_named(self, namespace: str, name: str) -> list[UUID]:
+        """Streams of this namespace and name (any uid): what the status view knows, plus
+        creations it has not projected yet, so a lookup right after `apply` finds it.
+
+        The unprojected tail is read incrementally (each creation is decoded once, not once
+        per lookup), so applying many new manifests in a row stays linear."""
+        ids = [UUID(i) for i in self.view.cron_ids(namespace, name)]
+        with self._names_lock:
+            self._scan_created()
+            ids += self._created_names.get((namespace, name), [])
+        return ids
+
+    def _scan_created(self) -> None:
+        app = self.service
+        if self._created_after == 0:
+            self._created_after = self.view.max_tracking_id(app.name, "readmodel") or 0
+        while True:
+            notes = app.recorder.select_notifications(
+                start=self._created_after + 1, limit=1000, topics=[CREATED_TOPIC]
+            )
+            for n in notes:
+                ev = app.mapper.to_domain_event(n)
+                self._created_names.setdefault((ev.namespace, ev.name), []).append(ev.originator_id)
+                self._created_after = n.id
+            if len(notes) < 1000:
+                return
+
     def replica(self) -> CronService:
         """Another service instance on the same store (its own cache), as a second process
         would have; `simulate` uses these to interleave replicas."""
         shared = self.service.recorder if self.config.kind == "memory" else None
         svc = CronService(env=self.config.env(create_table=False), recorder=shared)
         svc.late_tolerance = self.service.late_tolerance
+        svc.name_index = self.ids_named
         self.extra_replicas.append(svc)
         return svc
 
@@ -162,6 +198,7 @@ def build_engine(
     # Each projection follows the log at its own pace, so each keeps its own aggregates.
     follower = AggregateFollower(load_at, load_many=service.load_many)
     engine = Engine(config, service, view, ReadModelProjection(view, follower))
+    service.name_index = engine.ids_named
     if target is not None:
         dfollower = AggregateFollower(load_at, load_many=service.load_many)
         engine.dispatcher = Dispatcher(

@@ -351,6 +351,14 @@ class SqlReadModel:
 
     # ------------------------------------------------------------------ queries
 
+    def cron_ids(self, namespace: str, name: str) -> list[str]:
+        """Every stream the status view knows under this namespace and name (any uid)."""
+        rows = self._query(
+            "SELECT cron_id FROM cronsource_status WHERE namespace = ? AND name = ?",
+            (namespace, name),
+        )
+        return [r[0] for r in rows]
+
     def due(self, until: datetime, limit: int = 100_000) -> list[str]:
         """Ids of live CronWorkflows due at or before `until`, soonest first."""
         rows = self._query(

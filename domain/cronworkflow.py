@@ -42,10 +42,16 @@ from domain.manifest import (
     scheduling_options,
 )
 from domain.schedule import CompiledSchedule, compile_schedule, needs_anchor
+from domain.whentemplate import evaluate_when
 
 #: uuid5 namespace of cronsource stream ids; never change it (ids are stored everywhere).
 STREAM_NAMESPACE = UUID("6f2d1a52-6c1e-4a55-9d0e-2b8f3c1a7e10")
 _TICK = timedelta(microseconds=1)
+#: How long after its tick a decision made at the tick itself takes `now()` to be. Argo reads
+#: the clock a moment after robfig fires, so `now()` is never the tick itself: Argo's
+#: examples/cron-when.yaml (`(now() - lastScheduledTime).Seconds() > 360`) runs every 6
+#: minutes, not 7. Fixed, so that `simulate` and replicas decide alike (DESIGN.md section 4).
+NOW_AFTER_TICK = timedelta(milliseconds=1)
 
 Phase = Literal["Succeeded", "Failed", "Error"]
 
@@ -70,12 +76,17 @@ def manual_workflow_name(cron_name: str, request_id: str) -> str:
     return f"{cron_name}-m{digest}"
 
 
+#: Validation context for a spec read back from events: admission checks added since it
+#: was stored must not make its stream unreadable.
+STORED: dict[str, Any] = {"stored": True}
+
+
 def _spec_dict(spec: CronWorkflowSpec) -> dict[str, Any]:
     return spec.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
 def _schedule_key(spec: dict[str, Any], annotations: dict[str, str]) -> tuple[Any, ...]:
-    s = CronWorkflowSpec.model_validate(spec)
+    s = CronWorkflowSpec.model_validate(spec, context=STORED)
     return (s.all_schedules, s.timezone, scheduling_options(annotations).dst_policy)
 
 
@@ -181,7 +192,7 @@ class CronWorkflow(Aggregate):
         """The spec as a model, parsed once per spec dict (events replace it, never edit it)."""
         cached = getattr(self, "_spec_model", None)
         if cached is None or cached[0] is not self.spec:
-            cached = (self.spec, CronWorkflowSpec.model_validate(self.spec))
+            cached = (self.spec, CronWorkflowSpec.model_validate(self.spec, context=STORED))
             self._spec_model = cached
         model: CronWorkflowSpec = cached[1]
         return model
@@ -275,7 +286,7 @@ class CronWorkflow(Aggregate):
         if not src:
             return True
         try:
-            return evaluate_bool(src, self._variables(at))
+            return evaluate_when(src, self._variables(at))
         except ExpressionError as e:
             return str(e)
 
@@ -300,6 +311,9 @@ class CronWorkflow(Aggregate):
         ticks = list(self.schedule.ticks_between(self.decided_until, until))
         if not ticks:
             return []
+        when = self._before_fire(ticks, at)
+        if when is None:
+            return []
         pol = self.policy(late_tolerance)
         if not catch_up:
             pol = TickPolicy(pol.concurrency, None, False, 1, pol.late_tolerance)
@@ -308,10 +322,44 @@ class CronWorkflow(Aggregate):
             at,
             pol,
             RunState(tuple(self.active), self.last_finished_at),
-            when=self._when(at),
+            when=when,
             run_name=lambda t: workflow_name(self.name, t),
         )
         return self._record(outcome, at)
+
+    def _before_fire(self, ticks: list[datetime], at: datetime) -> bool | str | None:
+        """Argo's order before a fire (workflow/cron/operator.go `run`): the stop strategy,
+        then `when`. A stop strategy already met stops the CronWorkflow and these ticks start
+        nothing; one that cannot be evaluated skips them with its message (a `SpecError`
+        condition), never stops for good. Returns the `when` verdict, or None when the ticks
+        were decided here."""
+        now = max(at, ticks[-1] + NOW_AFTER_TICK)  # the instant `now()` reads
+        stop = self._stop_verdict(now)
+        if stop is True:
+            self._stopped(reason=self._stop_reason(), timestamp=at)
+            self._skipped_range(Skip(ticks[0], ticks[-1], len(ticks), "Stopped"), at)
+            return None
+        if isinstance(stop, str):
+            self._skipped_range(Skip(ticks[0], ticks[-1], len(ticks), "SpecError", stop), at)
+            return None
+        return self._when(now)
+
+    def _stop_verdict(self, at: datetime) -> bool | str:
+        """Whether `stopStrategy` is met now: True, False, or the message of its failure."""
+        strategy = self.spec_model.stop_strategy
+        if strategy is None or not strategy.source or self.stopped:
+            return False
+        try:
+            return evaluate_bool(strategy.source, self._variables(at))
+        except ExpressionError as e:
+            return (
+                f"failed to check CronWorkflow '{self.name}' stopping condition: "
+                f"failed to evaluate stop expression: {e}"
+            )
+
+    def _stop_reason(self) -> str:
+        strategy = self.spec_model.stop_strategy
+        return f"stopStrategy met: {strategy.source if strategy else ''}"
 
     def _record(self, outcome: Outcome, at: datetime) -> list[Fire]:
         fires: list[Fire] = []
@@ -360,13 +408,18 @@ class CronWorkflow(Aggregate):
         if self.spec_error:
             return []
         ticks = list(self.schedule.ticks_between(self.decided_until, at - _TICK))
+        if not ticks:
+            return []
+        when = self._before_fire(ticks, at)
+        if when is None:
+            return []
         outcome = decide(
             ticks,
             at,
             self.policy(),
             RunState(tuple(self.active), self.last_finished_at),
             suspension=reason,
-            when=self._when(at),
+            when=when,
             run_name=lambda t: workflow_name(self.name, t),
         )
         return self._record(outcome, at)
@@ -481,16 +534,10 @@ class CronWorkflow(Aggregate):
             self._history_pruned(workflow_names=doomed, timestamp=at)
 
     def _check_stop(self, at: datetime) -> None:
-        strategy = self.spec_model.stop_strategy
-        if strategy is None or not strategy.source or self.stopped:
-            return
-        try:
-            stop = evaluate_bool(strategy.source, self._variables(at))
-        except ExpressionError as e:
-            self._spec_rejected(generation=self.generation, message=str(e), timestamp=at)
-            return
-        if stop:
-            self._stopped(reason=f"stopStrategy met: {strategy.source}", timestamp=at)
+        """After a run completes, as Argo's reconcileActiveWfs: met stops; a failure to
+        evaluate changes nothing here (the next tick skips with the message)."""
+        if self._stop_verdict(at) is True:
+            self._stopped(reason=self._stop_reason(), timestamp=at)
 
     # ------------------------------------------------------------------ manual and backfill
 
@@ -568,7 +615,7 @@ class CronWorkflow(Aggregate):
         timestamp: datetime,
     ) -> None:
         self.decided_until = max(self.decided_until, last_scheduled_time)
-        if reason == "WhenFalse":
+        if reason == "WhenFalse" or (reason == "SpecError" and message):
             self.when_error = message or None
 
     @event("SpecUpdated", topic="cronsource:SpecUpdated/v1")

@@ -52,7 +52,8 @@ raise (Go yields ``+Inf`` for ``/``); ``**`` overflow raises.
 Variables
 ---------
 `evaluate` takes a mapping of top-level names. Nested plain mappings behave like expr-lang
-maps: a missing key reads as ``nil`` (so ``cronworkflow.labels.env == 'prod'`` is simply
+maps: a missing key reads as ``nil``; ``cronworkflow.labels`` is a Go map[string]string as in
+Argo, so a missing label reads as ``""`` (``cronworkflow.labels.env == 'prod'`` is simply
 false when there is no ``env`` label). The ``cronworkflow`` object built by
 `cronworkflow_variables` is a record: an unknown field such as ``cronworkflow.faild`` is an
 error, catching typos. Times are timezone-aware `datetime` values in UTC (``nil`` before the
@@ -67,6 +68,7 @@ The domain never reads the clock, so ``now()`` returns the variable ``now`` (an 
 from __future__ import annotations
 
 import ast
+import json
 import math
 import operator
 import re
@@ -76,6 +78,7 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any, Final, NoReturn
 
+import re2  # type: ignore[import-untyped]
 import simpleeval  # type: ignore[import-untyped]
 
 __all__ = [
@@ -157,7 +160,8 @@ def cronworkflow_variables(
 
     ``cronworkflow`` is a record with ``name``, ``namespace``, ``labels``, ``annotations``
     (maps: ``cronworkflow.labels.app`` or ``cronworkflow.labels['a.b/c']``; a missing key is
-    ``nil``), ``failed``, ``succeeded`` and ``lastScheduledTime`` (an aware UTC `datetime`, or
+    ``""``; ``annotations`` holds the labels, as in Argo v4.0.5, whose results these must
+    equal), ``failed``, ``succeeded`` and ``lastScheduledTime`` (an aware UTC `datetime`, or
     None before the first run; a naive datetime is taken as UTC). Unknown fields are errors.
     """
     return {
@@ -165,8 +169,10 @@ def cronworkflow_variables(
             {
                 "name": name,
                 "namespace": namespace,
-                "labels": dict(labels),
-                "annotations": dict(annotations),
+                "labels": _StringMap(labels),
+                # Argo v4.0.5 sets `annotations` to the labels (operator.go expressionEnv:
+                # addSetField("annotations", cron.Labels)); results must equal Argo's.
+                "annotations": _StringMap(labels),
                 "failed": failed,
                 "succeeded": succeeded,
                 "lastScheduledTime": (
@@ -215,6 +221,10 @@ def _checked_source(source: object) -> str:
             f"expression is too long ({len(source)} > {MAX_EXPRESSION_LENGTH} characters)",
         )
     return source
+
+
+class _StringMap(dict[str, str]):
+    """A Go map[string]string: a missing key reads as "" (the zero value), not nil."""
 
 
 class _Record(Mapping[str, object]):
@@ -462,6 +472,34 @@ class _NotEndsWith(ast.cmpop):
     pass
 
 
+class _Matches(ast.cmpop):
+    pass
+
+
+class _NotMatches(ast.cmpop):
+    pass
+
+
+@lru_cache(maxsize=256)
+def _regex(pattern: str) -> Any:
+    """Compiled with RE2, the engine (and syntax) of Go's regexp: linear time whatever the
+    pattern, so a user's pattern cannot stall the scheduler."""
+    options = re2.Options()
+    options.log_errors = False
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        why = exc.args[0] if exc.args else ""
+        why = why.decode(errors="replace") if isinstance(why, bytes) else str(why)
+        raise _Fail(f"invalid regular expression {pattern!r}: {why}") from None
+
+
+def _matches(a: object, b: object) -> bool:
+    if isinstance(a, str) and isinstance(b, str):
+        return _regex(b).search(a) is not None
+    raise _mismatch("matches", a, b)
+
+
 _contains = _string_test("contains", lambda a, b: b in a)
 _starts = _string_test("startsWith", str.startswith)
 _ends = _string_test("endsWith", str.endswith)
@@ -491,6 +529,8 @@ _OPERATORS: Final[dict[type, Callable[..., object]]] = {
     _NotStartsWith: lambda a, b: not _starts(a, b),
     _EndsWith: _ends,
     _NotEndsWith: lambda a, b: not _ends(a, b),
+    _Matches: _matches,
+    _NotMatches: lambda a, b: not _matches(a, b),
 }
 
 _COMPARE_OPS: Final[dict[str, type[ast.cmpop]]] = {
@@ -504,12 +544,14 @@ _COMPARE_OPS: Final[dict[str, type[ast.cmpop]]] = {
     "contains": _Contains,
     "startsWith": _StartsWith,
     "endsWith": _EndsWith,
+    "matches": _Matches,
 }
 _NEGATED_COMPARE_OPS: Final[dict[str, type[ast.cmpop]]] = {
     "in": ast.NotIn,
     "contains": _NotContains,
     "startsWith": _NotStartsWith,
     "endsWith": _NotEndsWith,
+    "matches": _NotMatches,
 }
 _ARITHMETIC_OPS: Final[dict[str, type[ast.operator]]] = {
     "+": ast.Add,
@@ -617,6 +659,109 @@ def _string_function(symbol: str, function: Callable[[str], str]) -> Callable[[o
     return apply
 
 
+def _str_arg(symbol: str, value: object) -> str:
+    if isinstance(value, str):
+        return value
+    raise _mismatch(symbol, value)
+
+
+def _int_arg(symbol: str, value: object) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise _mismatch(symbol, value)
+
+
+def _to_string(value: object) -> str:
+    """sprig's toString for the values expressions see."""
+    if value is None:
+        return "<nil>"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int | float):
+        return str(value)
+    return _show_value(value)
+
+
+def _empty(value: object) -> bool:
+    """sprig's `empty`: the zero value of its type."""
+    return value is None or value is False or value in (0, "") or value == [] or value == {}
+
+
+def _to_json(value: object) -> str:
+    """Argo's toJson: JSON of a value, as Go's encoding/json writes it."""
+    try:
+        return (
+            json.dumps(value, separators=(",", ":"), sort_keys=True, default=_json_default)
+            .replace("<", "\\u003c")
+            .replace(">", "\\u003e")
+            .replace("&", "\\u0026")
+        )
+    except (TypeError, ValueError) as exc:
+        raise _Fail(f"toJson(): {exc}") from None
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, datetime):
+        return _as_utc(value).isoformat().replace("+00:00", "Z")
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"cannot encode {_type_name(value)}")
+
+
+def _substr(start: object, end: object, text: object) -> str:
+    t = _str_arg("substr()", text)
+    a, b = _int_arg("substr()", start), _int_arg("substr()", end)
+    if a < 0:
+        return t[:b]
+    if b < 0 or b > len(t):
+        return t[a:]
+    return t[a:b] if a <= b else ""
+
+
+def _trunc(length: object, text: object) -> str:
+    t, n = _str_arg("trunc()", text), _int_arg("trunc()", length)
+    return t[:n] if n >= 0 else t[max(0, len(t) + n) :]
+
+
+def _repeat(count: object, text: object) -> str:
+    n = _int_arg("repeat()", count)
+    t = _str_arg("repeat()", text)
+    if n * len(t) > _MAX_STRING:
+        raise _Fail("repeat(): the result would be too long")
+    return t * max(n, 0)
+
+
+#: `sprig.<name>(...)`: the Sprig functions Argo's `when` environment offers (util/expr/env,
+#: sprig.GenericFuncMap), those that are deterministic and work on the values an expression
+#: sees; sprig's argument order (the string last).
+_SPRIG: Final[dict[str, tuple[Callable[..., object], int]]] = {
+    "trim": (lambda s: _str_arg("trim()", s).strip(" \t\n\r\v\f"), 1),
+    "upper": (lambda s: _str_arg("upper()", s).upper(), 1),
+    "lower": (lambda s: _str_arg("lower()", s).lower(), 1),
+    "title": (lambda s: _str_arg("title()", s).title(), 1),
+    "trimPrefix": (lambda p, s: _str_arg("trimPrefix()", s).removeprefix(_str_arg("", p)), 2),
+    "trimSuffix": (lambda p, s: _str_arg("trimSuffix()", s).removesuffix(_str_arg("", p)), 2),
+    "contains": (lambda sub, s: _str_arg("contains()", sub) in _str_arg("contains()", s), 2),
+    "hasPrefix": (lambda p, s: _str_arg("hasPrefix()", s).startswith(_str_arg("", p)), 2),
+    "hasSuffix": (lambda p, s: _str_arg("hasSuffix()", s).endswith(_str_arg("", p)), 2),
+    "replace": (
+        lambda old, new, s: _str_arg("replace()", s).replace(
+            _str_arg("replace()", old), _str_arg("replace()", new)
+        ),
+        3,
+    ),
+    "substr": (_substr, 3),
+    "trunc": (_trunc, 2),
+    "repeat": (_repeat, 2),
+    "quote": (lambda s: json.dumps(_to_string(s)), 1),
+    "squote": (lambda s: f"'{_to_string(s)}'", 1),
+    "toString": (_to_string, 1),
+    "default": (lambda d, v: d if _empty(v) else v, 2),
+    "empty": (_empty, 1),
+    "regexMatch": (lambda p, s: _matches(_str_arg("regexMatch()", s), p), 2),
+}
+
+
 #: name -> (implementation, number of arguments). ``now`` is bound per evaluation.
 _FUNCTIONS: Final[dict[str, tuple[Callable[..., object] | None, int]]] = {
     "now": (None, 0),
@@ -628,6 +773,11 @@ _FUNCTIONS: Final[dict[str, tuple[Callable[..., object] | None, int]]] = {
     "lower": (_string_function("lower()", str.lower), 1),
     "upper": (_string_function("upper()", str.upper), 1),
     "trim": (_string_function("trim()", str.strip), 1),
+    # Argo's additions to the environment (util/expr/env GetFuncMap).
+    "asInt": (lambda v: _int(v), 1),
+    "asFloat": (lambda v: _float(v), 1),
+    "toJson": (_to_json, 1),
+    **{f"sprig.{name}": entry for name, entry in _SPRIG.items()},
 }
 #: expr-lang builtins taking predicates/closures, which this evaluator does not support.
 _PREDICATE_BUILTINS: Final = frozenset(
@@ -695,6 +845,18 @@ def _add_duration(receiver: datetime, argument: object) -> datetime:
     raise _Fail(f"Add() expects a duration argument, got {_type_name(argument)}")
 
 
+def _time_field(name: str, read: Callable[[datetime], int]) -> Callable[..., object]:
+    """Go's time.Time accessors (`now().Hour()`), read in UTC: Argo's controller runs in
+    UTC, and times here are UTC."""
+
+    def apply(receiver: object) -> int:
+        if isinstance(receiver, datetime):
+            return read(receiver.astimezone(UTC))
+        raise _Fail(f"type {_type_name(receiver)} has no method {name}")
+
+    return apply
+
+
 #: method name -> (implementation taking the receiver first, number of arguments).
 _METHODS: Final[dict[str, tuple[Callable[..., object], int]]] = {
     "Seconds": (_duration_method("Seconds", 1.0), 0),
@@ -707,6 +869,17 @@ _METHODS: Final[dict[str, tuple[Callable[..., object], int]]] = {
     "Equal": (_time_method("Equal", lambda t, u: t == _time_arg("Equal", u)), 1),
     "Sub": (_time_method("Sub", lambda t, u: t - _time_arg("Sub", u)), 1),
     "Add": (_time_method("Add", _add_duration), 1),
+    "Year": (_time_field("Year", lambda t: t.year), 0),
+    "Month": (_time_field("Month", lambda t: t.month), 0),
+    "Day": (_time_field("Day", lambda t: t.day), 0),
+    "Hour": (_time_field("Hour", lambda t: t.hour), 0),
+    "Minute": (_time_field("Minute", lambda t: t.minute), 0),
+    "Second": (_time_field("Second", lambda t: t.second), 0),
+    "Nanosecond": (_time_field("Nanosecond", lambda t: t.microsecond * 1000), 0),
+    "YearDay": (_time_field("YearDay", lambda t: t.timetuple().tm_yday), 0),
+    # Go's Weekday counts from Sunday = 0.
+    "Weekday": (_time_field("Weekday", lambda t: (t.weekday() + 1) % 7), 0),
+    "UnixMilli": (_time_field("UnixMilli", lambda t: math.floor(t.timestamp() * 1000)), 0),
 }
 
 _FUNCTION_PREFIX: Final = "fn:"  # ':' cannot occur in an expr-lang identifier
@@ -964,7 +1137,6 @@ _UNARY: Final[dict[str, int]] = {"not": 50, "!": 50, "-": 90, "+": 90}
 _COMPARISON_PRECEDENCE: Final = 20
 _UNSUPPORTED_OPERATORS: Final = {
     "|": "the pipe operator '|' is not supported",
-    "matches": "the 'matches' operator is not supported (regular expressions are not evaluated)",
     "..": "ranges ('..') are not supported",
 }
 
@@ -1203,7 +1375,17 @@ class _Parser:
                 name = name_token.value
                 if name.startswith("__"):
                     self._fail(f"access to {name!r} is not allowed", name_token)
-                if self._is("bracket", "("):
+                if self._is("bracket", "(") and isinstance(node, ast.Name) and node.id == "sprig":
+                    function_name = f"sprig.{name}"
+                    if function_name not in _FUNCTIONS:
+                        self._fail(f"unknown function {function_name!r}", name_token)
+                    arguments = self._arguments()
+                    self._arity(
+                        f"{function_name}()", _FUNCTIONS[function_name][1], arguments, name_token
+                    )
+                    function = ast.Name(id=_FUNCTION_PREFIX + function_name, ctx=ast.Load())
+                    node = ast.Call(func=function, args=arguments, keywords=[])
+                elif self._is("bracket", "("):
                     if name not in _METHODS:
                         self._fail(f"unknown method {name!r}", name_token)
                     arguments = self._arguments()
@@ -1365,6 +1547,8 @@ class _Evaluation:
             if isinstance(key, str) and key in container:
                 return container[key]
             raise _Fail(f"unknown name {node.path or key!r}")
+        if isinstance(container, _StringMap):
+            return container.get(key, "") if isinstance(key, str) else ""
         if isinstance(container, Mapping):
             return container.get(key)
         if isinstance(container, list | tuple):

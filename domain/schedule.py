@@ -118,6 +118,8 @@ class _CronRule:
     croniter_expr: str
     #: Fires by elapsed time rather than once per wall-clock slot (hour field starts with `*`).
     elapsed: bool
+    #: The zone of a `CRON_TZ=`/`TZ=` prefix (robfig), which `spec.timezone` must not also set.
+    zone: str | None = None
 
 
 @dataclass(frozen=True)
@@ -196,10 +198,38 @@ def _croniter_field(values: frozenset[int], spec: _FieldSpec, star: bool) -> str
     return ",".join(str(v) for v in sorted(values))
 
 
+def _split_zone(expr: str) -> tuple[str | None, str]:
+    """robfig's `CRON_TZ=<zone> <spec>` (or `TZ=`): the zone, and the spec after it."""
+    if not expr.startswith(("CRON_TZ=", "TZ=")):
+        return None, expr
+    head, sep, rest = expr.partition(" ")
+    name = head.partition("=")[2]
+    if not sep or not rest.strip():
+        raise ScheduleError(f"{head!r} must be followed by a schedule, in {expr!r}")
+    if name == "":
+        raise ScheduleError(f"{head!r} names no time zone, in {expr!r}")
+    _zone(name)
+    return name, rest.strip()
+
+
+def schedule_zone(expr: str) -> str | None:
+    """The zone an expression names itself (`CRON_TZ=Asia/Tokyo 0 9 * * *`), if any."""
+    rule = _parse(expr)
+    return rule.zone if isinstance(rule, _CronRule) else None
+
+
 @functools.lru_cache(maxsize=4096)
 def _parse(expr: str) -> _CronRule | _EveryRule:
     """Validate once per distinct expression: 100k CronWorkflows share a handful of them."""
-    tokens = expr.split()
+    zone, body = _split_zone(expr)
+    rule = _parse_body(body, expr)
+    if zone is not None and isinstance(rule, _CronRule):
+        return _CronRule(rule.croniter_expr, rule.elapsed, zone)
+    return rule
+
+
+def _parse_body(body: str, expr: str) -> _CronRule | _EveryRule:
+    tokens = body.split()
     if not tokens:
         raise ScheduleError(f"empty cron expression {expr!r}")
     head = tokens[0]
@@ -240,11 +270,9 @@ def _parse_every(tokens: list[str], expr: str) -> _EveryRule:
         period = parse_duration(tokens[1])
     except ValueError as e:
         raise ScheduleError(f"invalid @every duration in {expr!r}: {e}") from None
-    # Ticks are whole seconds everywhere else (Argo names children by unix seconds); robfig
-    # silently truncates a fraction, we refuse it.
-    if period % _SECOND:
-        raise ScheduleError(f"@every duration must be a whole number of seconds in {expr!r}")
-    return _EveryRule(period)
+    # As robfig's `Every`: a fraction of a second is dropped and the period is at least one
+    # second (`@every 1500ms` ticks every second, as in Argo).
+    return _EveryRule(max(_SECOND, period - period % _SECOND))
 
 
 def validate_expression(expr: str) -> None:
@@ -467,8 +495,11 @@ class CompiledSchedule:
             if isinstance(rule, _EveryRule):
                 tickers.append(_EveryTicker(self.anchor, rule.period))
             else:
+                if rule.zone is not None and self.timezone:
+                    raise ScheduleError(zone_conflict(expr, self.timezone))
                 once = self.dst_policy == "once" and not rule.elapsed
-                tickers.append(_CronTicker(rule.croniter_expr, zone, once))
+                own = zone if rule.zone is None else _zone(rule.zone)
+                tickers.append(_CronTicker(rule.croniter_expr, own, once))
         # `@daily` next to `@midnight`, or one expression twice: one ticker is enough.
         object.__setattr__(self, "_tickers", tuple(dict.fromkeys(tickers)))
 
@@ -499,6 +530,14 @@ class CompiledSchedule:
             for i, head in enumerate(heads):
                 if head == tick:
                     heads[i] = self._tickers[i].next_after(tick)
+
+
+def zone_conflict(expr: str, timezone: str) -> str:
+    """Argo prefixes `CRON_TZ=<timezone>` to each schedule; robfig then refuses a second one."""
+    return (
+        f"{expr!r} names its own time zone and spec.timezone is {timezone!r}: "
+        "Argo would refuse to schedule it; set one of them"
+    )
 
 
 def needs_anchor(expressions: Sequence[str]) -> bool:

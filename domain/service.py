@@ -69,6 +69,11 @@ class CronService(Application[UUID]):
         self.late_tolerance = DEFAULT_LATE_TOLERANCE
         self.rejected_writes = 0
         self._hot: dict[UUID, CronWorkflow] = {}  # what this instance last saved, by id
+        #: Streams that may hold a CronWorkflow of a given namespace and name whatever its
+        #: Kubernetes uid (the read model's status rows, wired by adapters/engine.py). A
+        #: stream id includes the uid, so without this a name alone cannot reach an object
+        #: exported from a cluster or seen by the watcher.
+        self.name_index: Callable[[str, str], Iterable[UUID]] | None = None
 
     def construct_recorder(self) -> ApplicationRecorder:
         return self._shared_recorder or super().construct_recorder()
@@ -126,11 +131,32 @@ class CronService(Application[UUID]):
         return recordings
 
     def find(self, namespace: str, name: str, uid: str = "") -> CronWorkflow:
-        """The live (not deleted) CronWorkflow of that name; NotFound if there is none."""
+        """The live (not deleted) CronWorkflow of that name; NotFound if there is none.
+
+        Without `uid`, the live incarnation is found whatever uid it was created with: a
+        user addresses a CronWorkflow by name, never by the uid the cluster gave it.
+        """
         agg = self._latest_incarnation(namespace, name, uid)
+        if (agg is None or agg.deleted) and not uid:
+            agg = self._live_by_name(namespace, name)
         if agg is None or agg.deleted:
             raise NotFound(f"cronworkflow {namespace}/{name} not found")
         return agg
+
+    def _live_by_name(self, namespace: str, name: str) -> CronWorkflow | None:
+        if self.name_index is None:
+            return None
+        live = []
+        for cron_id in self.name_index(namespace, name):
+            try:
+                agg = self.load(cron_id)
+            except NotFound:
+                continue
+            if not agg.deleted and (agg.namespace, agg.name) == (namespace, name):
+                live.append(agg)
+        # Two live streams of one name only arise from two uids applied by hand; the one
+        # that changed last is the one the user is looking at.
+        return max(live, key=lambda a: a.modified_on, default=None)
 
     def _latest_incarnation(self, namespace: str, name: str, uid: str) -> CronWorkflow | None:
         latest = None
@@ -160,6 +186,10 @@ class CronService(Application[UUID]):
 
         def attempt() -> tuple[UUID, str]:
             current = self._latest_incarnation(meta.namespace, meta.name, meta.uid or "")
+            if (current is None or current.deleted) and not meta.uid:
+                # A manifest without a uid updates the live object of that name, also one
+                # that was created with a uid (exported from a cluster).
+                current = self._live_by_name(meta.namespace, meta.name) or current
             if current is None or current.deleted:
                 incarnation = 0 if current is None else current.incarnation + 1
                 agg = CronWorkflow.from_manifest(manifest, at, incarnation)

@@ -22,6 +22,14 @@ from projections.readmodel import AggregateFollower, rfc3339
 
 LABEL_CRON = "workflows.argoproj.io/cron-workflow"
 ANNOTATION_SCHEDULED = "workflows.argoproj.io/scheduled-time"
+#: CronWorkflow labels Argo copies onto each child (convert.go `labelsToPropagate`, and
+#: the controller instance id, so the child goes to the controller its parent went to).
+PROPAGATED_LABELS = (
+    "workflows.argoproj.io/creator",
+    "workflows.argoproj.io/creator-email",
+    "workflows.argoproj.io/creator-preferred-username",
+    "workflows.argoproj.io/controller-instanceid",
+)
 
 
 class PermanentSubmissionError(Exception):
@@ -67,13 +75,18 @@ class PositionStore(Protocol):
 def build_workflow(
     agg: CronWorkflow, workflow_name: str, scheduled_time: datetime
 ) -> dict[str, Any]:
-    """The child Workflow as Argo's cron controller would create it."""
+    """The child Workflow as Argo's cron controller would create it
+    (workflow/common/convert.go ConvertCronWorkflowToWorkflowWithProperties): the creator
+    labels and the controller instance id carried over from the CronWorkflow, the cron
+    label, then `workflowMetadata` labels, annotations (over the scheduled time, as Argo
+    copies them last) and finalizers."""
     spec = agg.spec
     wmeta = spec.get("workflowMetadata") or {}
-    labels = dict(wmeta.get("labels") or {})
+    labels = {k: agg.labels[k] for k in PROPAGATED_LABELS if k in agg.labels}
     labels[LABEL_CRON] = agg.name
-    annotations = dict(wmeta.get("annotations") or {})
-    annotations[ANNOTATION_SCHEDULED] = rfc3339(scheduled_time)
+    labels.update(wmeta.get("labels") or {})
+    annotations = {ANNOTATION_SCHEDULED: rfc3339(scheduled_time)}
+    annotations.update(wmeta.get("annotations") or {})
     meta: dict[str, Any] = {
         "name": workflow_name,
         "namespace": agg.namespace,
@@ -90,6 +103,8 @@ def build_workflow(
             }
         ],
     }
+    if wmeta.get("finalizers"):
+        meta["finalizers"] = list(wmeta["finalizers"])
     return {
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "Workflow",

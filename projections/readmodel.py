@@ -105,11 +105,23 @@ def status_of(agg: CronWorkflow) -> dict[str, Any]:
     }
 
 
+#: The label Argo's cron controller puts on a CronWorkflow its stopStrategy stopped
+#: (operator.go setAsCompleted; common.LabelKeyCronWorkflowCompleted).
+LABEL_COMPLETED = "cronworkflows.argoproj.io/completed"
+
+
+def labels_of(agg: CronWorkflow) -> dict[str, str]:
+    """The CronWorkflow's labels as Argo shows them: with the completed label once stopped."""
+    if not agg.stopped:
+        return agg.labels
+    return {**agg.labels, LABEL_COMPLETED: "true"}
+
+
 def status_row(agg: CronWorkflow) -> StatusRow:
     meta = {
         "name": agg.name,
         "namespace": agg.namespace,
-        "labels": agg.labels,
+        "labels": labels_of(agg),
         "annotations": agg.annotations,
         "generation": agg.generation,
     }

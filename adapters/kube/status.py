@@ -5,7 +5,8 @@ it shows, in our own annotation; a write whose sequence is not newer is dropped.
 a merge patch of the main resource (Argo's CRD has no /status subresource) with
 `metadata.resourceVersion` as precondition, so a concurrent change (a user's edit of spec or
 labels, another writer) makes it 409; it then re-reads, re-checks the sequence and tries again.
-It sends only `status` and its own annotation, never spec or labels (Argo #15877).
+It sends only `status`, its own annotation and Argo's completed label, never spec or other
+labels (Argo #15877).
 """
 
 from __future__ import annotations
@@ -18,11 +19,30 @@ from typing import Any
 from adapters.kube.port import CWF, ApiError, KubeApi
 from adapters.kube.target import Backoff, get_object
 from domain.cronworkflow import CronWorkflow
-from projections.readmodel import StatusRow, status_row
+from projections.readmodel import LABEL_COMPLETED, StatusRow, status_row
 
 ANNOTATION_SEQUENCE = "cronsource.io/status-sequence"
 #: Status writes in flight at once when many CronWorkflows changed in one turn.
 IN_FLIGHT = 16
+
+
+def status_patch(row: StatusRow, meta: dict[str, Any]) -> dict[str, Any]:
+    """The merge patch for one status write. Besides status and our annotation it sets
+    only Argo's completed label, as Argo does when the stop strategy is met, and removes it
+    once resumed; no other label is touched."""
+    body: dict[str, Any] = {
+        "metadata": {
+            "resourceVersion": meta["resourceVersion"],
+            "annotations": {ANNOTATION_SEQUENCE: str(row.version)},
+        },
+        "status": row.status,
+    }
+    shown = (meta.get("labels") or {}).get(LABEL_COMPLETED)
+    if row.status.get("phase") == "Stopped" and shown != "true":
+        body["metadata"]["labels"] = {LABEL_COMPLETED: "true"}
+    elif row.status.get("phase") != "Stopped" and shown is not None:
+        body["metadata"]["labels"] = {LABEL_COMPLETED: None}
+    return body
 
 
 class StatusWriter:
@@ -73,13 +93,7 @@ class StatusWriter:
             shown = (meta.get("annotations") or {}).get(ANNOTATION_SEQUENCE, "")
             if shown.isdigit() and int(shown) >= row.version:
                 return False
-            body: dict[str, Any] = {
-                "metadata": {
-                    "resourceVersion": meta["resourceVersion"],
-                    "annotations": {ANNOTATION_SEQUENCE: str(row.version)},
-                },
-                "status": row.status,
-            }
+            body = status_patch(row, meta)
             try:
                 await self.backoff.call(
                     functools.partial(self.kube.patch, row.namespace, CWF, row.name, body)
