@@ -20,21 +20,65 @@ from tests.argo import corpus, peer
 from tests.argo.lint_cases import CASES
 
 #: Cases where cronsource's verdict differs from Argo's lint on purpose -> (why, the phrase
-#: of docs/argo-compatibility.md's row that documents it).
+#: of docs/argo-compatibility.md that documents it).
 _LEGACY = (
-    "Argo v4 dropped v3's spec.schedule; cronsource still reads it so that a v3 manifest keeps"
-    " working during a migration",
-    "spec.schedule",
+    "Argo v4 refuses v3's spec.schedule under strict lint; cronsource still reads it so that a"
+    " v3 manifest keeps working during a migration",
+    "Legacy `spec.schedule`",
 )
 _REF = (
-    "offline, Argo's lint sees only the WorkflowTemplates of the same file; in a cluster the"
-    " template may exist, and cronsource does not resolve references at admission",
-    "workflowTemplateRef",
+    "offline, Argo's lint finds a WorkflowTemplate only among the files it is given (and only"
+    " under the namespace written in it); in a cluster the template may exist, and cronsource"
+    " does not resolve references at admission",
+    "Whether a `workflowTemplateRef` names a WorkflowTemplate that exists",
+)
+_TEMPLATES = (
+    "Argo's per-template checks (entrypoint names a template, one template type, image,"
+    " variables resolve) need its whole template model; Argo's controller refuses such a"
+    " Workflow when it runs, and the run's failure is recorded",
+    "Whether the entrypoint (or `onExit`) names a template",
+)
+_EVERY_ZERO = ("almost certainly a mistake; Argo ticks every second", "`@every 0s`")
+_EXPRESSIONS = (
+    "an expression that can only fail at every tick is refused at apply (and stopStrategy"
+    " without an expression is refused by Argo's CRD, so by the API server)",
+    "`when` and `stopStrategy` at lint",
 )
 DELIBERATE: dict[str, tuple[str, str]] = {
     "own:legacy-schedule": _LEGACY,
     "test/e2e/testdata/convert/convert-legacy-cron.yaml": _LEGACY,
     "own:ref-not-in-file": _REF,
+    "own:ref-in-same-file": _REF,
+    "examples/cron-backfill.yaml": _REF,
+    "examples/dag-inline-cronworkflow.yaml": _REF,
+    "test/e2e/cron/cron-daily-job.yaml": _REF,
+    "own:entrypoint-not-a-template": _TEMPLATES,
+    "own:templates-null": _TEMPLATES,
+    "own:template-without-type": _TEMPLATES,
+    "own:template-two-types": _TEMPLATES,
+    "own:container-without-image": _TEMPLATES,
+    "own:unresolved-variable": _TEMPLATES,
+    "own:schedule-every-0s": _EVERY_ZERO,
+    "own:when-syntax-error": _EXPRESSIONS,
+    "own:stop-syntax-error": _EXPRESSIONS,
+    "own:stop-empty": _EXPRESSIONS,
+}
+
+#: Disagreements found by this test that are bugs in cronsource, not yet fixed (issue 10,
+#: item 4). Named so that the test catches any new one and says when one is fixed.
+OPEN: dict[str, str] = {
+    "server/workflow/workflow_server_test.go#1": (
+        "a JSON manifest indented with tabs: valid JSON, which Argo reads; PyYAML refuses the tab"
+    ),
+    "own:suspend-string": "suspend: 'yes' is coerced to true; Argo's decoder refuses a string",
+    "own:unknown-metadata-field": "an unknown metadata field passes; Argo's strict decode refuses",
+    "own:workflow-metadata-unknown": (
+        "an unknown workflowMetadata field passes; Argo's strict decode refuses"
+    ),
+    "own:history-negative": (
+        "a negative history limit is refused; Argo (and its CRD) accept it, and the difference"
+        " is not in docs/argo-compatibility.md"
+    ),
 }
 
 
@@ -108,13 +152,13 @@ def test_argos_verdict_is_argos_own(tmp_path: Path) -> None:
 
 def test_cronsource_lint_agrees_with_argo(tmp_path: Path) -> None:
     total, rows = _disagreements(tmp_path)
-    unexpected = [r for r in rows if r["case"] not in DELIBERATE]
-    stale = sorted(set(DELIBERATE) - {r["case"] for r in rows})
+    unexpected = [r for r in rows if r["case"] not in DELIBERATE and r["case"] not in OPEN]
+    stale = sorted((set(DELIBERATE) | set(OPEN)) - {r["case"] for r in rows})
     report = "\n".join(
         f"  {r['case']}: argo {r['argo']} | cronsource {r['cronsource']}" for r in unexpected
     )
     assert not unexpected, f"{len(unexpected)} of {total} cases disagree with Argo:\n{report}"
-    assert not stale, f"listed as deliberate differences but cronsource now agrees: {stale}"
+    assert not stale, f"listed as differences but cronsource now agrees with Argo: {stale}"
 
 
 @pytest.mark.parametrize("case", sorted(DELIBERATE))
@@ -122,4 +166,5 @@ def test_deliberate_differences_are_documented(case: str) -> None:
     doc = Path(__file__).resolve().parents[1] / "docs" / "argo-compatibility.md"
     assert doc.is_file(), "docs/argo-compatibility.md lists the deliberate differences"
     phrase = DELIBERATE[case][1]
-    assert phrase in doc.read_text(), f"{case}: no row about {phrase!r} in {doc.name}"
+    text = " ".join(doc.read_text().split())  # a phrase may be wrapped across lines
+    assert phrase in text, f"{case}: nothing about {phrase!r} in {doc.name}"
