@@ -416,7 +416,13 @@ class Simulation:
         return {
             "workflows": [w.as_json() for w in wfs],
             "cronWorkflows": [
-                {"namespace": c["namespace"], "name": c["name"], "status": c["status"]}
+                {
+                    "namespace": c["namespace"],
+                    "name": c["name"],
+                    # the labels Argo would show, e.g. the completed label of a stopped one
+                    "metadata": {"labels": (c.get("metadata") or {}).get("labels") or {}},
+                    "status": c["status"],
+                }
                 for c in crons
             ],
             "events": [r.as_event() for r in view.audit()],

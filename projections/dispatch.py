@@ -22,13 +22,14 @@ from projections.readmodel import AggregateFollower, rfc3339
 
 LABEL_CRON = "workflows.argoproj.io/cron-workflow"
 ANNOTATION_SCHEDULED = "workflows.argoproj.io/scheduled-time"
-#: CronWorkflow labels Argo copies onto each child (convert.go `labelsToPropagate`, and
-#: the controller instance id, so the child goes to the controller its parent went to).
+#: CronWorkflow labels Argo copies onto each child (convert.go `labelsToPropagate`). Not the
+#: controller instance id, which Argo also copies: here it selects cronsource as the cron
+#: controller, and the child must go to Argo's workflow controller, which takes only
+#: Workflows without it (docs/operator-guide.md; tests/test_argo_controller_interop.py).
 PROPAGATED_LABELS = (
     "workflows.argoproj.io/creator",
     "workflows.argoproj.io/creator-email",
     "workflows.argoproj.io/creator-preferred-username",
-    "workflows.argoproj.io/controller-instanceid",
 )
 
 
@@ -77,7 +78,7 @@ def build_workflow(
 ) -> dict[str, Any]:
     """The child Workflow as Argo's cron controller would create it
     (workflow/common/convert.go ConvertCronWorkflowToWorkflowWithProperties): the creator
-    labels and the controller instance id carried over from the CronWorkflow, the cron
+    labels carried over from the CronWorkflow (not its controller instance id), the cron
     label, then `workflowMetadata` labels, annotations (over the scheduled time, as Argo
     copies them last) and finalizers."""
     spec = agg.spec

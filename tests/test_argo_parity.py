@@ -233,7 +233,7 @@ def test_children_keep_finalizers_and_get_the_labels_argo_propagates() -> None:
         "workflows.argoproj.io/creator": "system-serviceaccount-argo-argo-server",
         "workflows.argoproj.io/creator-email": "a.at.example.com",
         "workflows.argoproj.io/creator-preferred-username": "alice",
-        "workflows.argoproj.io/controller-instanceid": "cronsource",
+        # not the instance id: the child goes to Argo's workflow controller (operator guide)
         "workflows.argoproj.io/cron-workflow": "hello",
         "app": "x",
     }

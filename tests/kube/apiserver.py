@@ -393,7 +393,8 @@ def wait_established(server: ApiServer, names: Sequence[str], timeout: float) ->
         crd = server.request(
             "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
         )
-        conds = {c["type"]: c["status"] for c in crd.get("status", {}).get("conditions", [])}
+        # Just after creation the server may answer `conditions: null`.
+        conds = {c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or []}
         return conds.get("Established") == "True" and conds.get("NamesAccepted") == "True"
 
     for name in names:
