@@ -1149,6 +1149,30 @@ _UNSUPPORTED_OPERATORS: Final = {
 }
 
 
+
+def _bool_constant(node: ast.expr) -> bool | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, bool):
+        return node.value
+    return None
+
+
+def _fold_logic(conjunction: bool, left: ast.expr, right: ast.expr) -> ast.expr | None:
+    """expr-lang's optimizer (optimizer/fold.go) rewrites `x && false` to false, `x || true`
+    to true and drops a neutral `true &&` / `false ||` before anything runs, so `x` is never
+    evaluated: `(now() - cronworkflow.lastScheduledTime).Seconds() < 0 && false` is false in
+    Argo even before the first run, where evaluating `x` would fail. None: nothing to fold."""
+    if any(isinstance(n, ast.Constant) and not isinstance(n.value, bool) for n in (left, right)):
+        return None  # expr-lang's type check refuses `1 && true` before it folds anything
+    a, b = _bool_constant(left), _bool_constant(right)
+    neutral, absorbing = (True, False) if conjunction else (False, True)
+    if a is neutral:
+        return right
+    if b is neutral:
+        return left
+    if absorbing in (a, b):
+        return ast.Constant(value=absorbing)
+    return None
+
 class _Parser:
     def __init__(self, tokens: list[_Token]) -> None:
         self._tokens = tokens
@@ -1255,10 +1279,13 @@ class _Parser:
 
     @staticmethod
     def _binary(symbol: str, negate: bool, left: ast.expr, right: ast.expr) -> ast.expr:
+        # (the boolean folding below is expr-lang's optimizer, applied as the tree is built)
         if negate:
             return ast.Compare(left=left, ops=[_NEGATED_COMPARE_OPS[symbol]()], comparators=[right])
         if symbol in ("||", "or", "&&", "and"):
             kind: type[ast.boolop] = ast.Or if symbol in ("||", "or") else ast.And
+            if (folded := _fold_logic(kind is ast.And, left, right)) is not None:
+                return folded
             if isinstance(left, ast.BoolOp) and isinstance(left.op, kind):
                 return ast.BoolOp(op=kind(), values=[*left.values, right])
             return ast.BoolOp(op=kind(), values=[left, right])

@@ -74,12 +74,49 @@ class _Model(BaseModel):
         return data
 
 
-class ObjectMeta(_Model):
-    """Kubernetes metadata; open, because clusters add fields we neither need nor own."""
+#: The fields of Kubernetes' metav1.ObjectMeta. A cluster's objects carry more of them than we
+#: read (managedFields, creationTimestamp...), so they are kept; any other key is a typo that
+#: Argo's strict decoding refuses (`metadata.nmae`, `workflowMetadata.lables`).
+OBJECT_META_FIELDS = frozenset(
+    {
+        "name",
+        "generateName",
+        "namespace",
+        "selfLink",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "labels",
+        "annotations",
+        "ownerReferences",
+        "finalizers",
+        "managedFields",
+    }
+)
+
+
+class _OpenMeta(_Model):
+    """ObjectMeta as Kubernetes decodes it: its own fields only, those we do not read kept."""
 
     model_config = ConfigDict(
         alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _only_object_meta_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(str(k) for k in data if k not in OBJECT_META_FIELDS)
+            if unknown:
+                raise ValueError(f"unknown field {unknown[0]!r} (not a field of ObjectMeta)")
+        return data
+
+
+class ObjectMeta(_OpenMeta):
+    """Kubernetes metadata."""
     name: str
     namespace: str = "default"
     uid: str | None = None
@@ -155,10 +192,8 @@ class StopStrategy(_Model):
         return self.expression if self.expression is not None else self.condition
 
 
-class WorkflowMetadata(_Model):
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True
-    )
+class WorkflowMetadata(_OpenMeta):
+    """Argo's `workflowMetadata` is an ObjectMeta too (labels, annotations, finalizers...)."""
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
 
@@ -189,13 +224,20 @@ class CronWorkflowSpec(_Model):
     suspend: bool = Field(default=False, strict=True)
     # Bounded as Kubernetes' int32 field is, so deadline arithmetic can never overflow.
     starting_deadline_seconds: int | None = Field(default=None, ge=0, le=2**31 - 1, strict=True)
-    successful_jobs_history_limit: int | None = Field(default=None, ge=0, strict=True)
-    failed_jobs_history_limit: int | None = Field(default=None, ge=0, strict=True)
+    successful_jobs_history_limit: int | None = Field(default=None, strict=True)
+    failed_jobs_history_limit: int | None = Field(default=None, strict=True)
     workflow_metadata: WorkflowMetadata | None = None
     # Validated even when absent: Argo's CRD requires it (see `_argo_validates_workflow_spec`).
     workflow_spec: dict[str, Any] = Field(default_factory=dict, validate_default=True)
     when: str | None = None
     stop_strategy: StopStrategy | None = None
+
+    @field_validator("successful_jobs_history_limit", "failed_jobs_history_limit")
+    @classmethod
+    def _negative_limit_is_the_default(cls, v: int | None) -> int | None:
+        """Argo's enforceHistoryLimit keeps its default (3 successful, 1 failed) for a
+        negative limit, and its CRD has no minimum: read one as unset."""
+        return None if v is not None and v < 0 else v
 
     @field_validator("schedule")
     @classmethod

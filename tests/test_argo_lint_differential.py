@@ -66,20 +66,7 @@ DELIBERATE: dict[str, tuple[str, str]] = {
 
 #: Disagreements found by this test that are bugs in cronsource, not yet fixed (issue 10,
 #: item 4). Named so that the test catches any new one and says when one is fixed.
-OPEN: dict[str, str] = {
-    "server/workflow/workflow_server_test.go#1": (
-        "a JSON manifest indented with tabs: valid JSON, which Argo reads; PyYAML refuses the tab"
-    ),
-    "own:suspend-string": "suspend: 'yes' is coerced to true; Argo's decoder refuses a string",
-    "own:unknown-metadata-field": "an unknown metadata field passes; Argo's strict decode refuses",
-    "own:workflow-metadata-unknown": (
-        "an unknown workflowMetadata field passes; Argo's strict decode refuses"
-    ),
-    "own:history-negative": (
-        "a negative history limit is refused; Argo (and its CRD) accept it, and the difference"
-        " is not in docs/argo-compatibility.md"
-    ),
-}
+OPEN: dict[str, str] = {}
 
 
 def _cronsource_ok(path: Path) -> tuple[bool, str]:
