@@ -1539,10 +1539,6 @@ def completion(shell: str) -> None:
 
 def main() -> None:
     """The entry point: click's usage errors become one `error:` line too."""
-    import sqlite3
-
-    from eventsourcing.persistence import PersistenceError
-
     try:
         code = cli.main(prog_name="cronsource", standalone_mode=False)
         if isinstance(code, int) and code:
@@ -1564,11 +1560,6 @@ def main() -> None:
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)
-    except (PersistenceError, sqlite3.DatabaseError) as e:
-        # A corrupt or unreadable store (a damaged SQLite page, a lost connection) is one
-        # line, not a traceback; nothing was written by the command that met it.
-        cause = e.__cause__ or e
-        fail(f"the store cannot be read: {type(cause).__name__}: {cause}")
 
 
 if __name__ == "__main__":
