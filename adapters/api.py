@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import math
 import re
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, get_args
@@ -579,15 +579,14 @@ class Operations:
     save (the same version check that stops a stale scheduler) and the client gets the
     current version back, rather than a decision made on state it never saw.
 
-    One lock serialises commands and projection catch-up in this process: the projection
-    follows aggregates in an in-memory cache that two threads must not evolve at once.
-    Correctness between processes still comes from the store's version check alone.
+    Commands take no lock of their own: two requests race on the store's version check as
+    two processes would. Each command's response reflects its own write: it waits for the
+    projections to pass its receipt (`Projector.settle`), and only the projector moves them.
     """
 
     def __init__(self, engine: Engine, clock: Callable[[], datetime]) -> None:
         self.engine = engine
         self.clock = clock
-        self.lock = threading.RLock()
         self.if_match_rejections = 0
         self.on_stale: Callable[[], None] = lambda: None
 
@@ -595,19 +594,21 @@ class Operations:
     def service(self) -> Any:
         return self.engine.service
 
-    def catch_up(self, wait: bool = True) -> None:
-        """Project what is new. Readers pass wait=False: if a command is already catching up,
-        they read without waiting (that command's own response will be current)."""
-        if self.lock.acquire(blocking=wait):
-            try:
-                self.engine.catch_up(self.clock())
-            finally:
-                self.lock.release()
+    def refresh(self) -> None:
+        """Before a read: project what is new if no projector runs anywhere, else read what
+        the projector has reached (no write of the reader's own is at stake)."""
+        self.engine.projector.settle(wait=False)
+
+    @contextmanager
+    def _settled(self) -> Iterator[None]:
+        """Run a command, then wait until the read model shows what it wrote."""
+        with self.service.receipt() as wrote:
+            yield
+        self.engine.projector.settle(wrote)
 
     def find(self, namespace: str, name: str) -> CronWorkflow:
-        with self.lock:
-            agg: CronWorkflow = self.service.find(namespace, name)
-            return agg
+        agg: CronWorkflow = self.service.find(namespace, name)
+        return agg
 
     def _stale(self, expected: int | None, current: int | None) -> StaleVersion:
         self.if_match_rejections += 1
@@ -637,7 +638,7 @@ class Operations:
         """Create or update; returns (id, created|updated|unchanged)."""
         meta = manifest.metadata
         at = self.clock()
-        with self.lock:
+        with self._settled():
             if must_not_exist:
                 return self._create(manifest, expected, at)
             try:
@@ -659,8 +660,7 @@ class Operations:
                 current.update_spec(manifest, at, self.service.late_tolerance)
                 self._save_expected(current, expected)
                 result = (current.id, "updated" if current.version != before else "unchanged")
-            self.engine.catch_up(at)
-            return result
+        return result
 
     def _create(
         self, manifest: CronWorkflowManifest, expected: int | None, at: datetime
@@ -678,12 +678,11 @@ class Operations:
                 "'*' (create only) cannot be combined with If-Match or metadata.resourceVersion",
                 "header",
             )
-        self.engine.catch_up(at)
+        self.engine.projector.settle()
         row = ReadQueries(self.engine).status(meta.namespace, meta.name)
         if row is not None:
             raise AlreadyExists(meta.namespace, meta.name, int(row["version"]))
         cron_id: UUID = self.service.create(manifest, at)
-        self.engine.catch_up(at)
         return cron_id, "created"
 
     def command(
@@ -695,7 +694,7 @@ class Operations:
     ) -> tuple[T, int]:
         """Run `do(aggregate, now)` on the live CronWorkflow; returns (result, new version)."""
         at = self.clock()
-        with self.lock:
+        with self._settled():
             agg = self.service.find(namespace, name)
             if expected is None:
                 box: list[int] = []
@@ -713,8 +712,7 @@ class Operations:
                 result = do(agg, at)
                 self._save_expected(agg, expected)
                 version = agg.version
-            self.engine.catch_up(at)
-            return result, version
+        return result, version
 
     def backfill(
         self,
@@ -732,7 +730,7 @@ class Operations:
         CronWorkflow's concurrencyPolicy). More than `max_ticks` ticks is refused before
         anything is computed in full."""
         at = self.clock()
-        with self.lock:
+        with self._settled():
             agg = self.service.find(namespace, name)
             try:
                 plan: BackfillPlan = self.service.run_backfill(
@@ -747,6 +745,4 @@ class Operations:
                 )
             except BackfillTooLarge as e:
                 raise FieldError("end", str(e), "body") from None
-            if not dry_run:
-                self.engine.catch_up(at)
-            return plan
+        return plan

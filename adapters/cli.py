@@ -80,7 +80,6 @@ def parse_time(value: str, flag: str) -> datetime:
         fail(f"{flag}: {e.message}")
 
 
-
 def read_input(path: str, code: int = 1) -> bytes:
     """The bytes of a file ('-' is stdin), at most MAX_INPUT_BYTES (exit `code` beyond: a
     huge file is refused before it is read into memory)."""
@@ -137,9 +136,14 @@ class Ctx:
         except Exception as e:  # the store broke between the check and now
             fail(describe(e, config))
         try:
+            # The one place a CLI command touches the projections: read what is projected
+            # (projecting first only when no projector runs anywhere), and before exiting
+            # wait until the status view shows what the command wrote (adapters/projector.py).
             if catch_up:
-                engine.catch_up()
-            yield engine
+                engine.projector.settle(wait=False)
+            with engine.service.receipt() as wrote:
+                yield engine
+            engine.projector.settle(wrote)
         finally:
             engine.close()
 
@@ -494,7 +498,6 @@ def apply(files: tuple[str, ...]) -> None:
             names.append(f"{KIND}/{m.metadata.name}")
             if obj.output != "name":
                 click.echo(f"{KIND}/{m.metadata.name} {what}")
-        engine.catch_up()
     if obj.output == "name":
         click.echo("\n".join(names))
 
@@ -879,7 +882,6 @@ def _each(names: Sequence[str], do: Callable[[Engine, CronWorkflow], str]) -> No
                 continue
             message = do(engine, agg)
             click.echo(f"{KIND}/{name}" if obj.output == "name" else message)
-        engine.catch_up()
     if missing:
         sys.exit(1)
 
@@ -1022,7 +1024,6 @@ def backfill(
             fail(str(ex))
         if cancel:
             n = engine.service.cancel_backfill(agg.id, now())
-            engine.catch_up()
             click.echo(f"backfill {ref}: {n} queued ticks cancelled")
             return
         pending_after = (
@@ -1058,7 +1059,6 @@ def backfill(
                 **kwargs,
                 progress=lambda n, total: progress.update(task, completed=n, total=total),
             )
-        engine.catch_up()
     data = backfill_result(name, done, False)
     _backfill_out(obj, data, backfill_summary(ref, done, False, pending_after), name)
 
@@ -1165,6 +1165,7 @@ def run(
 
     from adapters.localtarget import LocalTarget
     from adapters.logs import configure_logging
+    from adapters.projector import RoleLock
     from adapters.runtime import RunWatcher, SchedulerLoop, Waker
     from adapters.shards import AdvisoryLockShards, Ownership, SoleOwner
     from domain.durations import parse_duration
@@ -1233,10 +1234,14 @@ def run(
         _, what = engine.service.apply(m, now())
         click.echo(f"{KIND}/{m.metadata.name} {what}", err=True)
     ownership: Ownership = (
-        AdvisoryLockShards(config.pg_conninfo, want_projector=role != "scheduler")
+        AdvisoryLockShards(
+            config.pg_conninfo, want_projector=role != "scheduler", schema=config.pg_schema
+        )
         if config.kind == "postgresql"
-        else SoleOwner()
+        else SoleOwner(engine.projector.lock)
     )
+    # From here on this process projects only while its ownership holds the projector role.
+    engine.projector.lock = RoleLock(ownership.is_projector)
     watcher: Any
     if kube:
         from adapters.kube import KubeSync

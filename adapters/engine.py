@@ -16,6 +16,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import Tracking
 
+from adapters.projector import Projector, lock_for
 from adapters.sqlview import SqlReadModel
 from adapters.store import StoreConfig
 from domain.cronworkflow import CronWorkflow
@@ -35,6 +36,8 @@ class Engine:
     view: SqlReadModel
     readmodel: ReadModelProjection
     dispatcher: Dispatcher | None = None
+    #: The one owner of the projections' positions (set by `build_engine`).
+    projector: Projector = field(init=False, repr=False)
     extra_replicas: list[CronService] = field(default_factory=list)
     # `ids_named`: creations read from the log beyond the status view, by (namespace, name).
     _created_names: dict[tuple[str, str], list[UUID]] = field(default_factory=dict, repr=False)
@@ -58,10 +61,13 @@ class Engine:
     ) -> int:
         """Process events not yet projected; returns how many the read model took.
 
-        Without a `budget` it runs until caught up (simulate, CLI commands, tests). The
-        service loop passes a budget in seconds and a stop check, so a backlog never holds
-        up SIGTERM or the scheduler for longer than that: the rest waits for the next turn.
-        `dispatch=False` leaves the dispatcher to its own thread (adapters/runtime.py).
+        The mechanism only: in the product only `Projector` (adapters/projector.py) calls
+        it, under the projector lock, so one thread of one process moves the positions.
+        Tests and benchmarks that are the only process on their store call it directly.
+        Without a `budget` it runs until caught up. The service loop passes a budget in
+        seconds and a stop check, so a backlog never holds up SIGTERM or the scheduler for
+        longer than that: the rest waits for the next turn. `dispatch=False` leaves the
+        dispatcher to its own thread (adapters/runtime.py).
         """
         more_time = _time_left(budget, stop)
         done = self._drain("readmodel", self.readmodel.process_batch, batch, more_time)
@@ -147,6 +153,7 @@ class Engine:
         return self.service.rejected_writes + sum(r.rejected_writes for r in self.extra_replicas)
 
     def close(self) -> None:
+        self.projector.close()
         for svc in [self.service, *self.extra_replicas]:
             svc.close()
         self.view.close()
@@ -198,6 +205,7 @@ def build_engine(
     # Each projection follows the log at its own pace, so each keeps its own aggregates.
     follower = AggregateFollower(load_at, load_many=service.load_many)
     engine = Engine(config, service, view, ReadModelProjection(view, follower))
+    engine.projector = Projector(engine, lock_for(config))
     service.name_index = engine.ids_named
     if target is not None:
         dfollower = AggregateFollower(load_at, load_many=service.load_many)

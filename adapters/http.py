@@ -861,7 +861,7 @@ def create_app(
             ) from None
 
     def current(namespace: str, name: str) -> dict[str, Any]:
-        ops.catch_up(wait=False)
+        ops.refresh()
         row = queries.status(namespace, name)
         if row is None:
             raise NotFound(f"cronworkflow {namespace}/{name} not found")
@@ -882,7 +882,7 @@ def create_app(
         )
 
     def events_page(f: EventFilter) -> dict[str, Any]:
-        ops.catch_up(wait=False)
+        ops.refresh()
         rows = queries.events(f)
         return {
             "items": [event_object(r) for r in rows],
@@ -976,7 +976,7 @@ def create_app(
     )
     def list_namespaced(namespace: Namespace, label_selector: Selector = None) -> dict[str, Any]:
         selector = parse_label_selector(label_selector)
-        ops.catch_up(wait=False)
+        ops.refresh()
         rows = select(engine.view.statuses(namespace), selector)
         return {"items": [cron_object(r) for r in rows]}
 
@@ -989,7 +989,7 @@ def create_app(
     )
     def list_all(label_selector: Selector = None) -> dict[str, Any]:
         selector = parse_label_selector(label_selector)
-        ops.catch_up(wait=False)
+        ops.refresh()
         rows = select(engine.view.statuses(None), selector)
         return {"items": [cron_object(r) for r in rows]}
 
@@ -1206,7 +1206,7 @@ def create_app(
         at: Annotated[str, Query(description="RFC 3339 time of the tick in question")],
     ) -> dict[str, Any]:
         t = parse_time(at, "at")
-        ops.catch_up(wait=False)
+        ops.refresh()
         rows = queries.decisions_at(namespace, name, t)
         try:
             agg = ops.find(namespace, name)
@@ -1224,7 +1224,7 @@ def create_app(
         now = clock().timestamp()
         until = datetime.fromtimestamp((now // step + 1) * step, UTC)
         since = until - bucket * buckets
-        ops.catch_up(wait=False)
+        ops.refresh()
         rows = engine.view.statuses(namespace)
         if name is not None:
             rows = [r for r in rows if r["name"] == name]

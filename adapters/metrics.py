@@ -326,14 +326,14 @@ class _EngineCollector(Collector):
             " WHERE locktype = 'advisory' AND granted"
             " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
             " AND classid::bigint IN (?, ?, ?)",
-            (shards._MEMBER_CLASS, shards._SHARD_CLASS, shards._PROJECTOR_CLASS),
+            (shards._MEMBER_CLASS, shards._SHARD_CLASS, shards.PROJECTOR_LOCK_CLASS),
         )
         members = {int(pid) for cls, _, pid in rows if int(cls) == shards._MEMBER_CLASS}
         by_pid: dict[int, int] = defaultdict(int)
         for cls, _, pid in rows:
             if int(cls) == shards._SHARD_CLASS:
                 by_pid[int(pid)] += 1
-        projector = [int(pid) for cls, _, pid in rows if int(cls) == shards._PROJECTOR_CLASS]
+        projector = [int(pid) for cls, _, pid in rows if int(cls) == shards.PROJECTOR_LOCK_CLASS]
         yield GaugeMetricFamily(
             "cronsource_replicas",
             "Scheduler replicas alive on this database (holding the member lock)",

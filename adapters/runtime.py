@@ -207,7 +207,9 @@ class DispatchWorker:
         while not stop.is_set():
             if loop.runs_projections:
                 done = self.supervisor.run(
-                    lambda: loop.engine.dispatch(loop.clock(), budget=TURN_BUDGET, stop=stop.is_set)
+                    lambda: loop.engine.projector.dispatch_step(
+                        loop.clock(), budget=TURN_BUDGET, stop=stop.is_set
+                    )
                 )
                 if done:
                     continue  # there may be more already
@@ -384,9 +386,7 @@ class SchedulerLoop:
         worker = self.dispatch_worker
         if worker is not None:
             worker.wake.set()  # the dispatcher follows the log alongside the read model
-        n = self.engine.catch_up(
-            now, budget=self.budget(), stop=self.stop_event.is_set, dispatch=worker is None
-        )
+        n = self.engine.projector.step(now, budget=self.budget(), stop=self.stop_event.is_set)
         if worker is not None:
             worker.wake.set()
         # One structured line per committed decision (cronWorkflow, tick, version), written by
@@ -456,9 +456,14 @@ class SchedulerLoop:
     def run(self, waker: Waker | None = None, on_ready: Callable[[], None] | None = None) -> None:
         """Turn until stopped; `on_ready` is called once, after the first turn (projections
         caught up, what was due decided, the next minute's aggregates loaded)."""
+        projector = self.engine.projector
         if self.engine.dispatcher is not None and self.role in ("all", "projector"):
             self.dispatch_worker = DispatchWorker(self)
+            projector.dispatch_thread = True
             self.dispatch_worker.start()
+        # Readers in this process (the probe server, the Kubernetes status writer) now wait
+        # for this loop's projection step instead of projecting themselves.
+        projector.worker_running = self.role in ("all", "projector")
         while not self.stop_event.is_set():
             self.turn()
             if on_ready is not None:
@@ -473,6 +478,7 @@ class SchedulerLoop:
                 self.stop_event.wait(delay)
         if self.dispatch_worker is not None:
             self.dispatch_worker.stop()
+        projector.worker_running = projector.dispatch_thread = False
         self.ownership.release()
 
     def install_signal_handlers(self, waker: Waker | None = None) -> None:

@@ -16,11 +16,17 @@ import threading
 from typing import Any, Protocol
 from uuid import UUID
 
+from adapters.projector import (
+    PROJECTOR_LOCK_CLASS,
+    InProcessLock,
+    ProjectorLock,
+    projector_lock_key,
+)
+
 SHARDS = 64
 REBALANCE_SECONDS = 1.0
 _MEMBER_CLASS = 0x6373  # 'cs': advisory lock class of members
 _SHARD_CLASS = 0x6374  # 'ct': advisory lock class of shards
-_PROJECTOR_CLASS = 0x6375  # 'cu': the single projector lock
 
 
 def shard_of(cron_id: UUID | str, shards: int = SHARDS) -> int:
@@ -38,7 +44,12 @@ class Ownership(Protocol):
 
 
 class SoleOwner:
-    """An embedded store has one process; it owns everything."""
+    """An embedded store has one scheduler process; it owns every shard. It projects while it
+    holds `projector_lock` (on SQLite a file lock, so a second `run` or a CLI command on the
+    same file does not project beside it; adapters/projector.py)."""
+
+    def __init__(self, projector_lock: ProjectorLock | None = None) -> None:
+        self.projector_lock = projector_lock or InProcessLock()
 
     def owns(self, cron_id: UUID | str) -> bool:
         return True
@@ -47,10 +58,10 @@ class SoleOwner:
         pass
 
     def is_projector(self) -> bool:
-        return True
+        return self.projector_lock.try_acquire()
 
     def release(self) -> None:
-        pass
+        self.projector_lock.release()
 
     @property
     def owned(self) -> set[int]:
@@ -60,8 +71,11 @@ class SoleOwner:
 class AdvisoryLockShards:
     """Shard ownership through PostgreSQL session advisory locks (see the module docstring)."""
 
-    def __init__(self, conninfo: str, shards: int = SHARDS, want_projector: bool = True) -> None:
+    def __init__(
+        self, conninfo: str, shards: int = SHARDS, want_projector: bool = True, schema: str = ""
+    ) -> None:
         self.conninfo = conninfo
+        self.projector_key = projector_lock_key(schema)
         self.shards = shards
         self.want_projector = want_projector
         self.member_key = random.randrange(1, 2**31 - 1)
@@ -113,7 +127,8 @@ class AdvisoryLockShards:
                 if self.want_projector and not self._projector:
                     self._projector = bool(
                         conn.execute(
-                            "SELECT pg_try_advisory_lock(%s, 0)", (_PROJECTOR_CLASS,)
+                            "SELECT pg_try_advisory_lock(%s, %s)",
+                            (PROJECTOR_LOCK_CLASS, self.projector_key),
                         ).fetchone()[0]
                     )
             except Exception:

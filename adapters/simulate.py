@@ -363,7 +363,7 @@ class Simulation:
         sc = self.sc
         for m in sc.cron_workflows:
             self._apply(m, sc.start)
-        self.engine.catch_up(sc.start)
+        self.engine.projector.step(sc.start)
         actions = sorted(enumerate(sc.actions), key=lambda ia: (ia[1].at, ia[0]))
         now = sc.start
         steps_at_instant = 0
@@ -397,16 +397,16 @@ class Simulation:
             now = t
             while actions and actions[0][1].at <= now:
                 self._act(actions.pop(0)[1])
-                self.engine.catch_up(now)
+                self.engine.projector.step(now)
             if self.outage_until is not None and now >= self.outage_until:
                 self.outage_until = None
             if self.outage_until is None:
                 self._observe_runs(now)
-                self.engine.catch_up(now)
+                self.engine.projector.step(now)
                 self._schedule(now)
-                self.engine.catch_up(now)
+                self.engine.projector.step(now)
                 self._observe_runs(now)  # terminations by Replace happen at once
-                self.engine.catch_up(now)
+                self.engine.projector.step(now)
 
     def result(self) -> dict[str, Any]:
         view = self.engine.view

@@ -127,7 +127,9 @@ def _schedulers(view: Any) -> int | None:
         return None  # an embedded store: the scheduler is in-process, no lock to count
     rows = view.query(
         "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory'"
-        " AND classid = ? AND granted",
+        " AND classid = ? AND granted"
+        # advisory locks are server-wide: count only the replicas of this database
+        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
         (_MEMBER_CLASS,),
     )
     return int(rows[0][0])
@@ -202,7 +204,7 @@ def status_page_router(
         responses={401: _ERRORS[401]},
     )
     def scheduler() -> dict[str, Any]:
-        ops.catch_up(wait=False)
+        ops.refresh()
         return scheduler_health(engine, clock())
 
     @router.get(
@@ -220,7 +222,7 @@ def status_page_router(
         name: Annotated[str, PathParam(pattern=_DNS, max_length=253)],
         limit: Annotated[int, Query(ge=1, le=1000)] = 50,
     ) -> dict[str, Any]:
-        ops.catch_up(wait=False)
+        ops.refresh()
         row = queries.status(namespace, name)
         if row is None:
             raise NotFound(f"cronworkflow {namespace}/{name} not found")

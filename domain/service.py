@@ -8,7 +8,9 @@ the caller's business (the `env` given by adapters); nothing here names a databa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
@@ -49,6 +51,15 @@ class AlreadyExists(RuntimeError):
 
 
 @dataclass
+class Receipt:
+    """Where a command's events went in the log: the highest notification id it wrote (0:
+    it wrote nothing). A reader that must see its own write waits for the projections to
+    pass this position (adapters/projector.py) instead of projecting itself."""
+
+    position: int = 0
+
+
+@dataclass
 class TickReport:
     """What a batch of ticks did: aggregates saved, fires made, stale saves re-decided."""
 
@@ -81,6 +92,7 @@ class CronService(Application[UUID]):
         self.late_tolerance = DEFAULT_LATE_TOLERANCE
         self.rejected_writes = 0
         self._hot: dict[UUID, CronWorkflow] = {}  # what this instance last saved, by id
+        self._receipts = threading.local()
         #: Streams that may hold a CronWorkflow of a given namespace and name whatever its
         #: Kubernetes uid (the read model's status rows, wired by adapters/engine.py). A
         #: stream id includes the uid, so without this a name alone cannot reach an object
@@ -128,18 +140,36 @@ class CronService(Application[UUID]):
                 out[cron_id] = agg
         return out
 
+    @contextmanager
+    def receipt(self) -> Iterator[Receipt]:
+        """The log position of what this thread saves inside the block: `with
+        svc.receipt() as r: svc.suspend(...)`, then wait for `r` before reading the status."""
+        receipt = Receipt()
+        open_receipts: list[Receipt] = self._receipts.__dict__.setdefault("open", [])
+        open_receipts.append(receipt)
+        try:
+            yield receipt
+        finally:
+            open_receipts.remove(receipt)
+
     def save(self, *objs: Any, **kwargs: Any) -> Any:
         """Save aggregates; for plain CronWorkflows without eventsourcing's per-object
         protocol checks (`isinstance` against runtime protocols was a tenth of a burst)."""
         if kwargs or not all(type(o) is CronWorkflow for o in objs):
-            return super().save(*objs, **kwargs)
-        processing: ProcessingEvent[UUID] = ProcessingEvent()
-        for agg in objs:
-            processing.events.extend(agg.collect_events())
-            processing.aggregates[agg.id] = agg
-        recordings = self._record(processing)
-        self._take_snapshots(processing)
-        self._notify(recordings)
+            recordings = super().save(*objs, **kwargs)
+        else:
+            processing: ProcessingEvent[UUID] = ProcessingEvent()
+            for agg in objs:
+                processing.events.extend(agg.collect_events())
+                processing.aggregates[agg.id] = agg
+            recordings = self._record(processing)
+            self._take_snapshots(processing)
+            self._notify(recordings)
+        open_receipts = self._receipts.__dict__.get("open")
+        if open_receipts and recordings:
+            position = max(r.notification.id for r in recordings)
+            for receipt in open_receipts:
+                receipt.position = max(receipt.position, position)
         return recordings
 
     def find(self, namespace: str, name: str, uid: str = "") -> CronWorkflow:

@@ -58,20 +58,18 @@ class Api:
         self.clock.now = when
 
     def tick(self, name: str, when: datetime) -> None:
-        """What the scheduler loop does when `name` is due at `when`: decide and project.
-        Under the app's command lock, as the server's own commands run."""
+        """What the scheduler loop does when `name` is due at `when`: decide and project
+        (through the projector, the one mover of positions, as the server's reads do)."""
         self.at(when)
-        with self.app.state.ops.lock:
-            agg = self.engine.service.find("default", name)
-            self.engine.service.tick([agg.id], when)
-            self.engine.catch_up(when)
+        agg = self.engine.service.find("default", name)
+        self.engine.service.tick([agg.id], when)
+        self.engine.projector.step(when)
 
     def run_completed(self, name: str, workflow: str, phase: str, when: datetime) -> None:
         self.at(when)
-        with self.app.state.ops.lock:
-            agg = self.engine.service.find("default", name)
-            self.engine.service.run_completed(agg.id, workflow, phase, when, when)
-            self.engine.catch_up(when)
+        agg = self.engine.service.find("default", name)
+        self.engine.service.run_completed(agg.id, workflow, phase, when, when)
+        self.engine.projector.step(when)
 
 
 @pytest.fixture

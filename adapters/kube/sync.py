@@ -124,5 +124,5 @@ class KubeSync:
     ) -> int:
         n = self.crons.drain(now, budget, stop) + self.runs.drain(now, budget, stop)
         if n:
-            self.engine.catch_up(now, budget=budget, stop=stop)
+            self.engine.projector.step(now, budget=budget, stop=stop)
         return n + self.write_statuses()
