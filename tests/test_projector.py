@@ -1,0 +1,209 @@
+"""One owner of the projections (adapters/projector.py): only the holder of the projector lock
+moves positions; a command's receipt is its log position; readers wait for it.
+
+Two engines on one store stand for two processes: each has its own lock handle, so the
+advisory lock (PostgreSQL) and the flock (SQLite) conflict between them exactly as between
+processes.
+"""
+
+from __future__ import annotations
+
+import ast
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.api import Operations
+from adapters.engine import Engine, build_engine, migrate
+from adapters.projector import FileLock, InProcessLock
+from adapters.store import StoreConfig
+from domain.manifest import parse_manifest
+from tests.http_helpers import manifest
+
+T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def two_engines(url: str) -> tuple[Engine, Engine]:
+    config = StoreConfig.parse(url)
+    migrate(config)
+    return build_engine(config), build_engine(config)
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'cs.db'}"
+    else:
+        yield request.getfixturevalue("pg_url")
+
+
+def apply(engine: Engine, name: str) -> Any:
+    with engine.service.receipt() as wrote:
+        engine.service.apply(parse_manifest(manifest(name)), T0)
+    return wrote
+
+
+def test_a_receipt_is_the_log_position_of_what_the_command_wrote() -> None:
+    engine = build_engine("memory:")
+    try:
+        first = apply(engine, "a")
+        second = apply(engine, "b")
+        assert first.position == 1 and second.position == 2
+        with engine.service.receipt() as nothing:
+            engine.service.apply(parse_manifest(manifest("a")), T0)  # unchanged: no event
+        assert nothing.position == 0
+        assert engine.projector.position() == 0  # writing projected nothing by itself
+        assert engine.projector.settle(second)
+        assert engine.projector.position() == 2
+    finally:
+        engine.close()
+
+
+def test_a_reader_waits_for_the_process_that_projects_and_never_projects_beside_it(
+    store_url: str,
+) -> None:
+    projecting, reading = two_engines(store_url)
+    try:
+        assert projecting.projector.lock.try_acquire()  # `run` holds the role
+        wrote = apply(reading, "hello")
+        started = time.monotonic()
+        assert not reading.projector.settle(wrote, timeout=0.4)
+        assert time.monotonic() - started >= 0.4
+        assert reading.projector.position() == 0  # the reader did not project
+
+        later = threading.Timer(0.3, lambda: projecting.projector.step(T0))
+        later.start()
+        assert reading.projector.settle(wrote, timeout=10)
+        later.join()
+        assert [c["name"] for c in reading.view.statuses()] == ["hello"]
+        # a plain read beside a projector neither projects nor waits
+        second = apply(reading, "other")
+        started = time.monotonic()
+        assert not reading.projector.settle(second, wait=False)
+        assert time.monotonic() - started < 0.3
+        assert reading.projector.position() < second.position
+    finally:
+        projecting.close()
+        reading.close()
+
+
+def test_with_no_projector_anywhere_a_reader_projects_itself_and_lets_the_lock_go(
+    store_url: str,
+) -> None:
+    first, second = two_engines(store_url)
+    try:
+        wrote = apply(first, "hello")
+        assert first.projector.settle(wrote, timeout=0.1)
+        assert first.projector.position() >= wrote.position
+        # the lock was given back: a `run` started now can take the role
+        assert second.projector.lock.try_acquire()
+    finally:
+        first.close()
+        second.close()
+
+
+def test_beside_a_projection_worker_in_the_same_process_readers_wait_for_it() -> None:
+    engine = build_engine("memory:")
+    projected_by: list[str] = []
+    real_catch_up = engine.catch_up
+
+    def recording_catch_up(*args: Any, **kwargs: Any) -> int:
+        projected_by.append(threading.current_thread().name)
+        return real_catch_up(*args, **kwargs)
+
+    engine.catch_up = recording_catch_up  # type: ignore[method-assign]
+    engine.projector.worker_running = True
+    try:
+        wrote = apply(engine, "hello")
+        worker = threading.Timer(0.2, lambda: engine.projector.step(T0))
+        worker.name = "projection-worker"
+        worker.start()
+        assert engine.projector.settle(wrote, timeout=10)
+        worker.join()
+        assert projected_by == ["projection-worker"]
+    finally:
+        engine.close()
+
+
+def test_commands_from_many_threads_need_no_lock_and_each_sees_its_own_write(pg_url: str) -> None:
+    """What Operations' process-wide lock used to serialise: HTTP commands on many threads.
+    Each command's write is visible when it returns, and no event is lost or doubled."""
+    engine, _other = two_engines(pg_url)
+    _other.close()
+    clock = [T0]
+    ops = Operations(engine, lambda: clock[0])
+    ops.apply(parse_manifest(manifest("shared")))
+
+    def toggle(i: int) -> bool:
+        def do(a: Any, at: datetime) -> None:
+            (a.suspend if i % 2 else a.resume)(at, "t", "")
+
+        with engine.service.receipt() as wrote:
+            _, version = ops.command("default", "shared", do)
+        if wrote.position:  # a resume of a running one writes nothing: nothing to see
+            (row,) = engine.view.statuses()
+            assert int(row["version"]) >= version  # read-your-write
+        return bool(wrote.position)
+
+    with ThreadPoolExecutor(8) as pool:
+        writes = sum(pool.map(toggle, range(40)))
+    assert writes >= 1  # the first suspend in the log found it running
+    final = engine.service.find("default", "shared")
+    assert final.version == 1 + writes  # every change saved once, none lost or doubled
+    assert engine.projector.settle()
+    assert engine.projector.position() == engine.projector.head()
+    engine.close()
+
+
+def test_a_sqlite_file_lock_is_held_by_one_opener_at_a_time(tmp_path: Path) -> None:
+    path = str(tmp_path / "x.db.projector-lock")
+    a, b = FileLock(path), FileLock(path)
+    assert a.try_acquire() and a.try_acquire()  # re-entrant for its holder
+    assert not b.try_acquire()
+    a.release()
+    assert b.try_acquire()
+    b.release()
+    assert InProcessLock().try_acquire()
+
+
+def side_projections(source: str) -> list[int]:
+    """Lines of `source` that call `<...>.engine.catch_up/dispatch` or `engine.catch_up/...`."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("catch_up", "dispatch")
+            and (
+                getattr(node.func.value, "attr", None) == "engine"
+                or getattr(node.func.value, "id", None) == "engine"
+            )
+        ):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_only_the_projector_moves_projection_positions() -> None:
+    """No module of the product calls `Engine.catch_up` or `Engine.dispatch` except the
+    projector (and the engine itself): a read that projected on the side is how two threads
+    came to evolve one follower's cache at once."""
+    allowed = {ROOT / "adapters" / "projector.py", ROOT / "adapters" / "engine.py"}
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sorted((ROOT / "adapters").rglob("*.py"))
+        if path not in allowed
+        for line in side_projections(path.read_text())
+    ]
+    assert offenders == []
+
+
+def test_the_check_finds_a_side_projection() -> None:
+    planted = "def read(self, engine):\n    self.engine.catch_up(now)\n    engine.dispatch()\n"
+    assert side_projections(planted) == [2, 3]
