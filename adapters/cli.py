@@ -1240,8 +1240,9 @@ def run(
         if config.kind == "postgresql"
         else SoleOwner(engine.projector.lock)
     )
-    # From here on this process projects only while its ownership holds the projector role.
-    engine.projector.lock = RoleLock(ownership.is_projector)
+    if role != "scheduler":
+        # From here on this process projects only while its ownership holds the role.
+        engine.projector.lock = RoleLock(ownership.is_projector)
     watcher: Any
     if kube:
         from adapters.kube import KubeSync

@@ -243,7 +243,17 @@ class Projector:
         projected = self._project_bounded(target)
         if projected is not None:
             return projected
-        return wait and self._wait_polled(target, timeout)
+        if not wait:
+            return False
+        if self._wait_polled(target, timeout):
+            return True
+        log.warning(
+            "the status view has not reached this command's write after %.0fs: the"
+            " projector (`cronsource run`) is %d events behind the log",
+            timeout,
+            self.head() - self.position(),
+        )
+        return False
 
     def _project_bounded(self, target: int) -> bool | None:
         """No projector runs here: project ourselves if nobody else does (at most
