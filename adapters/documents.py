@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import codecs
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import yaml
 from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
-from yaml.events import AliasEvent
+from yaml.events import AliasEvent, Event
 from yaml.nodes import MappingNode, Node, ScalarNode
 from yaml.resolver import Resolver
 
@@ -155,11 +155,23 @@ class _CoreConstructor(SafeConstructor):
         return mapping
 
 
-_CoreConstructor.add_constructor(_CORE + "bool", _CoreConstructor.construct_core_bool)
-_CoreConstructor.add_constructor(_CORE + "int", _CoreConstructor.construct_core_int)
-_CoreConstructor.add_constructor(_CORE + "float", _CoreConstructor.construct_core_float)
-for _tag in ("timestamp", "binary", "omap", "pairs", "set"):  # YAML 1.1 types: not in JSON
-    _CoreConstructor.yaml_constructors.pop(_CORE + _tag, None)
+# YAML 1.2 core scalars instead of 1.1's, and none of 1.1's types that JSON has no word for
+# (timestamp, binary, omap, pairs, set). A copy: SafeConstructor's own table stays as it is.
+_CoreConstructor.yaml_constructors = {
+    **{
+        tag: build
+        for tag, build in SafeConstructor.yaml_constructors.items()
+        if tag not in {_CORE + t for t in ("timestamp", "binary", "omap", "pairs", "set")}
+    },
+    _CORE + "bool": _CoreConstructor.construct_core_bool,
+    _CORE + "int": _CoreConstructor.construct_core_int,
+    _CORE + "float": _CoreConstructor.construct_core_float,
+}
+
+
+def _mark(event: Event) -> yaml.Mark | None:
+    """The event's position; libyaml's marks carry the same line and column as PyYAML's."""
+    return cast("yaml.Mark | None", event.start_mark)
 
 
 class _Oversize(Exception):
@@ -175,6 +187,10 @@ class _BoundedComposer(Composer):
     nested anchors costs a few hundred nodes."""
 
     _depth = 0
+
+    if TYPE_CHECKING:  # the parser this is mixed with provides it (libyaml's or PyYAML's)
+
+        def peek_event(self) -> Event: ...
 
     def reset_budget(self) -> None:
         self._nodes = 0
@@ -198,7 +214,7 @@ class _BoundedComposer(Composer):
             if self._depth > MAX_DEPTH:
                 raise yaml.MarkedYAMLError(
                     problem=f"nested deeper than {MAX_DEPTH} levels",
-                    problem_mark=event.start_mark,
+                    problem_mark=_mark(event),
                 )
             if isinstance(event, AliasEvent):
                 target = self.anchors.get(event.anchor)
@@ -206,13 +222,15 @@ class _BoundedComposer(Composer):
                     if id(target) not in self._sizes:
                         raise yaml.MarkedYAMLError(
                             problem="an alias refers to a node that contains it",
-                            problem_mark=event.start_mark,
+                            problem_mark=_mark(event),
                         )
                     self._count(*self._sizes[id(target)], event.start_mark)
-                alias: Node = super().compose_node(parent, index)
+                alias = super().compose_node(parent, index)
+                assert alias is not None  # an alias event always composes to a node
                 return alias
             nodes, size = self._nodes, self._bytes
-            node: Node = super().compose_node(parent, index)
+            node = super().compose_node(parent, index)
+            assert node is not None  # None only at the end of the stream, never mid-document
             own = len(node.value) + 1 if isinstance(node, ScalarNode) else 2
             self._count(1, own, event.start_mark)
             self._sizes[id(node)] = (self._nodes - nodes, self._bytes - size)
@@ -221,16 +239,12 @@ class _BoundedComposer(Composer):
             self._depth -= 1
 
 
-try:  # libyaml's scanner and parser (the composer stays ours): about 10x faster
-    from yaml.cyaml import CParser as _Parser
-except ImportError:  # pragma: no cover - PyYAML built without libyaml
-    _Parser = None
+if yaml.__with_libyaml__:  # libyaml's scanner and parser (the composer stays ours): ~10x faster
+    from yaml._yaml import CParser
 
-if _Parser is not None:
-
-    class _Loader(_BoundedComposer, _Parser, _CoreConstructor, _CoreResolver):  # type: ignore[misc]
+    class _Loader(_BoundedComposer, CParser, _CoreConstructor, _CoreResolver):
         def __init__(self, stream: str) -> None:
-            _Parser.__init__(self, stream)
+            CParser.__init__(self, stream)
             _BoundedComposer.__init__(self)
             _CoreConstructor.__init__(self)
             _CoreResolver.__init__(self)

@@ -132,7 +132,7 @@ class Engine:
                 start=self._created_after + 1, limit=1000, topics=[CREATED_TOPIC]
             )
             for n in notes:
-                ev = app.mapper.to_domain_event(n)
+                ev: Any = app.mapper.to_domain_event(n)  # a CronWorkflowCreated (topic filter)
                 self._created_names.setdefault((ev.namespace, ev.name), []).append(ev.originator_id)
                 self._created_after = n.id
             if len(notes) < 1000:

@@ -38,6 +38,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from adapters.engine import Engine
+from adapters.projector import PROJECTOR_LOCK_CLASS
 from adapters.sqlview import SqlReadModel
 
 #: Fire skew buckets in seconds: on-time fires land in the first few (the scheduler wakes at
@@ -326,14 +327,14 @@ class _EngineCollector(Collector):
             " WHERE locktype = 'advisory' AND granted"
             " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
             " AND classid::bigint IN (?, ?, ?)",
-            (shards._MEMBER_CLASS, shards._SHARD_CLASS, shards.PROJECTOR_LOCK_CLASS),
+            (shards._MEMBER_CLASS, shards._SHARD_CLASS, PROJECTOR_LOCK_CLASS),
         )
         members = {int(pid) for cls, _, pid in rows if int(cls) == shards._MEMBER_CLASS}
         by_pid: dict[int, int] = defaultdict(int)
         for cls, _, pid in rows:
             if int(cls) == shards._SHARD_CLASS:
                 by_pid[int(pid)] += 1
-        projector = [int(pid) for cls, _, pid in rows if int(cls) == shards.PROJECTOR_LOCK_CLASS]
+        projector = [int(pid) for cls, _, pid in rows if int(cls) == PROJECTOR_LOCK_CLASS]
         yield GaugeMetricFamily(
             "cronsource_replicas",
             "Scheduler replicas alive on this database (holding the member lock)",

@@ -137,7 +137,7 @@ def run(
             profiler.enable()
         fires = loop.schedule_once(instant)
         seconds = time.perf_counter() - start
-        if profiler is not None:
+        if profiler is not None and profile is not None:
             profiler.disable()
             profiler.dump_stats(profile)
         per_fire_ms: list[float] = []

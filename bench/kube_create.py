@@ -136,7 +136,7 @@ def run(
         kind = t.kind
 
     def median(key: str) -> float:
-        return statistics.median(x[key] for x in results)
+        return float(statistics.median(x[key] for x in results))
 
     per_second, baseline_per_second = median("per_second"), median("baseline_per_second")
     return {

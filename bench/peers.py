@@ -182,9 +182,7 @@ async def peer_job(i: int) -> None:
 def run_peer(url: str, n: int, timeout: float, margin: float | None) -> dict[str, Any]:
     import anyio
 
-    return anyio.run(  # type: ignore[no-any-return]
-        _run_peer, url, n, timeout, margin, backend_options={"use_uvloop": True}
-    )
+    return anyio.run(_run_peer, url, n, timeout, margin, backend_options={"use_uvloop": True})
 
 
 async def _run_peer(url: str, n: int, timeout: float, margin: float | None) -> dict[str, Any]:

@@ -174,7 +174,7 @@ def throughput(
     dispatcher.join()
     split["dispatch"] = time.perf_counter()
     seconds = time.perf_counter() - start
-    if profiler is not None:
+    if profiler is not None and profile is not None:
         profiler.disable()
         profiler.dump_stats(profile)
     stop.set()
@@ -337,7 +337,7 @@ def lag(
 
 def _lags(commits: list[tuple[float, list[int]]], seen: list[tuple[float, int]]) -> list[float]:
     """Per event: first time the position reached its id, minus its commit time (ms)."""
-    out = []
+    out: list[float] = []
     j = 0
     for committed, ids in sorted(commits, key=lambda c: max(c[1]) if c[1] else 0):
         for nid in sorted(ids):

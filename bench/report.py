@@ -268,7 +268,7 @@ def fmt(x: Any, digits: int = 0, unit: str = "") -> str:
 
 
 def spread(run: Run, key: str, digits: int = 0) -> str:
-    vals = [x.get(key) for x in run.results if isinstance(x.get(key), int | float)]
+    vals = [float(v) for x in run.results if isinstance(v := x.get(key), int | float)]
     if len(vals) < 2:
         return fmt(run.median.get(key), digits)
     mid, lo, hi = (fmt(v, digits) for v in (statistics.median(vals), min(vals), max(vals)))
