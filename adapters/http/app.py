@@ -88,7 +88,7 @@ from projections.readmodel import rfc3339
 log = logging.getLogger("cronsource.http")
 
 PROBLEM = "application/problem+json"
-STATIC = Path(__file__).resolve().parent / "static"
+STATIC = Path(__file__).resolve().parent.parent / "static"
 TOKEN_ENV = "CRONSOURCE_TOKEN"
 _FIXED = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 _DNS = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"

@@ -1,0 +1,9 @@
+"""The HTTP edge of `cronsource serve`: the app (`create_app`), its settings and the server.
+
+The package's public names are these; everything else is the edge's own business
+(routers, dependencies, the problem table, response models).
+"""
+
+from adapters.http.app import ServeError, ServeSettings, create_app, is_loopback, load_token, serve
+
+__all__ = ["ServeError", "ServeSettings", "create_app", "is_loopback", "load_token", "serve"]
