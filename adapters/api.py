@@ -14,14 +14,13 @@ from __future__ import annotations
 import math
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, get_args
 from uuid import UUID
 from zoneinfo import ZoneInfo
-
-from eventsourcing.persistence import IntegrityError
 
 from adapters.engine import Engine
 from adapters.sqlview import AUDIT_COLUMNS, STATUS_COLUMNS, audit_from_row
@@ -29,7 +28,7 @@ from domain.backfill import BackfillPlan, BackfillTooLarge, Overlap
 from domain.cronworkflow import CronWorkflow, workflow_name
 from domain.decisions import SkipReason
 from domain.manifest import CronWorkflowManifest
-from domain.service import AlreadyExists, NotFound, topic_type
+from domain.service import AlreadyExists, StaleVersion, topic_type
 from projections.readmodel import AuditRow, rfc3339
 
 T = TypeVar("T")
@@ -60,15 +59,6 @@ class FieldError(ValueError):
         self.field = field
         self.message = message
         self.location = location
-
-
-class StaleVersion(RuntimeError):
-    """The client's expected version is not the aggregate's: someone wrote in between."""
-
-    def __init__(self, expected: int | None, current: int | None) -> None:
-        super().__init__(f"expected version {expected}, current version is {current}")
-        self.expected = expected
-        self.current = current
 
 
 def parse_time(value: str, field: str) -> datetime:
@@ -574,10 +564,9 @@ class Operations:
     """Commands over the engine as the API offers them.
 
     Without an expected version a command behaves as the CLI's: on a lost race the service
-    re-decides on fresh state. With one (`If-Match`), the aggregate must be at exactly that
-    version, and the save carries it: if anyone appended in between, the store refuses the
-    save (the same version check that stops a stale scheduler) and the client gets the
-    current version back, rather than a decision made on state it never saw.
+    re-decides on fresh state. With one (`If-Match`) the service holds the aggregate to
+    exactly that version (`CronService.command`'s `expected_version`); a refusal is
+    counted here, for the metrics.
 
     One lock serialises commands and projection catch-up in this process: the projection
     follows aggregates in an in-memory cache that two threads must not evolve at once.
@@ -589,7 +578,6 @@ class Operations:
         self.clock = clock
         self.lock = threading.RLock()
         self.if_match_rejections = 0
-        self.on_stale: Callable[[], None] = lambda: None
 
     @property
     def service(self) -> Any:
@@ -609,22 +597,13 @@ class Operations:
             agg: CronWorkflow = self.service.find(namespace, name)
             return agg
 
-    def _stale(self, expected: int | None, current: int | None) -> StaleVersion:
-        self.if_match_rejections += 1
-        self.on_stale()
-        return StaleVersion(expected, current)
-
-    def _current_version(self, namespace: str, name: str) -> int | None:
+    @contextmanager
+    def _counting_stale(self) -> Iterator[None]:
         try:
-            return int(self.service.find(namespace, name).version)
-        except NotFound:
-            return None
-
-    def _save_expected(self, agg: CronWorkflow, expected: int) -> None:
-        try:
-            self.service.save(agg)
-        except IntegrityError:
-            raise self._stale(expected, self._current_version(agg.namespace, agg.name)) from None
+            yield
+        except StaleVersion:
+            self.if_match_rejections += 1
+            raise
 
     def apply(
         self,
@@ -640,25 +619,10 @@ class Operations:
         with self.lock:
             if must_not_exist:
                 return self._create(manifest, expected, at)
-            try:
-                current = self.service.find(meta.namespace, meta.name, meta.uid or "")
-            except NotFound:
-                current = None
-            if current is None:
-                if must_exist:
-                    raise NotFound(f"cronworkflow {meta.namespace}/{meta.name} not found")
-                if expected is not None:
-                    raise self._stale(expected, None)
-                result: tuple[UUID, str] = self.service.apply(manifest, at)
-            elif expected is None:
-                result = self.service.apply(manifest, at)
-            else:
-                if current.version != expected:
-                    raise self._stale(expected, current.version)
-                before = current.version
-                current.update_spec(manifest, at, self.service.late_tolerance)
-                self._save_expected(current, expected)
-                result = (current.id, "updated" if current.version != before else "unchanged")
+            if must_exist:
+                self.service.find(meta.namespace, meta.name, meta.uid or "")  # NotFound: 404
+            with self._counting_stale():
+                result: tuple[UUID, str] = self.service.apply(manifest, at, expected)
             self.engine.catch_up(at)
             return result
 
@@ -697,24 +661,17 @@ class Operations:
         at = self.clock()
         with self.lock:
             agg = self.service.find(namespace, name)
-            if expected is None:
-                box: list[int] = []
+            box: list[int] = []
 
-                def attempt(a: CronWorkflow) -> T:
-                    r = do(a, at)
-                    box[:] = [a.version]
-                    return r
+            def attempt(a: CronWorkflow) -> T:
+                r = do(a, at)
+                box[:] = [a.version]
+                return r
 
-                result: T = self.service.command(agg.id, attempt)
-                version = box[0]
-            else:
-                if agg.version != expected:
-                    raise self._stale(expected, agg.version)
-                result = do(agg, at)
-                self._save_expected(agg, expected)
-                version = agg.version
+            with self._counting_stale():
+                result: T = self.service.command(agg.id, attempt, expected)
             self.engine.catch_up(at)
-            return result, version
+            return result, box[0]
 
     def backfill(
         self,

@@ -57,7 +57,6 @@ from adapters.api import (
     FieldError,
     Operations,
     ReadQueries,
-    StaleVersion,
     backfill_result,
     cron_object,
     event_object,
@@ -82,7 +81,7 @@ from adapters.statuspage import status_page_router
 from adapters.storeintegrity import IntegrityCheck
 from domain.cronworkflow import manual_workflow_name
 from domain.manifest import CronWorkflowManifest, ManifestError, parse_manifest
-from domain.service import Conflict, NotFound
+from domain.service import Conflict, NotFound, StaleVersion
 from projections.readmodel import rfc3339
 
 log = logging.getLogger("cronsource.http")
