@@ -300,3 +300,31 @@ def test_response_models_validate_what_a_handler_returns(
     monkeypatch.setattr(routes, "answer", broken)
     r = client.get(f"{CW}/hourly")
     assert problem_of(r, 500)["detail"] == "ResponseValidationError"
+
+
+# ---------------------------------------------------------------------- the status page
+
+
+def test_status_page_router_answers_scheduler_health_and_child_workflows(
+    client: TestClient, engine: Engine, clock: FixedClock
+) -> None:
+    created(client)
+    fire = T0 + timedelta(hours=1)
+    clock.now = fire
+    engine.service.tick([engine.service.find("default", "hourly").id], fire)
+
+    health = client.get("/api/v1/scheduler").json()
+    assert (health["now"], health["stale"], health["overdueCount"]) == (
+        "2026-05-04T11:00:00Z",
+        False,
+        0,
+    )
+    assert health["lastDecisionAt"] == "2026-05-04T11:00:00Z"
+    clock.now = fire + timedelta(hours=2)  # 12:00 is due and nobody decided it
+    assert client.get("/api/v1/scheduler").json()["stale"] is True
+
+    children = client.get(f"{CW}/hourly/workflows").json()["items"]
+    assert [(c["scheduledTime"], c["phase"]) for c in children] == [
+        ("2026-05-04T11:00:00Z", "Active")
+    ]
+    problem_of(client.get(f"{CW}/never/workflows"), 404)

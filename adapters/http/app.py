@@ -35,13 +35,11 @@ from fastapi_offline import FastAPIOffline
 from adapters.api import Operations, ReadQueries
 from adapters.engine import Engine
 from adapters.http import problems
-from adapters.http.dependencies import TOKEN
 from adapters.http.middleware import BodyLimit, observe
 from adapters.http.problems import Problem
-from adapters.http.routers import audit, commands, cronworkflows, operations
+from adapters.http.routers import audit, commands, cronworkflows, operations, statuspage
 from adapters.http.settings import ServeSettings
 from adapters.metrics import Metrics
-from adapters.statuspage import status_page_router
 from adapters.storeintegrity import IntegrityCheck
 from domain.manifest import CronWorkflowManifest
 
@@ -91,7 +89,7 @@ def create_app(
     app.include_router(cronworkflows.router)
     app.include_router(commands.router)
     app.include_router(audit.router)
-    app.include_router(status_page_router(engine, ops, clock, TOKEN))
+    app.include_router(statuspage.router)
     app.include_router(operations.router)
 
     @app.get("/", include_in_schema=False)
