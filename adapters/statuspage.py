@@ -21,8 +21,6 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, Field
-
 from adapters.engine import Engine
 from adapters.shards import _MEMBER_CLASS
 from adapters.sqlview import AUDIT_COLUMNS, audit_from_row
@@ -32,46 +30,6 @@ from projections.readmodel import AuditRow, rfc3339
 OVERDUE_LISTED = 20
 #: Fires by a person or a backfill are not the scheduler deciding.
 _NOT_SCHEDULER = ("manual", "backfill")
-
-
-class Overdue(BaseModel):
-    namespace: str
-    name: str
-    dueAt: str
-
-
-class SchedulerHealth(BaseModel):
-    now: str = Field(description="The server's clock (the page measures relative times by it)")
-    lateToleranceSeconds: float
-    stale: bool = Field(
-        description="true when some tick has been due for longer than the late tolerance"
-        " and no scheduler has decided it"
-    )
-    overdueCount: int
-    overdue: list[Overdue] = Field(description=f"The {OVERDUE_LISTED} longest overdue")
-    lastDecisionAt: str | None = Field(
-        description="When a scheduler last recorded a decision (fire or skip)"
-    )
-    schedulers: int | None = Field(
-        description="`cronsource run` replicas connected to the store (PostgreSQL only)"
-    )
-
-
-class ChildWorkflow(BaseModel):
-    name: str
-    scheduledTime: str | None
-    createdAt: str
-    trigger: str
-    phase: str = Field(
-        description="Succeeded, Failed, Error (from the run's end), Active (not finished),"
-        " SubmissionFailed or Vanished"
-    )
-    finishedAt: str | None = None
-    message: str | None = None
-
-
-class ChildWorkflowList(BaseModel):
-    items: list[ChildWorkflow] = Field(description="Newest first")
 
 
 def scheduler_health(engine: Engine, now: datetime) -> dict[str, Any]:

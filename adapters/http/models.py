@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from adapters.api import FieldError, parse_time
+from adapters.statuspage import OVERDUE_LISTED
 
 
 class _Model(BaseModel):
@@ -179,3 +180,46 @@ class Health(BaseModel):
     lag: dict[str, int] | None = None
     maxLag: int | None = None
     error: str | None = None
+
+
+# ---------------------------------------------------------------------- the status page
+
+
+class Overdue(BaseModel):
+    namespace: str
+    name: str
+    dueAt: str
+
+
+class SchedulerHealth(BaseModel):
+    now: str = Field(description="The server's clock (the page measures relative times by it)")
+    lateToleranceSeconds: float
+    stale: bool = Field(
+        description="true when some tick has been due for longer than the late tolerance"
+        " and no scheduler has decided it"
+    )
+    overdueCount: int
+    overdue: list[Overdue] = Field(description=f"The {OVERDUE_LISTED} longest overdue")
+    lastDecisionAt: str | None = Field(
+        description="When a scheduler last recorded a decision (fire or skip)"
+    )
+    schedulers: int | None = Field(
+        description="`cronsource run` replicas connected to the store (PostgreSQL only)"
+    )
+
+
+class ChildWorkflow(BaseModel):
+    name: str
+    scheduledTime: str | None
+    createdAt: str
+    trigger: str
+    phase: str = Field(
+        description="Succeeded, Failed, Error (from the run's end), Active (not finished),"
+        " SubmissionFailed or Vanished"
+    )
+    finishedAt: str | None = None
+    message: str | None = None
+
+
+class ChildWorkflowList(BaseModel):
+    items: list[ChildWorkflow] = Field(description="Newest first")

@@ -8,14 +8,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from adapters.http.dependencies import TOKEN, Clock, EngineDep, Ops, Queries
+from adapters.http.models import ChildWorkflowList, SchedulerHealth
 from adapters.http.params import Name, Namespace
 from adapters.http.problems import problem_responses
-from adapters.statuspage import (
-    ChildWorkflowList,
-    SchedulerHealth,
-    child_workflows,
-    scheduler_health,
-)
+from adapters.statuspage import child_workflows, scheduler_health
 from domain.service import NotFound
 
 router = APIRouter(prefix="/api/v1", dependencies=[TOKEN], tags=["status page"])
