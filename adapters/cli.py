@@ -32,20 +32,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from adapters.api import (
-    EVENT_TYPES,
-    SKIP_REASONS,
-    FieldError,
-    ReadQueries,
-    backfill_result,
-    cron_object,
-    explain,
-    next_fire_times,
-    parse_label_selector,
-    select,
-)
+from adapters.api import EVENT_TYPES, SKIP_REASONS, FieldError, ReadQueries
 from adapters.api import parse_time as parse_api_time
 from adapters.engine import Engine, build_engine, migrate
+from adapters.explain import explain
+from adapters.objects import backfill_result, cron_object, next_fire_times
+from adapters.selectors import parse_label_selector, select
 from adapters.store import StoreConfig, StoreURLError
 from adapters.storecheck import StoreUnavailable, check_store, describe
 from domain.backfill import DEFAULT_MAX_BACKFILL_TICKS, OVERLAPS, BackfillPlan, BackfillTooLarge

@@ -1,8 +1,8 @@
 """JSON the status page needs beyond the resource API: is any scheduler deciding, and which
 Workflows a CronWorkflow made with their phases.
 
-Kept out of `adapters/http.py` (which includes this router with one line) so the page's
-queries live next to each other and the resource API stays what docs/http-api.md documents.
+Its router is adapters/http/routers/statuspage.py; the page's queries live here, next to each
+other, so the resource API stays what docs/http-api.md documents.
 
 Whether a scheduler is alive is read from what the store records, not from a heartbeat (a
 heartbeat is only logged): the due index (`cronsource_status.next_due`) says when each
@@ -17,71 +17,19 @@ PostgreSQL, the number of `cronsource run` replicas holding their member lock
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Query
-from fastapi import Path as PathParam
-from pydantic import BaseModel, Field
-
-from adapters.api import Operations, ReadQueries
 from adapters.engine import Engine
 from adapters.shards import _MEMBER_CLASS
 from adapters.sqlview import AUDIT_COLUMNS, audit_from_row
-from domain.service import NotFound
 from projections.readmodel import AuditRow, rfc3339
 
-_DNS = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 #: How many overdue CronWorkflows the answer names (the count covers all of them).
 OVERDUE_LISTED = 20
 #: Fires by a person or a backfill are not the scheduler deciding.
 _NOT_SCHEDULER = ("manual", "backfill")
-_PROBLEM = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"description": "No or wrong bearer token", "content": _PROBLEM},
-    422: {"description": "Invalid input; errors[].field names each bad field", "content": _PROBLEM},
-}
-
-
-class Overdue(BaseModel):
-    namespace: str
-    name: str
-    dueAt: str
-
-
-class SchedulerHealth(BaseModel):
-    now: str = Field(description="The server's clock (the page measures relative times by it)")
-    lateToleranceSeconds: float
-    stale: bool = Field(
-        description="true when some tick has been due for longer than the late tolerance"
-        " and no scheduler has decided it"
-    )
-    overdueCount: int
-    overdue: list[Overdue] = Field(description=f"The {OVERDUE_LISTED} longest overdue")
-    lastDecisionAt: str | None = Field(
-        description="When a scheduler last recorded a decision (fire or skip)"
-    )
-    schedulers: int | None = Field(
-        description="`cronsource run` replicas connected to the store (PostgreSQL only)"
-    )
-
-
-class ChildWorkflow(BaseModel):
-    name: str
-    scheduledTime: str | None
-    createdAt: str
-    trigger: str
-    phase: str = Field(
-        description="Succeeded, Failed, Error (from the run's end), Active (not finished),"
-        " SubmissionFailed or Vanished"
-    )
-    finishedAt: str | None = None
-    message: str | None = None
-
-
-class ChildWorkflowList(BaseModel):
-    items: list[ChildWorkflow] = Field(description="Newest first")
 
 
 def scheduler_health(engine: Engine, now: datetime) -> dict[str, Any]:
@@ -187,46 +135,3 @@ def child_workflows(
             item["phase"] = "Vanished"
         out.append(item)
     return out
-
-
-def status_page_router(
-    engine: Engine, ops: Operations, clock: Callable[[], datetime], auth: Any
-) -> APIRouter:
-    """The page's endpoints under /api/v1, behind the app's token check `auth` (a Depends)."""
-    router = APIRouter(prefix="/api/v1", dependencies=[auth])
-    queries = ReadQueries(engine)
-
-    @router.get(
-        "/scheduler",
-        response_model=SchedulerHealth,
-        summary="Is a scheduler deciding: ticks overdue past the late tolerance, last decision",
-        tags=["status page"],
-        responses={401: _ERRORS[401]},
-    )
-    def scheduler() -> dict[str, Any]:
-        ops.refresh()
-        return scheduler_health(engine, clock())
-
-    @router.get(
-        "/namespaces/{namespace}/cronworkflows/{name}/workflows",
-        response_model=ChildWorkflowList,
-        summary="The Workflows a CronWorkflow made, newest first, with their phases",
-        tags=["status page"],
-        responses={
-            **_ERRORS,
-            404: {"description": "No such CronWorkflow", "content": _PROBLEM},
-        },
-    )
-    def workflows(
-        namespace: Annotated[str, PathParam(pattern=_DNS, max_length=63)],
-        name: Annotated[str, PathParam(pattern=_DNS, max_length=253)],
-        limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-    ) -> dict[str, Any]:
-        ops.refresh()
-        row = queries.status(namespace, name)
-        if row is None:
-            raise NotFound(f"cronworkflow {namespace}/{name} not found")
-        active = [ref["name"] for ref in row["status"].get("active") or []]
-        return {"items": child_workflows(engine.view, namespace, name, active, limit)}
-
-    return router

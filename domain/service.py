@@ -50,6 +50,16 @@ class AlreadyExists(RuntimeError):
         self.version = version
 
 
+class StaleVersion(RuntimeError):
+    """The caller's expected version (an HTTP `If-Match`) is not the aggregate's: someone
+    wrote in between. `current` is None when no live CronWorkflow is there."""
+
+    def __init__(self, expected: int, current: int | None) -> None:
+        super().__init__(f"expected version {expected}, current version is {current}")
+        self.expected = expected
+        self.current = current
+
+
 @dataclass
 class Receipt:
     """Where a command's events went in the log: the highest notification id it wrote (0:
@@ -222,9 +232,26 @@ class CronService(Application[UUID]):
 
     # ------------------------------------------------------------------ admission
 
-    def apply(self, manifest: CronWorkflowManifest, at: datetime) -> tuple[UUID, str]:
-        """Create or update from a manifest; returns (id, "created"|"updated"|"unchanged")."""
+    def apply(
+        self, manifest: CronWorkflowManifest, at: datetime, expected_version: int | None = None
+    ) -> tuple[UUID, str]:
+        """Create or update from a manifest; returns (id, "created"|"updated"|"unchanged").
+
+        With `expected_version` the live CronWorkflow must be at exactly that version (see
+        `command`); nothing is created then, since a version names an existing object."""
         meta = manifest.metadata
+        if expected_version is not None:
+            try:
+                live = self.find(meta.namespace, meta.name, meta.uid or "")
+            except NotFound:
+                raise StaleVersion(expected_version, None) from None
+
+            def update(a: CronWorkflow) -> tuple[UUID, str]:
+                before = a.version
+                a.update_spec(manifest, at, self.late_tolerance)
+                return a.id, "updated" if a.version != before else "unchanged"
+
+            return self.command(live.id, update, expected_version)
 
         def attempt() -> tuple[UUID, str]:
             current = self._latest_incarnation(meta.namespace, meta.name, meta.uid or "")
@@ -270,18 +297,36 @@ class CronService(Application[UUID]):
             ) from None
         return agg.id
 
-    def command(self, cron_id: UUID, do: Callable[[CronWorkflow], T]) -> T:
-        """Load, run `do`, save; on a stale save, reload and run `do` again."""
+    def command(
+        self,
+        cron_id: UUID,
+        do: Callable[[CronWorkflow], T],
+        expected_version: int | None = None,
+    ) -> T:
+        """Load, run `do`, save; on a stale save, reload and run `do` again.
+
+        With `expected_version` (a client's If-Match) the aggregate must be at exactly that
+        version and the save carries it: when anyone appended in between, the store refuses
+        the save (the same check that stops a stale scheduler) and StaleVersion names the
+        current version, instead of a decision made again on state the client never saw."""
 
         def attempt() -> T:
             agg = self.load(cron_id)
+            if expected_version is not None and agg.version != expected_version:
+                raise StaleVersion(expected_version, None if agg.deleted else agg.version)
             result = do(agg)
             self.save(agg)
             if cron_id in self._hot:
                 self._hot[cron_id] = agg
             return result
 
-        return self._retrying(attempt)
+        if expected_version is None:
+            return self._retrying(attempt)
+        try:
+            return attempt()
+        except IntegrityError:
+            now = self.load(cron_id)
+            raise StaleVersion(expected_version, None if now.deleted else now.version) from None
 
     def suspend(self, cron_id: UUID, at: datetime, by: str = "", note: str = "") -> None:
         self.command(cron_id, lambda a: a.suspend(at, by, note))

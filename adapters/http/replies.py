@@ -1,0 +1,43 @@
+"""How handlers answer about one CronWorkflow: read back from the read model once it has
+caught up (so a write's answer shows the write), with its version as the `ETag`, and the
+command's structured log line."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import Response
+
+from adapters.api import Operations, ReadQueries
+from adapters.logs import scheduling_fields
+from adapters.objects import cron_object
+from domain.service import NotFound
+
+log = logging.getLogger("cronsource.http")
+
+
+def current(ops: Operations, queries: ReadQueries, namespace: str, name: str) -> dict[str, Any]:
+    """The status row of the live CronWorkflow, or NotFound."""
+    ops.refresh()
+    row = queries.status(namespace, name)
+    if row is None:
+        raise NotFound(f"cronworkflow {namespace}/{name} not found")
+    return row
+
+
+def answer(response: Response, row: dict[str, Any], status_code: int = 200) -> dict[str, Any]:
+    """`row` as Argo's CronWorkflow object, its version in the `ETag`."""
+    response.status_code = status_code
+    response.headers["ETag"] = f'"{row["version"]}"'
+    return cron_object(row)
+
+
+def log_command(what: str, namespace: str, name: str, version: int, **more: Any) -> None:
+    log.info(
+        "%s/%s %s",
+        namespace,
+        name,
+        what,
+        extra=scheduling_fields(namespace, name, None, version, **more),
+    )

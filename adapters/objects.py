@@ -1,0 +1,76 @@
+"""The JSON shapes the CLI (`-o json`) and the HTTP API answer with: a CronWorkflow as Argo's
+object, an audit event with its log position, a backfill's outcome, the next fire times.
+One function each, so both entrypoints print the same thing."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from domain.backfill import BackfillPlan
+from domain.cronworkflow import CronWorkflow, workflow_name
+from projections.readmodel import AuditRow, rfc3339
+
+
+def cron_object(row: dict[str, Any]) -> dict[str, Any]:
+    """A status row as Argo's CronWorkflow object (the shape of `cronsource get -o json`),
+    plus `metadata.resourceVersion` (the aggregate version `If-Match` takes) and
+    `status.nextScheduledTime` (from the due index; null while nothing can be decided)."""
+    metadata = dict(row["metadata"])
+    metadata["resourceVersion"] = str(row["version"])
+    status = dict(row["status"])
+    status["nextScheduledTime"] = rfc3339(row["nextDue"])
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "CronWorkflow",
+        "metadata": metadata,
+        "spec": row["spec"],
+        "status": status,
+    }
+
+
+def event_object(row: AuditRow) -> dict[str, Any]:
+    """An audit row as `history -o json` prints it, plus its log `position` (for paging)."""
+    out = row.as_event()
+    out["position"] = row.notification_id
+    return out
+
+
+def backfill_result(name: str, plan: BackfillPlan, dry_run: bool) -> dict[str, Any]:
+    """A backfill as `backfill -o json` and POST .../backfill answer it: the counts, and
+    each tick with what happens to it (fire, queue, skip)."""
+    prefix = "would " if dry_run else ""
+    actions = (
+        [(t, prefix + "fire") for t in plan.fire]
+        + [(t, prefix + "queue") for t in plan.queue]
+        + [(t, "skip") for t in plan.skip]
+    )
+    return {
+        "dryRun": dry_run,
+        "overlap": plan.overlap,
+        "parallel": plan.parallel,
+        "ticks": plan.candidates,
+        "count": len(plan.runs),
+        "fired": 0 if dry_run else len(plan.fire),
+        "queued": 0 if dry_run else len(plan.queue),
+        "skipped": len(plan.skip),
+        "skipReason": plan.skip_reason or None,
+        "alreadyFired": len(plan.already),
+        "items": [
+            {"scheduledTime": rfc3339(t), "workflow": workflow_name(name, t), "action": a}
+            for t, a in sorted(actions)
+        ],
+    }
+
+
+def next_fire_times(agg: CronWorkflow, now: datetime, count: int) -> list[dict[str, str | None]]:
+    """The next `count` fire times after now (or after the last decided tick, if later), in
+    the CronWorkflow's zone and in UTC; the same as `cronsource next`."""
+    zone = ZoneInfo(agg.spec_model.timezone or "UTC")
+    t = max(now, agg.decided_until)
+    out = []
+    for _ in range(count):
+        t = agg.schedule.next_after(t)
+        out.append({"local": t.astimezone(zone).isoformat(), "utc": rfc3339(t)})
+    return out

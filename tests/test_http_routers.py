@@ -1,0 +1,330 @@
+"""Unit tests of the HTTP edge on FastAPI's TestClient over the in-memory store: each router's
+happy path, the problem table row by row, the dependencies and the response models.
+
+The same API over real HTTP and PostgreSQL is pinned end to end by tests/test_http.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from fastapi import FastAPI, Response
+from fastapi.testclient import TestClient
+
+from adapters.api import FieldError
+from adapters.documents import DocumentError
+from adapters.engine import Engine, build_engine
+from adapters.http import ServeSettings, create_app
+from adapters.http.dependencies import get_clock
+from adapters.http.problems import PROBLEM, PROBLEMS, install
+from adapters.store import StoreConfig
+from adapters.storecheck import StoreUnavailable
+from domain.manifest import ManifestError
+from domain.service import AlreadyExists, Conflict, NotFound, StaleVersion
+from tests.http_helpers import T0, FixedClock, manifest
+
+CW = "/api/v1/namespaces/default/cronworkflows"
+TOKEN = "s3cret"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+INVALID = "urn:cronsource:problem:invalid"
+
+
+@pytest.fixture
+def engine() -> Iterator[Engine]:
+    e = build_engine(StoreConfig.parse("memory:"))
+    try:
+        yield e
+    finally:
+        e.close()
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    return FixedClock()
+
+
+@pytest.fixture
+def client(engine: Engine, clock: FixedClock) -> TestClient:
+    app = create_app(engine, ServeSettings(token=TOKEN), clock)
+    return TestClient(app, headers=AUTH, raise_server_exceptions=False)
+
+
+def created(client: TestClient, name: str = "hourly", **spec: Any) -> dict[str, Any]:
+    r = client.post(CW, json=manifest(name, **spec))
+    assert r.status_code == 201, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+def problem_of(r: Any, status: int) -> dict[str, Any]:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith(PROBLEM)
+    body: dict[str, Any] = r.json()
+    assert body["status"] == status
+    return body
+
+
+# ---------------------------------------------------------------------- the problem table
+
+#: What each domain error is answered with, written here independently of the table: a row
+#: changed or added there without this list fails the test below.
+EXPECTED: dict[type[Exception], tuple[Exception, int, str]] = {
+    NotFound: (NotFound("cronworkflow default/x not found"), 404, "about:blank"),
+    AlreadyExists: (
+        AlreadyExists("default", "x", 3),
+        409,
+        "urn:cronsource:problem:already-exists",
+    ),
+    StaleVersion: (StaleVersion(2, 5), 409, "urn:cronsource:problem:stale-version"),
+    Conflict: (Conflict("gave up after repeated version conflicts"), 409, "about:blank"),
+    FieldError: (FieldError("since", "is not an RFC 3339 time"), 422, INVALID),
+    ManifestError: (ManifestError(["spec.schedule: bad cron (x)"]), 422, INVALID),
+    DocumentError: (DocumentError("body: not JSON"), 400, "about:blank"),
+    StoreUnavailable: (StoreUnavailable("connection refused"), 503, "about:blank"),
+}
+
+
+def raising(error: Exception) -> TestClient:
+    """An app with the edge's problem handlers whose one route raises `error`."""
+    app = FastAPI()
+    install(app)
+
+    @app.get("/boom")
+    def boom() -> None:
+        raise error
+
+    return TestClient(app, raise_server_exceptions=False)
+
+
+def test_the_problem_table_answers_each_domain_error_with_its_status_and_type() -> None:
+    assert set(PROBLEMS) == set(EXPECTED)
+    for cls, (error, status, type_) in EXPECTED.items():
+        r = raising(error).get("/boom")
+        body = problem_of(r, status)
+        assert (cls.__name__, body["type"]) == (cls.__name__, type_)
+        assert body["title"] and body["instance"] == "/boom"
+
+
+def test_problem_extensions_carry_what_a_client_acts_on() -> None:
+    stale = raising(StaleVersion(2, 5)).get("/boom")
+    body = problem_of(stale, 409)
+    assert (body["currentVersion"], body["expectedVersion"]) == (5, 2)
+    assert stale.headers["etag"] == '"5"'
+    assert "If-Match 2 is stale" in body["detail"]
+
+    gone = raising(StaleVersion(2, None)).get("/boom")
+    assert problem_of(gone, 409)["currentVersion"] is None and "etag" not in gone.headers
+
+    exists = problem_of(raising(AlreadyExists("default", "x", 3)).get("/boom"), 409)
+    assert (exists["reason"], exists["currentVersion"]) == ("AlreadyExists", 3)
+
+    field = problem_of(raising(FieldError("If-Match", "give one", "header")).get("/boom"), 422)
+    assert field["errors"] == [{"field": "If-Match", "in": "header", "message": "give one"}]
+
+    manifest_error = ManifestError(["spec.schedule: bad cron (x)", "metadata.name: required"])
+    bad = problem_of(raising(manifest_error).get("/boom"), 422)
+    assert [e["field"] for e in bad["errors"]] == ["spec.schedule", "metadata.name"]
+    assert bad["title"] == "Invalid CronWorkflow"
+
+
+def test_an_error_outside_the_table_is_a_500_naming_only_its_type() -> None:
+    body = problem_of(raising(KeyError("secret detail")).get("/boom"), 500)
+    assert body["detail"] == "KeyError" and "secret" not in str(body)
+
+
+# ---------------------------------------------------------------------- cronworkflows
+
+
+def test_cronworkflows_router_applies_gets_lists_replaces_and_deletes(client: TestClient) -> None:
+    r = client.post(CW, json=manifest("hourly", labels={"team": "data"}))
+    assert r.status_code == 201
+    assert r.headers["etag"] == '"1"' and r.headers["location"] == f"{CW}/hourly"
+    assert r.json()["status"]["nextScheduledTime"] == "2026-05-04T11:00:00Z"
+    created(client, "other")
+
+    got = client.get(f"{CW}/hourly")
+    assert got.status_code == 200 and got.json()["metadata"]["resourceVersion"] == "1"
+    listed = client.get(CW, params={"labelSelector": "team=data"}).json()
+    assert [i["metadata"]["name"] for i in listed["items"]] == ["hourly"]
+    assert listed["kind"] == "CronWorkflowList"
+
+    put = client.put(
+        f"{CW}/hourly", json=manifest("hourly", "30 * * * *"), headers={"If-Match": '"1"'}
+    )
+    assert put.status_code == 200 and put.headers["etag"] == '"2"'
+    assert put.json()["spec"]["schedules"] == ["30 * * * *"]
+
+    nxt = client.get(f"{CW}/hourly/next", params={"count": 2}).json()
+    assert [i["utc"] for i in nxt["items"]] == ["2026-05-04T10:30:00Z", "2026-05-04T11:30:00Z"]
+
+    deleted = client.delete(f"{CW}/hourly", headers={"If-Match": "2"})
+    assert deleted.json() == {
+        "kind": "Status",
+        "status": "Success",
+        "namespace": "default",
+        "name": "hourly",
+        "version": 3,
+    }
+    problem_of(client.get(f"{CW}/hourly"), 404)
+
+
+def test_a_stale_if_match_is_refused_by_the_service_and_nothing_changes(
+    client: TestClient, engine: Engine
+) -> None:
+    created(client)
+    body = problem_of(
+        client.post(f"{CW}/hourly/suspend", headers={"If-Match": "7"}),
+        409,
+    )
+    assert (body["currentVersion"], body["expectedVersion"]) == (1, 7)
+    assert engine.service.find("default", "hourly").version == 1
+    # A version for a CronWorkflow that does not exist: stale, never a create.
+    absent = client.post(CW, json=manifest("absent"), headers={"If-Match": "1"})
+    assert problem_of(absent, 409)["currentVersion"] is None
+    problem_of(client.get(f"{CW}/absent"), 404)
+
+
+# ---------------------------------------------------------------------- commands
+
+
+def test_commands_router_suspends_resumes_triggers_and_backfills(
+    client: TestClient, clock: FixedClock
+) -> None:
+    created(client)
+    clock.advance(minutes=30)
+    s = client.post(f"{CW}/hourly/suspend", json={"by": "alice"})
+    assert s.status_code == 200 and s.json()["spec"]["suspend"] is True
+    clock.advance(hours=3)
+    r = client.post(f"{CW}/hourly/resume")
+    assert r.status_code == 200 and r.json()["spec"]["suspend"] is False
+
+    first = client.post(f"{CW}/hourly/trigger", json={"requestId": "r1"})
+    again = client.post(f"{CW}/hourly/trigger", json={"requestId": "r1"})
+    assert (first.status_code, first.json()["triggered"]) == (201, True)
+    assert (again.status_code, again.json()["triggered"]) == (200, False)
+    assert first.json()["workflow"] == again.json()["workflow"]
+
+    dry = client.post(
+        f"{CW}/hourly/backfill",
+        json={"start": "2026-05-04T00:00:00Z", "end": "2026-05-04T02:00:00Z", "dryRun": True},
+    ).json()
+    assert (dry["ticks"], dry["count"], dry["fired"]) == (3, 3, 0)
+    assert {i["action"] for i in dry["items"]} == {"would fire"}
+    refused = client.post(
+        f"{CW}/hourly/backfill",
+        json={"start": "2026-05-04T03:00:00Z", "end": "2026-05-04T02:00:00Z"},
+    )
+    assert [e["field"] for e in problem_of(refused, 422)["errors"]] == ["end"]
+
+
+# ---------------------------------------------------------------------- audit
+
+
+def test_audit_router_answers_history_events_decision_and_timeline(
+    client: TestClient, engine: Engine, clock: FixedClock
+) -> None:
+    created(client)
+    fire = T0 + timedelta(hours=1)
+    clock.now = fire
+    engine.service.tick([engine.service.find("default", "hourly").id], fire)
+
+    history = client.get(f"{CW}/hourly/history").json()
+    assert [e["type"] for e in history["items"]] == ["CronWorkflowCreated", "ScheduleFired"]
+    page = client.get("/api/v1/events", params={"limit": 1}).json()
+    assert len(page["items"]) == 1 and page["nextAfter"] == page["items"][0]["position"]
+
+    why = client.get(f"{CW}/hourly/decision", params={"at": "2026-05-04T11:00:00Z"}).json()
+    assert why["outcome"] == "Fired" and why["nextTick"] is None
+    not_a_tick = client.get(f"{CW}/hourly/decision", params={"at": "2026-05-04T11:30:00Z"})
+    assert not_a_tick.json()["outcome"] == "NotATick"
+
+    line = client.get(f"{CW}/hourly/timeline", params={"days": 1, "buckets": 24}).json()
+    assert line["bucketSeconds"] == 3600
+    cells = line["items"][0]["cells"]
+    assert sum(c.get("fired", 0) for c in cells) == 1
+    problem_of(client.get(f"{CW}/never/history"), 404)
+
+
+# ---------------------------------------------------------------------- operations, auth
+
+
+def test_operations_router_answers_liveness_readiness_and_metrics(client: TestClient) -> None:
+    assert client.get("/healthz").json()["status"] == "ok"
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["status"] == "ready"
+    assert "error" not in ready.json()  # each readiness answer has only its own fields
+    metrics = client.get("/metrics")
+    assert metrics.status_code == 200 and "cronsource_" in metrics.text
+
+
+def test_the_token_dependency_guards_the_api_and_metrics_not_the_probes(
+    engine: Engine, clock: FixedClock
+) -> None:
+    anonymous = TestClient(create_app(engine, ServeSettings(token=TOKEN), clock))
+    for path in (CW, "/api/v1/events", "/metrics", "/api/v1/scheduler"):
+        r = anonymous.get(path)
+        assert problem_of(r, 401)["title"] == "Unauthorized", path
+        assert r.headers["www-authenticate"].startswith("Bearer")
+    wrong = anonymous.get(CW, headers={"Authorization": "Bearer nope"})
+    problem_of(wrong, 401)
+    assert anonymous.get("/healthz").status_code == 200
+
+
+def test_the_clock_dependency_is_the_one_handlers_read(engine: Engine, clock: FixedClock) -> None:
+    app = create_app(engine, ServeSettings(token=TOKEN), clock)
+    client = TestClient(app, headers=AUTH)
+    created(client)
+    later = T0 + timedelta(days=1)
+    app.dependency_overrides[get_clock] = lambda: lambda: later
+    nxt = client.get(f"{CW}/hourly/next", params={"count": 1}).json()
+    assert nxt["items"][0]["utc"] == "2026-05-05T11:00:00Z"
+
+
+def test_response_models_validate_what_a_handler_returns(
+    engine: Engine, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A handler that returns something its response model refuses is a 500, not a 200 with
+    a malformed body."""
+    app = create_app(engine, ServeSettings(token=TOKEN), clock)
+    client = TestClient(app, headers=AUTH, raise_server_exceptions=False)
+    created(client)
+
+    import adapters.http.routers.cronworkflows as routes
+
+    def broken(response: Response, row: dict[str, Any], status_code: int = 200) -> Any:
+        return {"kind": "CronWorkflow"}  # no apiVersion, metadata, spec, status
+
+    monkeypatch.setattr(routes, "answer", broken)
+    r = client.get(f"{CW}/hourly")
+    assert problem_of(r, 500)["detail"] == "ResponseValidationError"
+
+
+# ---------------------------------------------------------------------- the status page
+
+
+def test_status_page_router_answers_scheduler_health_and_child_workflows(
+    client: TestClient, engine: Engine, clock: FixedClock
+) -> None:
+    created(client)
+    fire = T0 + timedelta(hours=1)
+    clock.now = fire
+    engine.service.tick([engine.service.find("default", "hourly").id], fire)
+
+    health = client.get("/api/v1/scheduler").json()
+    assert (health["now"], health["stale"], health["overdueCount"]) == (
+        "2026-05-04T11:00:00Z",
+        False,
+        0,
+    )
+    assert health["lastDecisionAt"] == "2026-05-04T11:00:00Z"
+    clock.now = fire + timedelta(hours=2)  # 12:00 is due and nobody decided it
+    assert client.get("/api/v1/scheduler").json()["stale"] is True
+
+    children = client.get(f"{CW}/hourly/workflows").json()["items"]
+    assert [(c["scheduledTime"], c["phase"]) for c in children] == [
+        ("2026-05-04T11:00:00Z", "Active")
+    ]
+    problem_of(client.get(f"{CW}/never/workflows"), 404)
