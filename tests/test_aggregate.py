@@ -655,8 +655,10 @@ def test_when_can_use_now_as_in_argos_example() -> None:
         svc.tick([cron_id], at(f"10:{m:02d}:00"))
 
     assert [t for t, _, _ in fired(svc, cron_id)] == [at("10:01:00"), at("10:07:00")]
-    assert all(s[3] == "WhenFalse" for s in skipped(svc, cron_id))
-    assert all(not e.message for e in of_type(svc, cron_id, "ScheduleSkipped"))
+    assert skipped(svc, cron_id) == [
+        (at(f"10:0{m}:00"), at(f"10:0{m}:00"), 1, "WhenFalse") for m in (2, 3, 4, 5, 6, 8, 9)
+    ]
+    assert [e.message for e in of_type(svc, cron_id, "ScheduleSkipped")] == [""] * 7
 
 
 # --------------------------------------------------------------------------- manual and backfill

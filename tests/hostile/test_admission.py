@@ -71,7 +71,8 @@ def test_namespaces_must_be_dns_1123_labels(namespace: str) -> None:
 
 
 def test_valid_names_still_pass() -> None:
-    parse_manifest(doc("a.b-c", namespace="team-1"))
+    meta = parse_manifest(doc("a.b-c", namespace="team-1")).metadata
+    assert (meta.name, meta.namespace) == ("a.b-c", "team-1")
 
 
 @pytest.mark.parametrize(
@@ -95,7 +96,8 @@ def test_labels_are_checked_as_kubernetes_checks_them(labels: dict[str, str], me
 
 
 def test_good_labels_pass() -> None:
-    parse_manifest(doc(labels={"example.com/team": "data", "tier": "", "a_b.c-d": "X_1.2-3"}))
+    labels = {"example.com/team": "data", "tier": "", "a_b.c-d": "X_1.2-3"}
+    assert parse_manifest(doc(labels=labels)).metadata.labels == labels
 
 
 def test_annotations_are_limited_to_256_kib_in_total() -> None:
