@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -19,13 +19,9 @@ import pytest
 
 from domain.manifest import CronWorkflowManifest, parse_manifest
 from domain.service import CronService, event_type
+from tests.instants import at
 
 MEMORY = {"PERSISTENCE_MODULE": "eventsourcing.popo"}
-
-
-def at(hhmmss: str) -> datetime:
-    h, m, s = (int(x) for x in hhmmss.split(":"))
-    return datetime(2026, 5, 4, h, m, s, tzinfo=UTC)
 
 
 def child(t: datetime, cron: str = "nightly") -> str:

@@ -1,16 +1,11 @@
 """Given/when/then tests of the pure scheduling rules (domain/decisions.py)."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
 from domain.decisions import Fire, RunState, Skip, TickPolicy, decide
-
-
-def at(hhmmss: str) -> datetime:
-    h, m, s = (int(x) for x in hhmmss.split(":"))
-    return datetime(2026, 5, 4, h, m, s, tzinfo=UTC)
-
+from tests.instants import at
 
 MINUTES = [at(f"10:0{i}:00") for i in range(1, 6)]  # 10:01 .. 10:05
 

@@ -5,7 +5,7 @@ message names the limit. Every case here was admitted (or took tens of seconds) 
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -15,8 +15,7 @@ from adapters.store import StoreConfig
 from domain.durations import parse_duration
 from domain.expressions import ExpressionError, cronworkflow_variables, evaluate
 from domain.manifest import ManifestError, parse_manifest
-
-T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
+from tests.instants import T0
 
 #: A 3,000-character number: quadratic and cubic parsers took seconds to minutes on it.
 LONG = "9" * 3000 + "x"
