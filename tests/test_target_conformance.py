@@ -223,6 +223,13 @@ def create(h: Harness, wf: dict[str, Any], cron_id: str = CRON_ID) -> None:
     h.target.create(wf, cron_id=cron_id, trigger="schedule", at=TICK)
 
 
+def refused(h: Harness) -> Any:
+    """The one refusal all three give for a name that is not ours, with the same words."""
+    return pytest.raises(
+        PermanentSubmissionError, match=f"{h.namespace}/{NAME} exists and is not ours"
+    )
+
+
 # -- create ------------------------------------------------------------------------------------
 
 
@@ -236,7 +243,7 @@ def test_a_replayed_create_of_the_same_workflow_is_done_and_leaves_one(h: Harnes
 
 def test_a_name_another_cron_workflow_owns_is_refused_and_left_alone(h: Harness) -> None:
     create(h, workflow(h.namespace, owner_uid="uid-other", entrypoint="theirs"), OTHER_CRON_ID)
-    with pytest.raises(PermanentSubmissionError):
+    with refused(h):
         create(h, workflow(h.namespace))
     assert h.entrypoint(NAME) == "theirs"
 
@@ -245,14 +252,14 @@ def test_a_name_taken_by_a_workflow_we_did_not_create_is_refused_and_left_alone(
     h: Harness,
 ) -> None:
     h.put_foreign(workflow(h.namespace, owner_uid=None, entrypoint="theirs"))
-    with pytest.raises(PermanentSubmissionError):
+    with refused(h):
         create(h, workflow(h.namespace))
     assert h.entrypoint(NAME) == "theirs"
 
 
 def test_our_owner_with_another_scheduled_time_is_not_the_same_workflow(h: Harness) -> None:
     create(h, workflow(h.namespace, scheduled=NEXT_TICK, entrypoint="other-tick"))
-    with pytest.raises(PermanentSubmissionError):
+    with refused(h):
         create(h, workflow(h.namespace))
     assert h.entrypoint(NAME) == "other-tick"
 
@@ -274,6 +281,7 @@ def test_create_many_answers_per_creation_in_order(h: Harness) -> None:
     )
     assert results[0] is None and results[2] is None
     assert isinstance(results[1], PermanentSubmissionError)
+    assert "/taken exists and is not ours" in str(results[1])
     assert (h.entrypoint("first"), h.entrypoint("taken"), h.entrypoint("third")) == (
         "main",
         "theirs",
