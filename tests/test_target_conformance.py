@@ -82,8 +82,12 @@ def workflow(
 class Harness(Protocol):
     """One implementation under the contract, with the few looks behind it the checks need."""
 
-    target: WorkflowTarget
     namespace: str
+
+    @property
+    def target(self) -> WorkflowTarget:
+        """The implementation (read-only here, so mypy checks each one is a WorkflowTarget)."""
+        ...
 
     def entrypoint(self, name: str) -> str | None:
         """The stored Workflow's spec.entrypoint (tells whose it is); None when it is gone."""
