@@ -10,6 +10,7 @@ check, not luck, is what keeps a tick from firing twice.
 from __future__ import annotations
 
 import contextlib
+import copy
 import shutil
 import tempfile
 import uuid
@@ -27,7 +28,7 @@ from adapters.engine import Engine, build_engine
 from adapters.store import StoreConfig
 from domain.durations import parse_duration
 from domain.manifest import ManifestError, parse_manifest, scheduling_options
-from projections.dispatch import LABEL_CRON
+from projections.dispatch import LABEL_CRON, PermanentSubmissionError, is_same_workflow
 from projections.readmodel import rfc3339
 
 
@@ -205,12 +206,17 @@ class SimTarget:
     default_phase: str
     workflows: dict[tuple[str, str], SimWorkflow] = field(default_factory=dict)
     durations: dict[str, tuple[timedelta | None, str | None]] = field(default_factory=dict)
+    #: Each Workflow's metadata as created: whose it is, for a later create of the same name.
+    metadata: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
     def create(self, workflow: dict[str, Any], *, cron_id: str, trigger: str, at: datetime) -> None:
         meta = workflow["metadata"]
         key = (meta["namespace"], meta["name"])
-        if key in self.workflows:  # a replayed dispatch: the Workflow exists already
-            return
+        if key in self.workflows:
+            if is_same_workflow(self.metadata[key], meta):
+                return  # a replayed dispatch: the Workflow exists already
+            raise PermanentSubmissionError(f"workflow {key[0]}/{key[1]} exists and is not ours")
+        self.metadata[key] = copy.deepcopy(meta)
         duration, phase = self.durations.get(cron_id, (None, None))
         sched = meta["annotations"].get("workflows.argoproj.io/scheduled-time")
         self.workflows[key] = SimWorkflow(

@@ -53,7 +53,7 @@ _TICK = timedelta(microseconds=1)
 #: How long after its tick a decision made at the tick itself takes `now()` to be. Argo reads
 #: the clock a moment after robfig fires, so `now()` is never the tick itself: Argo's
 #: examples/cron-when.yaml (`(now() - lastScheduledTime).Seconds() > 360`) runs every 6
-#: minutes, not 7. Fixed, so that `simulate` and replicas decide alike (DESIGN.md section 4).
+#: minutes, not 7. Fixed, so that `simulate` and replicas decide alike (docs/design.md section 4).
 NOW_AFTER_TICK = timedelta(milliseconds=1)
 
 Phase = Literal["Succeeded", "Failed", "Error"]

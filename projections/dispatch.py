@@ -47,6 +47,20 @@ class Creation:
     trigger: str = "schedule"
 
 
+def is_same_workflow(existing: dict[str, Any], ours: dict[str, Any]) -> bool:
+    """Whether an existing Workflow's metadata is the one we would create: an owner uid in
+    common and the same scheduled time. Only then is AlreadyExists a replay that counts as
+    done; any other object of the name is someone else's."""
+
+    def owners(meta: dict[str, Any]) -> set[str]:
+        return {str(o["uid"]) for o in meta.get("ownerReferences") or [] if o.get("uid")}
+
+    def tick(meta: dict[str, Any]) -> Any:
+        return (meta.get("annotations") or {}).get(ANNOTATION_SCHEDULED)
+
+    return bool(owners(existing) & owners(ours)) and tick(existing) == tick(ours)
+
+
 class FailureSink(Protocol):
     def __call__(
         self, cron_id: Any, workflow: str, scheduled_time: datetime, message: str, at: datetime
@@ -54,7 +68,13 @@ class FailureSink(Protocol):
 
 
 class WorkflowTarget(Protocol):
-    """Where Workflows go: the local directory, the simulator, or a Kubernetes cluster."""
+    """Where Workflows go: the local directory, the simulator, or a Kubernetes cluster.
+
+    Every one keeps the contract the at-least-once dispatch needs (tests/test_target_conformance.py
+    holds all three to it): a repeated create of our Workflow is done; a name that is not ours
+    (`is_same_workflow` false) raises PermanentSubmissionError; terminating a finished or missing
+    run and deleting a missing one are not errors.
+    """
 
     def create(
         self, workflow: dict[str, Any], *, cron_id: str, trigger: str, at: datetime

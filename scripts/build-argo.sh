@@ -22,21 +22,9 @@ src=tests/argo/oracle
 argo_version=v4.0.5
 controller_pkg=github.com/argoproj/argo-workflows/v4/cmd/workflow-controller
 
-GO=${GO:-go}
-if ! command -v "$GO" >/dev/null 2>&1; then
-    echo "build-argo: the Go toolchain ('$GO') is not installed or not on PATH;" \
-        "it is needed to build Argo $argo_version from $src (Go >= 1.26)" >&2
-    exit 1
-fi
-export GOTOOLCHAIN=local
-go_version=$("$GO" env GOVERSION)
-case "$go_version" in
-    go1.2[6-9]* | go1.[3-9][0-9]* | go[2-9]*) ;;
-    *)
-        echo "build-argo: $go_version is too old, Go >= 1.26 is needed for $src" >&2
-        exit 1
-        ;;
-esac
+# shellcheck source=scripts/lib/go.sh
+source scripts/lib/go.sh
+require_go build-argo "Argo $argo_version from $src"
 
 hash=$(cat "$src/go.mod" "$src/go.sum" "$src"/*.go "$0" <(echo "$go_version") |
     sha256sum | cut -c1-16)

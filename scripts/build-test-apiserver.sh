@@ -22,22 +22,9 @@ src=tests/kube/apiserver
 # the server's /version so that kubectl does not warn about an unknown version.
 kube_version=v1.37.2
 
-GO=${GO:-go}
-if ! command -v "$GO" >/dev/null 2>&1; then
-    echo "build-test-apiserver: the Go toolchain ('$GO') is not installed or not on PATH;" \
-        "it is needed to build the test API server from $src (Go >= 1.26)" >&2
-    exit 1
-fi
-# Never let the go command fetch another toolchain behind our back: a too old Go fails here.
-export GOTOOLCHAIN=local
-go_version=$("$GO" env GOVERSION)
-case "$go_version" in
-    go1.2[6-9]* | go1.[3-9][0-9]* | go[2-9]*) ;;
-    *)
-        echo "build-test-apiserver: $go_version is too old, Go >= 1.26 is needed for $src" >&2
-        exit 1
-        ;;
-esac
+# shellcheck source=scripts/lib/go.sh
+source scripts/lib/go.sh
+require_go build-test-apiserver "the test API server from $src"
 
 hash=$(cat "$src/go.mod" "$src/go.sum" "$src/main.go" "$0" <(echo "$go_version") |
     sha256sum | cut -c1-16)

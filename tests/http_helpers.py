@@ -9,7 +9,6 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import uvicorn
@@ -17,22 +16,6 @@ from fastapi import FastAPI
 
 from adapters.engine import Engine, build_engine, migrate
 from adapters.store import StoreConfig
-
-T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)  # a Monday; every test CronWorkflow is born here
-
-
-class FixedClock:
-    """The app's clock: it reads `now`, which only the test moves."""
-
-    def __init__(self, now: datetime = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **delta: float) -> datetime:
-        self.now += timedelta(**delta)
-        return self.now
 
 
 def pg_engine(url: str) -> Engine:

@@ -57,3 +57,13 @@ SCENARIO_DST_SPRING_START = _utc(2026, 3, 7)
 SCENARIO_DST_FALL_START = _utc(2026, 10, 31)
 SCENARIO_FIXED_OFFSET_START = _utc(2026, 1, 1)
 SCENARIO_MULTIPLE_START = datetime(2026, 5, 4, 9, 59, 30, tzinfo=UTC)
+
+#: A Monday, 10:00Z: the instant most test CronWorkflows are born at (their first tick, under
+#: `* * * * *`, is T0 + 1 minute).
+T0 = _utc(2026, 5, 4, 10, 0)
+
+
+def at(hhmmss: str) -> datetime:
+    """`HH:MM:SS` on T0's day, 2026-05-04, in UTC: for tests that read as a timetable."""
+    h, m, s = (int(x) for x in hhmmss.split(":"))
+    return datetime(2026, 5, 4, h, m, s, tzinfo=UTC)

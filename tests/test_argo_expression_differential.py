@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from domain.expressions import NOW_VARIABLE, ExpressionError, cronworkflow_variables, evaluate_bool
 from domain.whentemplate import evaluate_when
 from tests.argo import corpus, peer
+from tests.instants import T0
 
 #: Classes of expressions where cronsource differs from Argo on purpose: name -> (which
 #: cases, why, the phrase of docs/argo-compatibility.md's row). A disagreement is excused
@@ -57,9 +58,6 @@ OPEN: dict[str, tuple[Callable[[str, str], bool], str]] = {}
 def _excused(kind: str, source: str) -> str | None:
     classes = [(n, m) for n, (m, *_) in DELIBERATE.items()] + [(n, m) for n, (m, _) in OPEN.items()]
     return next((name for name, match in classes if match(kind, source)), None)
-
-
-_T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
 
 
 def _rfc3339(t: datetime) -> str:
@@ -140,7 +138,7 @@ def _variables(
     failed: int = 0,
     succeeded: int = 0,
     last: datetime | None = None,
-    now: datetime = _T0,
+    now: datetime = T0,
     labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     return {
@@ -162,7 +160,7 @@ def test_argos_own_expressions_agree() -> None:
     assert len(exprs) >= 10
     grid = [_variables(failed=f, succeeded=s) for f in (0, 1, 3, 4) for s in (0, 1, 2)]
     grid += [
-        _variables(last=_T0 - timedelta(seconds=age))
+        _variables(last=T0 - timedelta(seconds=age))
         for age in (0, 29, 30, 31, 359, 360, 361, 1799, 1800, 2999, 3000, 3600, 3601, 7200, 7201)
     ]
     _compare([(e.kind, e.source, v) for e in exprs for v in grid])
@@ -199,7 +197,7 @@ _VALUES = st.sampled_from(["prod", "dev", "x", ""])
 
 @st.composite
 def _variable_values(draw: st.DrawFn) -> dict[str, Any]:
-    last = draw(st.none() | st.integers(0, 4000).map(lambda s: _T0 - timedelta(seconds=s)))
+    last = draw(st.none() | st.integers(0, 4000).map(lambda s: T0 - timedelta(seconds=s)))
     offset = draw(st.integers(0, 8000))
     return {
         "name": draw(_NAMES),
@@ -209,7 +207,7 @@ def _variable_values(draw: st.DrawFn) -> dict[str, Any]:
         "failed": draw(st.integers(0, 5)),
         "succeeded": draw(st.integers(0, 5)),
         "lastScheduledTime": last,
-        "now": (last or _T0) + timedelta(seconds=offset),
+        "now": (last or T0) + timedelta(seconds=offset),
     }
 
 

@@ -270,6 +270,7 @@ def test_a_cron_tz_prefix_is_the_schedules_own_zone(run: Any) -> None:
     m = manifest({"schedules": ["CRON_TZ=Asia/Tokyo 0 9 * * *"]})
     assert run("apply", "-f", write(run.tmp, "m.yaml", [m])).exit_code == 0
     times = json.loads(run("next", "hello", "-o", "json", "-c", "2").output)
+    assert len(times) == 2
     assert all(t["utc"].endswith("T00:00:00Z") for t in times)  # 09:00 in Tokyo
 
 

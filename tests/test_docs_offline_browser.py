@@ -11,7 +11,9 @@ from urllib.parse import urlparse
 import pytest
 
 from adapters.http import ServeSettings, create_app
-from tests.http_helpers import T0, FixedClock, serving
+from tests.fakes import FixedClock
+from tests.http_helpers import serving
+from tests.instants import T0
 from tests.test_status_page_browser import browser  # noqa: F401 (the Chromium fixture)
 
 pytestmark = pytest.mark.timeout(180)

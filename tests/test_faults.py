@@ -269,8 +269,11 @@ def test_three_replicas_no_tick_lost_or_fired_twice(three_replica_run: ThreeRepl
     summary = check_decisions(logs)
     files = check_workflow_files(run.wf_dir, logs)
     assert summary.crons == CRONS and len(summary.last_decided) == CRONS
+    # Ticks are missed (DeadlineExceeded) only where the takeover after the kill outlasted the
+    # late tolerance, which depends on the machine's timing: a subset, not an exact set. Fires
+    # there must be, and all of them on schedule.
     assert summary.skipped_ticks_by_reason.keys() <= {"DeadlineExceeded"}, summary.describe()
-    assert summary.fires_by_trigger.keys() <= {"schedule"}, summary.describe()
+    assert summary.fires_by_trigger.keys() == {"schedule"}, summary.describe()
     bad_exits = {n: c for n, c in run.exit_codes.items() if c not in (0, None)}
     assert not bad_exits, f"non-zero exit after SIGTERM: {bad_exits} {run.tails}"
 
@@ -670,7 +673,7 @@ def test_forbid_ticks_due_together_after_a_restart(pg_url: str, tmp_path: Path) 
             engine.close()
         summary = check_decisions(logs)
         say(f"Forbid after a restart: {summary.describe()}")
-        assert summary.skipped_ticks_by_reason.keys() <= {"ConcurrencyForbid"}, (
+        assert summary.skipped_ticks_by_reason.keys() == {"ConcurrencyForbid"}, (
             f"skip reasons {dict(summary.skipped_ticks_by_reason)}"
         )
     finally:

@@ -35,7 +35,9 @@ from adapters.engine import Engine
 from adapters.http import ServeError, ServeSettings, create_app, is_loopback
 from adapters.logs import DecisionLog, configure_logging, scheduling_fields
 from projections.readmodel import rfc3339
-from tests.http_helpers import T0, FixedClock, manifest, pg_engine, serving
+from tests.fakes import FixedClock
+from tests.http_helpers import manifest, pg_engine, serving
+from tests.instants import T0
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
 

@@ -26,7 +26,8 @@ from schemathesis.checks import not_a_server_error
 
 from adapters.http import ServeSettings, create_app
 from tests import pgserver
-from tests.http_helpers import FixedClock, manifest, pg_engine, serving
+from tests.fakes import FixedClock
+from tests.http_helpers import manifest, pg_engine, serving
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
 

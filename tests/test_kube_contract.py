@@ -38,10 +38,10 @@ from domain.manifest import parse_manifest
 from domain.service import NotFound, event_type
 from projections.dispatch import ANNOTATION_SCHEDULED, LABEL_CRON, PermanentSubmissionError
 from projections.readmodel import status_row
+from tests.instants import T0
 
 pytestmark = pytest.mark.k8s
 
-T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
 TICK = T0 + timedelta(minutes=1)
 
 

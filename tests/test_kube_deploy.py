@@ -22,7 +22,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from domain.cronworkflow import workflow_name
 from domain.service import NotFound
 from projections.dispatch import Creation, PermanentSubmissionError
 from tests.image_helpers import PODMAN_RUN, image  # noqa: F401 (the image fixture)
+from tests.instants import T0
 from tests.kube import apiserver as kube
 from tests.kube import kustomize
 from tests.probe_helpers import RunProcess, samples, total
@@ -84,7 +85,6 @@ OTHERS = [
     ("apiextensions.k8s.io", "customresourcedefinitions"),
 ]
 
-T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
 TICK = T0 + timedelta(minutes=1)
 
 

@@ -5,7 +5,7 @@ are reported right."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -16,8 +16,8 @@ from domain.cronworkflow import workflow_name
 from domain.manifest import parse_manifest
 from domain.service import event_type
 from projections.dispatch import PermanentSubmissionError
+from tests.instants import T0
 
-T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=1)
 T2 = T0 + timedelta(minutes=2)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -21,10 +21,11 @@ from adapters.runtime import SchedulerLoop
 from adapters.shards import SoleOwner
 from domain.cronworkflow import workflow_name
 from domain.service import NotFound, event_type
+from tests.fakes import FixedClock
+from tests.instants import T0
 
 pytestmark = pytest.mark.k8s
 
-T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
 
 MANIFEST = """
 apiVersion: argoproj.io/v1alpha1
@@ -50,14 +51,6 @@ spec:
 """
 
 
-class VirtualClock:
-    def __init__(self, at: datetime) -> None:
-        self.at = at
-
-    def __call__(self) -> datetime:
-        return self.at
-
-
 def until(
     check: Callable[[], bool], step: Callable[[], Any], what: str, timeout: float = 20
 ) -> None:
@@ -77,7 +70,7 @@ def test_four_ticks_completed_show_on_the_object_and_history_beyond_the_limits_i
 ) -> None:
     ns = kube_namespace
     api = client.CustomObjectsApi(kube_api)  # the user and Argo's executor
-    clock = VirtualClock(T0)
+    clock = FixedClock(T0)
     kube = connect(str(kube_apiserver.kubeconfig))
     engine = build_kube_engine("memory:", kube)
     sync = KubeSync(engine, kube, namespace=ns, clock=clock)
@@ -107,7 +100,7 @@ def test_four_ticks_completed_show_on_the_object_and_history_beyond_the_limits_i
             return {w["metadata"]["name"] for w in items}
 
         for i, tick in enumerate(ticks):
-            clock.at = tick
+            clock.now = tick
             until(lambda i=i: children() >= set(names[: i + 1]), loop.turn, f"child {i}")
         until(
             lambda: [a["name"] for a in cwf().get("status", {}).get("active", [])] == names,
@@ -135,7 +128,7 @@ def test_four_ticks_completed_show_on_the_object_and_history_beyond_the_limits_i
                 name,
                 {"status": {"phase": phase, "finishedAt": z(ticks[-1] + timedelta(seconds=i))}},
             )
-        clock.at = ticks[-1] + timedelta(seconds=1)  # before the next tick: nothing new fires
+        clock.now = ticks[-1] + timedelta(seconds=1)  # before the next tick: nothing new fires
 
         def settled() -> bool:
             s = cwf().get("status") or {}

@@ -34,12 +34,12 @@ from domain.manifest import CronWorkflowManifest, parse_manifest
 from domain.schedule import compile_schedule
 from domain.service import CronService, event_type
 from projections.readmodel import rfc3339
+from tests.instants import T0
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = ROOT / "tests" / "procs" / "decide_worker.py"
-T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)  # every CronWorkflow here is created at T0
 EVENT_TABLES = {"cronsource_events"}
 VIEW_TABLES = {"cronsource_status", "cronsource_audit", "cronsource_tracking"}
 

@@ -23,6 +23,7 @@ from adapters.shards import SoleOwner
 from adapters.store import StoreConfig
 from domain.manifest import parse_manifest
 from domain.service import event_type
+from tests.fakes import FixedClock
 
 H = datetime(2026, 5, 4, 11, 0, tzinfo=UTC)
 NAMES = ("a", "b", "c")
@@ -41,15 +42,7 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
     e.close()
 
 
-class Clock:
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-def setup(engine: Engine) -> tuple[dict[str, UUID], SchedulerLoop, Clock]:
+def setup(engine: Engine) -> tuple[dict[str, UUID], SchedulerLoop, FixedClock]:
     ids = {}
     for name in NAMES:
         manifest = parse_manifest(
@@ -62,7 +55,7 @@ def setup(engine: Engine) -> tuple[dict[str, UUID], SchedulerLoop, Clock]:
         )
         ids[name], _ = engine.service.apply(manifest, H - timedelta(minutes=30))
     engine.catch_up(H - timedelta(minutes=30))
-    clock = Clock(H - timedelta(seconds=2))
+    clock = FixedClock(H - timedelta(seconds=2))
     return ids, SchedulerLoop(engine, SoleOwner(), role="scheduler", clock=clock), clock
 
 

@@ -1,6 +1,6 @@
 """Projections: exactly-once views, idempotent dispatch, poison events, the local target."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from uuid import UUID
 
 import pytest
@@ -9,8 +9,7 @@ from adapters.engine import build_engine
 from adapters.localtarget import LocalTarget, WorkflowConflict
 from adapters.runtime import RunWatcher, Supervisor
 from domain.manifest import parse_manifest
-
-T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
+from tests.instants import T0
 
 
 def manifest(name="job", schedule="* * * * *", **spec):

@@ -16,7 +16,9 @@ from adapters.http import ServeSettings, create_app
 from adapters.shards import AdvisoryLockShards
 from adapters.store import StoreConfig
 from domain.manifest import parse_manifest
-from tests.http_helpers import T0, FixedClock, manifest, pg_engine, serving
+from tests.fakes import FixedClock
+from tests.http_helpers import manifest, pg_engine, serving
+from tests.instants import T0
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
 

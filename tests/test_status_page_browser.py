@@ -16,12 +16,8 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import socket
 import struct
-import subprocess
 import sys
-import time
 import zlib
 from collections import Counter
 from collections.abc import Iterator
@@ -32,13 +28,15 @@ from typing import Any
 from uuid import UUID
 from zoneinfo import ZoneInfo
 
-import httpx
 import pytest
 
 from adapters.engine import Engine
 from adapters.http import ServeSettings, create_app
 from domain.manifest import parse_manifest
-from tests.http_helpers import T0, FixedClock, manifest, pg_engine, serving
+from tests import serve_process
+from tests.fakes import FixedClock
+from tests.http_helpers import manifest, pg_engine, serving
+from tests.instants import T0
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(300)]
 
@@ -145,12 +143,6 @@ def seed(engine: Engine, now: datetime) -> History:
     return History(start, stop, ids, fired, phase)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class Served:
     url: str  # the page
@@ -169,32 +161,13 @@ def served(pg_url: str, tmp_path: Path) -> Iterator[Served]:
     history = seed(engine, datetime.now(UTC))
     token = tmp_path / "token"
     token.write_text(TOKEN + "\n")
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(exe), "--store", pg_url, "serve", "--port", str(port), "--token-file", str(token)],
-        env={**os.environ, "PATH": f"{exe.parent}:{os.environ.get('PATH', '')}"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "PATH": f"{exe.parent}:{os.environ.get('PATH', '')}"}
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(base + "/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            assert time.monotonic() < deadline, "cronsource serve did not come up"
-            time.sleep(0.1)
-        yield Served(base + "/", pg_url, engine, history)
+        with serve_process.serve([str(exe)], pg_url, "--token-file", str(token), env=env) as proc:
+            yield Served(proc.base + "/", pg_url, engine, history)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=20)
         engine.close()
-    assert proc.returncode == 0, err[-2000:]
+    assert proc.returncode == 0, proc.stderr[-2000:]
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -20,8 +20,7 @@ from adapters.engine import Engine, build_engine, migrate
 from adapters.store import StoreConfig, StoreURLError
 from domain.manifest import CronWorkflowManifest, parse_manifest
 from domain.service import CronService, event_type
-
-T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
+from tests.instants import T0
 
 
 def minute(k: int, seconds: int = 0) -> datetime:

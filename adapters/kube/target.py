@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from adapters.kube.port import CWF, WF, ApiError, KubeApi
-from projections.dispatch import ANNOTATION_SCHEDULED, Creation, PermanentSubmissionError
+from projections.dispatch import Creation, PermanentSubmissionError, is_same_workflow
 
 log = logging.getLogger("adapters.kube")
 
@@ -169,11 +169,7 @@ class KubeTarget:
                 if e.status == 404:
                     continue  # deleted in between: create again
                 raise
-            emeta = existing.get("metadata") or {}
-            same_tick = (emeta.get("annotations") or {}).get(ANNOTATION_SCHEDULED) == (
-                meta.get("annotations") or {}
-            ).get(ANNOTATION_SCHEDULED)
-            if owner_uids(emeta) & owner_uids(meta) and same_tick:
+            if is_same_workflow(existing.get("metadata") or {}, meta):
                 return
             raise PermanentSubmissionError(f"workflow {ns}/{name} exists and is not ours")
         raise PermanentSubmissionError(f"workflow {ns}/{name}: create keeps racing a delete")

@@ -18,6 +18,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from tests.buildscript import built_paths
+
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "scripts" / "build-argo.sh"
 ORACLE_MODULE = Path(__file__).resolve().parent / "oracle"
@@ -35,21 +37,8 @@ class ArgoPeerError(RuntimeError):
 
 @cache
 def _built() -> tuple[Path, Path]:
-    try:
-        proc = subprocess.run(
-            ["bash", str(BUILD_SCRIPT)],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=BUILD_TIMEOUT,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise ArgoPeerError(f"{BUILD_SCRIPT} did not finish in {BUILD_TIMEOUT:.0f} s") from exc
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or len(lines) < 2:
-        raise ArgoPeerError(f"{BUILD_SCRIPT} failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    return Path(lines[-2]), Path(lines[-1])
+    oracle_path, controller_path = built_paths(BUILD_SCRIPT, 2, BUILD_TIMEOUT, ArgoPeerError)
+    return oracle_path, controller_path
 
 
 def _binary(env: str, index: int) -> Path:

@@ -5,7 +5,7 @@ message names the limit. Every case here was admitted (or took tens of seconds) 
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -15,8 +15,7 @@ from adapters.store import StoreConfig
 from domain.durations import parse_duration
 from domain.expressions import ExpressionError, cronworkflow_variables, evaluate
 from domain.manifest import ManifestError, parse_manifest
-
-T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
+from tests.instants import T0
 
 #: A 3,000-character number: quadratic and cubic parsers took seconds to minutes on it.
 LONG = "9" * 3000 + "x"
@@ -71,7 +70,8 @@ def test_namespaces_must_be_dns_1123_labels(namespace: str) -> None:
 
 
 def test_valid_names_still_pass() -> None:
-    parse_manifest(doc("a.b-c", namespace="team-1"))
+    meta = parse_manifest(doc("a.b-c", namespace="team-1")).metadata
+    assert (meta.name, meta.namespace) == ("a.b-c", "team-1")
 
 
 @pytest.mark.parametrize(
@@ -95,7 +95,8 @@ def test_labels_are_checked_as_kubernetes_checks_them(labels: dict[str, str], me
 
 
 def test_good_labels_pass() -> None:
-    parse_manifest(doc(labels={"example.com/team": "data", "tier": "", "a_b.c-d": "X_1.2-3"}))
+    labels = {"example.com/team": "data", "tier": "", "a_b.c-d": "X_1.2-3"}
+    assert parse_manifest(doc(labels=labels)).metadata.labels == labels
 
 
 def test_annotations_are_limited_to_256_kib_in_total() -> None:

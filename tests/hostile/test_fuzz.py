@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -18,8 +17,8 @@ from adapters.engine import build_engine
 from adapters.store import StoreConfig
 from domain.expressions import ExpressionError, cronworkflow_variables, evaluate
 from domain.manifest import ManifestError, parse_manifest
+from tests.instants import T0
 
-T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
 BOUND = 2.0  # seconds per input: behavioural (no hang), generous on a shared machine
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

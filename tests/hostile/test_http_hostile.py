@@ -22,8 +22,9 @@ import pytest
 
 from adapters.engine import build_engine
 from adapters.http import ServeSettings, create_app
+from tests.fakes import FixedClock
 from tests.hostile.procs import serve
-from tests.http_helpers import FixedClock, manifest, serving
+from tests.http_helpers import manifest, serving
 
 CW = "/api/v1/namespaces/default/cronworkflows"
 YAML = {"Content-Type": "application/yaml"}

@@ -51,6 +51,8 @@ from typing import Any
 
 import yaml
 
+from tests.buildscript import built_paths
+
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "scripts" / "build-test-apiserver.sh"
 CRD_DIR = REPO / "deploy" / "crds"
@@ -74,25 +76,7 @@ def binary() -> Path:
         if not os.access(path, os.X_OK):
             raise ApiServerError(f"{ENV_BINARY}={explicit} is not an executable file")
         return path
-    try:
-        proc = subprocess.run(
-            ["bash", str(BUILD_SCRIPT)],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=BUILD_TIMEOUT,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise ApiServerError(f"{BUILD_SCRIPT} did not finish in {BUILD_TIMEOUT:.0f} s") from exc
-    if proc.returncode != 0:
-        raise ApiServerError(
-            f"{BUILD_SCRIPT} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
-        )
-    lines = proc.stdout.strip().splitlines()
-    path = Path(lines[-1]) if lines else Path()
-    if not lines or not os.access(path, os.X_OK):
-        raise ApiServerError(f"{BUILD_SCRIPT} printed no binary path:\n{proc.stdout[-2000:]}")
+    (path,) = built_paths(BUILD_SCRIPT, 1, BUILD_TIMEOUT, ApiServerError)
     return path
 
 
