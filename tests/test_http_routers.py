@@ -24,7 +24,9 @@ from adapters.store import StoreConfig
 from adapters.storecheck import StoreUnavailable
 from domain.manifest import ManifestError
 from domain.service import AlreadyExists, Conflict, NotFound, StaleVersion
-from tests.http_helpers import T0, FixedClock, manifest
+from tests.fakes import FixedClock
+from tests.http_helpers import manifest
+from tests.instants import T0
 
 CW = "/api/v1/namespaces/default/cronworkflows"
 TOKEN = "s3cret"

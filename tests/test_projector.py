@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,8 @@ from adapters.projector import FileLock, InProcessLock
 from adapters.store import StoreConfig
 from domain.manifest import parse_manifest
 from tests.http_helpers import manifest
+from tests.instants import T0
 
-T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
 ROOT = Path(__file__).resolve().parent.parent
 
 

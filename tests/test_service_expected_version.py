@@ -12,7 +12,8 @@ import pytest
 from domain.cronworkflow import CronWorkflow
 from domain.manifest import CronWorkflowManifest, parse_manifest
 from domain.service import CronService, StaleVersion
-from tests.http_helpers import T0, manifest
+from tests.http_helpers import manifest
+from tests.instants import T0
 
 MEMORY = {"PERSISTENCE_MODULE": "eventsourcing.popo"}
 
