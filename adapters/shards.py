@@ -96,7 +96,10 @@ class AdvisoryLockShards:
     def _members(self, conn: Any) -> int:
         row = conn.execute(
             "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory'"
-            " AND classid = %s AND granted",
+            " AND classid = %s AND granted"
+            # Advisory locks belong to one database, but pg_locks lists the whole server's:
+            # counting another database's replicas left shards of this one unowned.
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
             (_MEMBER_CLASS,),
         ).fetchone()
         return max(1, int(row[0]))
