@@ -6,16 +6,15 @@ template: ``{{= cronworkflow.failed >= 3 }}``. Nothing here calls Python's ``eva
 How it works
 ------------
 1. The ``{{= ... }}`` / ``{{ ... }}`` wrapper is stripped.
-2. A small lexer and Pratt parser that follow expr-lang's own tables (operator precedences,
-   literal syntax, ``not in``, chained comparisons) translate the text into a Python ``ast``
-   tree. A real parser is needed rather than token replacement: expr-lang's ``!``/``not`` binds
-   tighter than comparisons (``!a in b`` is ``(!a) in b``), ``^`` is power (XOR in Python),
-   ``//`` starts a comment, and ``??`` has no Python spelling.
-3. ``simpleeval`` (a safe AST evaluator) evaluates that tree with an operator table of
-   expr-lang semantics and with only the node types this module emits enabled. Member and
-   index access never call ``getattr``: maps are read by key, so no Python attribute, method
-   or dunder is reachable from an expression. Only the functions and methods listed below can
-   be called.
+2. A small lexer (`tokens`) and Pratt parser (`parser`) that follow expr-lang's own tables
+   (operator precedences, literal syntax, ``not in``, chained comparisons) build a tree of
+   our own nodes (`syntax`). A real parser is needed rather than token replacement:
+   expr-lang's ``!``/``not`` binds tighter than comparisons (``!a in b`` is ``(!a) in b``),
+   ``^`` is power, ``//`` starts a comment, and ``??`` has no Python spelling.
+3. The `evaluator` walks that tree with operators of expr-lang semantics (`operators`) over
+   the value model of `values`. Member and index access never call ``getattr``: maps are
+   read by key, so no Python attribute, method or dunder is reachable from an expression.
+   Only the functions and methods of `builtins` can be called.
 
 Every failure -- syntax error, unknown name, type mismatch, division by zero, a non-bool
 result for `evaluate_bool`, an unsupported feature -- raises `ExpressionError` (a

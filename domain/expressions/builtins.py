@@ -347,6 +347,3 @@ METHODS: Final[dict[str, tuple[Callable[..., object], int]]] = {
     "Weekday": (_time_field("Weekday", lambda t: (t.weekday() + 1) % 7), 0),
     "UnixMilli": (_time_field("UnixMilli", lambda t: math.floor(t.timestamp() * 1000)), 0),
 }
-
-FUNCTION_PREFIX: Final = "fn:"  # ':' cannot occur in an expr-lang identifier
-METHOD_PREFIX: Final = "method:"

@@ -4,18 +4,30 @@
 
 from __future__ import annotations
 
-import ast
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Hashable, Mapping
 from datetime import datetime
 from typing import Final
 
-import simpleeval  # type: ignore[import-untyped]
-
-from domain.expressions.builtins import FUNCTION_PREFIX, FUNCTIONS, METHOD_PREFIX, METHODS
+from domain.expressions.builtins import FUNCTIONS, METHODS
 from domain.expressions.errors import EvaluationFailure, checked_source, expression_error
-from domain.expressions.operators import OPERATORS
+from domain.expressions.operators import ARITHMETIC, COMPARISONS, UNARY_OPERATORS
 from domain.expressions.parser import compile_expression
-from domain.expressions.syntax import Coalesce, Member, path_of
+from domain.expressions.syntax import (
+    Array,
+    Binary,
+    Call,
+    Coalesce,
+    Comparison,
+    Conditional,
+    Literal,
+    Logic,
+    Member,
+    MethodCall,
+    Name,
+    Node,
+    Unary,
+    path_of,
+)
 from domain.expressions.values import Record, StringMap, as_utc, show_value, type_name
 
 #: Name of the variable holding the evaluation instant that ``now()`` returns.
@@ -30,11 +42,9 @@ def evaluate(source: str, variables: Mapping[str, object]) -> object:
     """
     tree = compile_expression(checked_source(source))
     try:
-        return _Evaluation(variables).run(source, tree)
+        return _Evaluation(variables).run(tree)
     except EvaluationFailure as exc:
         raise expression_error("evaluate", source, exc.reason) from exc
-    except simpleeval.NameNotDefined as exc:
-        raise expression_error("evaluate", source, f"unknown name {exc.name!r}") from exc
     except RecursionError as exc:
         raise expression_error("evaluate", source, "expression is nested too deeply") from exc
     except ZeroDivisionError as exc:
@@ -55,46 +65,45 @@ def evaluate_bool(source: str, variables: Mapping[str, object]) -> bool:
     return result
 
 
-#: The simpleeval handlers kept; everything else simpleeval knows (attributes, assignments,
-#: comprehensions, f-strings, ...) is switched off even though the parser never emits it.
-_LIBRARY_NODES: Final = (ast.Constant, ast.Name, ast.UnaryOp, ast.BinOp, ast.Compare, ast.Call)
-
-
 class _Evaluation:
-    """One evaluation: a simpleeval evaluator bound to `variables`."""
+    """One evaluation: a walk of the tree with `variables` bound (and ``now()`` read from
+    them). Only the nodes of domain.expressions.syntax exist, so nothing else can run; member
+    access reads maps by key and never calls ``getattr``."""
 
     def __init__(self, variables: Mapping[str, object]) -> None:
         self._variables = variables
-        functions: dict[str, Callable[..., object]] = {}
-        for name, (function, _) in FUNCTIONS.items():
-            functions[FUNCTION_PREFIX + name] = function or self._now
-        for name, (method, _) in METHODS.items():
-            functions[METHOD_PREFIX + name] = method
-        evaluator = simpleeval.SimpleEval(
-            operators=dict(OPERATORS), functions=functions, names=variables
-        )
-        nodes: dict[type, Callable[..., object]] = {
-            kind: evaluator.nodes[kind] for kind in _LIBRARY_NODES
-        }
-        nodes.update(
-            {
-                ast.BoolOp: self._logic,
-                ast.IfExp: self._if,
-                ast.List: self._array,
-                Member: self._member,
-                Coalesce: self._coalesce,
-            }
-        )
-        evaluator.nodes = nodes
-        self._evaluator = evaluator
 
-    def run(self, source: str, tree: ast.expr) -> object:
-        result: object = self._evaluator.eval(source, previously_parsed=tree)
-        return result
-
-    def _eval(self, node: ast.AST) -> object:
-        value: object = self._evaluator._eval(node)
-        return value
+    def run(self, node: Node) -> object:
+        match node:
+            case Literal(value):
+                return value
+            case Name(name):
+                try:
+                    return self._variables[name]
+                except (KeyError, TypeError):
+                    raise EvaluationFailure(f"unknown name {name!r}") from None
+            case Array(elements):
+                return [self.run(element) for element in elements]
+            case Unary(symbol, operand):
+                return UNARY_OPERATORS[symbol](self.run(operand))
+            case Binary(symbol, left, right):
+                return ARITHMETIC[symbol](self.run(left), self.run(right))
+            case Comparison():
+                return self._comparison(node)
+            case Logic():
+                return self._logic(node)
+            case Conditional():
+                return self._if(node)
+            case Coalesce():
+                return self._coalesce(node)
+            case Member():
+                return self._member(node)
+            case Call(function, arguments):
+                implementation = FUNCTIONS[function][0] or self._now
+                return implementation(*(self.run(argument) for argument in arguments))
+            case MethodCall(method, receiver, arguments):
+                target = self.run(receiver)
+                return METHODS[method][0](target, *(self.run(argument) for argument in arguments))
 
     def _now(self) -> datetime:
         value = self._variables.get(NOW_VARIABLE)
@@ -105,10 +114,19 @@ class _Evaluation:
             f" (a datetime in variable {NOW_VARIABLE!r})"
         )
 
-    def _logic(self, node: ast.BoolOp) -> bool:
-        conjunction = isinstance(node.op, ast.And)
-        for operand in node.values:
-            value = self._eval(operand)
+    def _comparison(self, node: Comparison) -> bool:
+        """Each comparison needs the one before it to hold (as ``a < b && b < c``)."""
+        right = self.run(node.left)
+        for symbol, comparator in zip(node.operators, node.comparators, strict=True):
+            left, right = right, self.run(comparator)
+            if not COMPARISONS[symbol](left, right):
+                return False
+        return True
+
+    def _logic(self, node: Logic) -> bool:
+        conjunction = node.conjunction
+        for operand in node.operands:
+            value = self.run(operand)
             if not isinstance(value, bool):
                 symbol = "&&" if conjunction else "||"
                 raise EvaluationFailure(
@@ -118,22 +136,19 @@ class _Evaluation:
                 return value
         return conjunction
 
-    def _if(self, node: ast.IfExp) -> object:
-        test = self._eval(node.test)
+    def _if(self, node: Conditional) -> object:
+        test = self.run(node.test)
         if not isinstance(test, bool):
             raise EvaluationFailure(f"the condition of '? :' must be a bool, got {type_name(test)}")
-        return self._eval(node.body if test else node.orelse)
-
-    def _array(self, node: ast.List) -> list[object]:
-        return [self._eval(element) for element in node.elts]
+        return self.run(node.body if test else node.orelse)
 
     def _coalesce(self, node: Coalesce) -> object:
-        value = self._eval(node.left)
-        return self._eval(node.right) if value is None else value
+        value = self.run(node.left)
+        return self.run(node.right) if value is None else value
 
     def _member(self, node: Member) -> object:
-        container = self._eval(node.value)
-        key = self._eval(node.key)
+        container = self.run(node.value)
+        key = self.run(node.key)
         if isinstance(key, str) and key.startswith("__"):
             raise EvaluationFailure(f"access to {key!r} is not allowed")
         if isinstance(container, Mapping) and not isinstance(key, Hashable):

@@ -1,10 +1,9 @@
 """expr-lang's operators with Go semantics (no truthiness, no bool arithmetic, int64 results,
-Go's sign rule for `%`), keyed by the syntax node each one evaluates.
+Go's sign rule for `%`), keyed by the symbol the syntax tree stores.
 """
 
 from __future__ import annotations
 
-import ast
 import math
 import operator
 from collections.abc import Callable, Hashable, Mapping
@@ -15,16 +14,6 @@ from typing import Any, Final
 import re2  # type: ignore[import-untyped]
 
 from domain.expressions.errors import EvaluationFailure
-from domain.expressions.syntax import (
-    Contains,
-    EndsWith,
-    Matches,
-    NotContains,
-    NotEndsWith,
-    NotMatches,
-    NotStartsWith,
-    StartsWith,
-)
 from domain.expressions.values import MAX_STRING, as_number, checked_number, mismatch
 
 
@@ -189,31 +178,37 @@ _contains = _string_test("contains", lambda a, b: b in a)
 _starts = _string_test("startsWith", str.startswith)
 _ends = _string_test("endsWith", str.endswith)
 
-#: simpleeval's operator table, with expr-lang semantics (no truthiness, no bool arithmetic).
-OPERATORS: Final[dict[type, Callable[..., object]]] = {
-    ast.Add: _add,
-    ast.Sub: _sub,
-    ast.Mult: _mul,
-    ast.Div: _div,
-    ast.Mod: _mod,
-    ast.Pow: _pow,
-    ast.USub: _neg,
-    ast.UAdd: _pos,
-    ast.Not: _not,
-    ast.Eq: _equal,
-    ast.NotEq: _not_equal,
-    ast.Lt: _ordering("<", operator.lt),
-    ast.LtE: _ordering("<=", operator.le),
-    ast.Gt: _ordering(">", operator.gt),
-    ast.GtE: _ordering(">=", operator.ge),
-    ast.In: _member_of,
-    ast.NotIn: _not_member_of,
-    Contains: _contains,
-    NotContains: lambda a, b: not _contains(a, b),
-    StartsWith: _starts,
-    NotStartsWith: lambda a, b: not _starts(a, b),
-    EndsWith: _ends,
-    NotEndsWith: lambda a, b: not _ends(a, b),
-    Matches: matches,
-    NotMatches: lambda a, b: not matches(a, b),
+#: Unary operators, by the symbol the syntax tree stores.
+UNARY_OPERATORS: Final[dict[str, Callable[[object], object]]] = {
+    "-": _neg,
+    "+": _pos,
+    "!": _not,
+}
+#: Arithmetic, by the symbol the syntax tree stores (``^`` is stored as ``**``).
+ARITHMETIC: Final[dict[str, Callable[[object, object], object]]] = {
+    "+": _add,
+    "-": _sub,
+    "*": _mul,
+    "/": _div,
+    "%": _mod,
+    "**": _pow,
+}
+#: Comparisons, by the symbol the syntax tree stores; each returns a bool.
+COMPARISONS: Final[dict[str, Callable[[object, object], bool]]] = {
+    "==": _equal,
+    "!=": _not_equal,
+    "<": _ordering("<", operator.lt),
+    "<=": _ordering("<=", operator.le),
+    ">": _ordering(">", operator.gt),
+    ">=": _ordering(">=", operator.ge),
+    "in": _member_of,
+    "not in": _not_member_of,
+    "contains": _contains,
+    "not contains": lambda a, b: not _contains(a, b),
+    "startsWith": _starts,
+    "not startsWith": lambda a, b: not _starts(a, b),
+    "endsWith": _ends,
+    "not endsWith": lambda a, b: not _ends(a, b),
+    "matches": matches,
+    "not matches": lambda a, b: not matches(a, b),
 }

@@ -7,30 +7,34 @@ without limit.
 
 from __future__ import annotations
 
-import ast
 from functools import lru_cache
 from typing import Final, NoReturn
 
-from domain.expressions.builtins import (
-    FUNCTION_PREFIX,
-    FUNCTIONS,
-    METHOD_PREFIX,
-    METHODS,
-    PREDICATE_BUILTINS,
-)
+from domain.expressions.builtins import FUNCTIONS, METHODS, PREDICATE_BUILTINS
 from domain.expressions.errors import SyntaxFailure, checked_source, expression_error
 from domain.expressions.syntax import (
-    ARITHMETIC_OPS,
-    COMPARE_OPS,
-    NEGATED_COMPARE_OPS,
+    ARITHMETIC_OPERATORS,
+    COMPARISON_OPERATORS,
+    Array,
+    Binary,
+    Call,
     Coalesce,
+    Comparison,
+    Conditional,
+    Literal,
+    Logic,
     Member,
+    MethodCall,
+    Name,
+    Node,
+    Unary,
+    depth,
     path_of,
 )
 from domain.expressions.tokens import NEGATABLE, Token, describe, lex
 
 _MAX_NESTING: Final = 64  # parser recursion (parentheses, unary operators, arrays)
-_MAX_DEPTH: Final = 100  # depth of the translated tree (bounds simpleeval's recursion)
+_MAX_DEPTH: Final = 100  # depth of the tree (bounds the evaluator's recursion)
 
 
 _BINARY: Final[dict[str, tuple[int, bool]]] = {
@@ -68,18 +72,18 @@ _UNSUPPORTED_OPERATORS: Final = {
 }
 
 
-def _bool_constant(node: ast.expr) -> bool | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, bool):
+def _bool_constant(node: Node) -> bool | None:
+    if isinstance(node, Literal) and isinstance(node.value, bool):
         return node.value
     return None
 
 
-def _fold_logic(conjunction: bool, left: ast.expr, right: ast.expr) -> ast.expr | None:
+def _fold_logic(conjunction: bool, left: Node, right: Node) -> Node | None:
     """expr-lang's optimizer (optimizer/fold.go) rewrites `x && false` to false, `x || true`
     to true and drops a neutral `true &&` / `false ||` before anything runs, so `x` is never
     evaluated: `(now() - cronworkflow.lastScheduledTime).Seconds() < 0 && false` is false in
     Argo even before the first run, where evaluating `x` would fail. None: nothing to fold."""
-    if any(isinstance(n, ast.Constant) and not isinstance(n.value, bool) for n in (left, right)):
+    if any(isinstance(n, Literal) and not isinstance(n.value, bool) for n in (left, right)):
         return None  # expr-lang's type check refuses `1 && true` before it folds anything
     a, b = _bool_constant(left), _bool_constant(right)
     neutral, absorbing = (True, False) if conjunction else (False, True)
@@ -88,7 +92,7 @@ def _fold_logic(conjunction: bool, left: ast.expr, right: ast.expr) -> ast.expr 
     if b is neutral:
         return left
     if absorbing in (a, b):
-        return ast.Constant(value=absorbing)
+        return Literal(absorbing)
     return None
 
 
@@ -127,7 +131,7 @@ class _Parser:
             self._unexpected()
         self._advance()
 
-    def parse(self) -> ast.expr:
+    def parse(self) -> Node:
         if self._is("eof"):
             self._fail("empty expression")
         node = self._expression(0)
@@ -135,7 +139,7 @@ class _Parser:
             self._unexpected()
         return node
 
-    def _expression(self, precedence: int) -> ast.expr:
+    def _expression(self, precedence: int) -> Node:
         self._nesting += 1
         if self._nesting > _MAX_NESTING:
             self._fail("expression is nested too deeply")
@@ -167,7 +171,7 @@ class _Parser:
                         " wrap either in parentheses",
                         operator_token,
                     )
-                if symbol in COMPARE_OPS and not negate:
+                if symbol in COMPARISON_OPERATORS and not negate:
                     left = self._comparison(left, symbol)
                 else:
                     next_precedence = info[0] if info[1] else info[0] + 1
@@ -179,12 +183,12 @@ class _Parser:
         finally:
             self._nesting -= 1
 
-    def _comparison(self, left: ast.expr, symbol: str) -> ast.expr:
+    def _comparison(self, left: Node, symbol: str) -> Node:
         """``a < b <= c`` chains like expr-lang (and Python): ``a < b && b <= c``."""
-        ops: list[ast.cmpop] = []
-        comparators: list[ast.expr] = []
+        ops: list[str] = []
+        comparators: list[Node] = []
         while True:
-            ops.append(COMPARE_OPS[symbol]())
+            ops.append(symbol)
             comparators.append(self._expression(_COMPARISON_PRECEDENCE + 1))
             if not (self._is("op") and self._current.value in _BINARY):
                 break
@@ -194,25 +198,25 @@ class _Parser:
             token = self._advance()
             if symbol in _UNSUPPORTED_OPERATORS:
                 self._fail(_UNSUPPORTED_OPERATORS[symbol], token)
-        return ast.Compare(left=left, ops=ops, comparators=comparators)
+        return Comparison(left, tuple(ops), tuple(comparators))
 
     @staticmethod
-    def _binary(symbol: str, negate: bool, left: ast.expr, right: ast.expr) -> ast.expr:
+    def _binary(symbol: str, negate: bool, left: Node, right: Node) -> Node:
         # (the boolean folding below is expr-lang's optimizer, applied as the tree is built)
         if negate:
-            return ast.Compare(left=left, ops=[NEGATED_COMPARE_OPS[symbol]()], comparators=[right])
+            return Comparison(left, (f"not {symbol}",), (right,))
         if symbol in ("||", "or", "&&", "and"):
-            kind: type[ast.boolop] = ast.Or if symbol in ("||", "or") else ast.And
-            if (folded := _fold_logic(kind is ast.And, left, right)) is not None:
+            conjunction = symbol in ("&&", "and")
+            if (folded := _fold_logic(conjunction, left, right)) is not None:
                 return folded
-            if isinstance(left, ast.BoolOp) and isinstance(left.op, kind):
-                return ast.BoolOp(op=kind(), values=[*left.values, right])
-            return ast.BoolOp(op=kind(), values=[left, right])
+            if isinstance(left, Logic) and left.conjunction is conjunction:
+                return Logic(conjunction, (*left.operands, right))
+            return Logic(conjunction, (left, right))
         if symbol == "??":
             return Coalesce(left, right)
-        return ast.BinOp(left=left, op=ARITHMETIC_OPS[symbol](), right=right)
+        return Binary(ARITHMETIC_OPERATORS[symbol], left, right)
 
-    def _conditional(self, node: ast.expr) -> ast.expr:
+    def _conditional(self, node: Node) -> Node:
         while self._is("op", "?"):
             self._advance()
             if self._is("op", ":"):
@@ -220,22 +224,16 @@ class _Parser:
             body = self._expression(0)
             self._expect("op", ":")
             orelse = self._expression(0)
-            node = ast.IfExp(test=node, body=body, orelse=orelse)
+            node = Conditional(node, body, orelse)
         return node
 
-    def _primary(self) -> ast.expr:
+    def _primary(self) -> Node:
         token = self._current
         if token.kind == "op" and token.value in _UNARY:
             self._advance()
             operand = self._expression(_UNARY[token.value])
-            op: ast.unaryop
-            if token.value in ("!", "not"):
-                op = ast.Not()
-            elif token.value == "-":
-                op = ast.USub()
-            else:
-                op = ast.UAdd()
-            return self._postfix(ast.UnaryOp(op=op, operand=operand))
+            symbol = "!" if token.value == "not" else token.value
+            return self._postfix(Unary(symbol, operand))
         if self._is("bracket", "("):
             self._advance()
             inner = self._expression(0)
@@ -247,21 +245,21 @@ class _Parser:
             self._fail("'::' calls are not supported")
         return self._secondary()
 
-    def _secondary(self) -> ast.expr:
+    def _secondary(self) -> Node:
         token = self._current
-        node: ast.expr
+        node: Node
         if token.kind == "ident":
             self._advance()
             constants: dict[str, bool | None] = {"true": True, "false": False, "nil": None}
             if token.value in constants:
-                return ast.Constant(value=constants[token.value])
+                return Literal(constants[token.value])
             if self._is("bracket", "("):
                 node = self._call(token)
             else:
-                node = ast.Name(id=token.value, ctx=ast.Load())
+                node = Name(token.value)
         elif token.kind in ("number", "string"):
             self._advance()
-            node = ast.Constant(value=token.literal)
+            node = Literal(token.literal)
         elif self._is("bracket", "["):
             node = self._array()
         elif self._is("bracket", "{"):
@@ -270,9 +268,9 @@ class _Parser:
             self._unexpected()
         return self._postfix(node)
 
-    def _arguments(self) -> list[ast.expr]:
+    def _arguments(self) -> tuple[Node, ...]:
         self._expect("bracket", "(")
-        arguments: list[ast.expr] = []
+        arguments: list[Node] = []
         while not self._is("bracket", ")"):
             if arguments:
                 self._expect("op", ",")
@@ -280,10 +278,10 @@ class _Parser:
                     break
             arguments.append(self._expression(0))
         self._expect("bracket", ")")
-        return arguments
+        return tuple(arguments)
 
     @staticmethod
-    def _arity(what: str, expected: int, arguments: list[ast.expr], token: Token) -> None:
+    def _arity(what: str, expected: int, arguments: tuple[Node, ...], token: Token) -> None:
         if len(arguments) != expected:
             plural = "" if expected == 1 else "s"
             raise SyntaxFailure(
@@ -291,7 +289,7 @@ class _Parser:
                 token.position,
             )
 
-    def _call(self, token: Token) -> ast.expr:
+    def _call(self, token: Token) -> Node:
         name = token.value
         if name in PREDICATE_BUILTINS:
             self._fail(f"function {name!r} is not supported", token)
@@ -299,12 +297,11 @@ class _Parser:
             self._fail(f"unknown function {name!r}", token)
         arguments = self._arguments()
         self._arity(f"{name}()", FUNCTIONS[name][1], arguments, token)
-        function = ast.Name(id=FUNCTION_PREFIX + name, ctx=ast.Load())
-        return ast.Call(func=function, args=arguments, keywords=[])
+        return Call(name, arguments)
 
-    def _array(self) -> ast.expr:
+    def _array(self) -> Node:
         self._expect("bracket", "[")
-        elements: list[ast.expr] = []
+        elements: list[Node] = []
         while not self._is("bracket", "]"):
             if elements:
                 self._expect("op", ",")
@@ -312,9 +309,9 @@ class _Parser:
                     break
             elements.append(self._expression(0))
         self._expect("bracket", "]")
-        return ast.List(elts=elements, ctx=ast.Load())
+        return Array(tuple(elements))
 
-    def _postfix(self, node: ast.expr) -> ast.expr:
+    def _postfix(self, node: Node) -> Node:
         while True:
             token = self._current
             if token.kind == "op" and token.value == ".":
@@ -329,7 +326,7 @@ class _Parser:
                 name = name_token.value
                 if name.startswith("__"):
                     self._fail(f"access to {name!r} is not allowed", name_token)
-                if self._is("bracket", "(") and isinstance(node, ast.Name) and node.id == "sprig":
+                if self._is("bracket", "(") and isinstance(node, Name) and node.name == "sprig":
                     function_name = f"sprig.{name}"
                     if function_name not in FUNCTIONS:
                         self._fail(f"unknown function {function_name!r}", name_token)
@@ -337,19 +334,17 @@ class _Parser:
                     self._arity(
                         f"{function_name}()", FUNCTIONS[function_name][1], arguments, name_token
                     )
-                    function = ast.Name(id=FUNCTION_PREFIX + function_name, ctx=ast.Load())
-                    node = ast.Call(func=function, args=arguments, keywords=[])
+                    node = Call(function_name, arguments)
                 elif self._is("bracket", "("):
                     if name not in METHODS:
                         self._fail(f"unknown method {name!r}", name_token)
                     arguments = self._arguments()
                     self._arity(f"{name}()", METHODS[name][1], arguments, name_token)
-                    method = ast.Name(id=METHOD_PREFIX + name, ctx=ast.Load())
-                    node = ast.Call(func=method, args=[node, *arguments], keywords=[])
+                    node = MethodCall(name, node, arguments)
                 else:
                     base = path_of(node)
                     path = None if base is None else f"{base}.{name}"
-                    node = Member(node, ast.Constant(value=name), path)
+                    node = Member(node, Literal(name), path)
             elif token.kind == "op" and token.value == "?.":
                 self._fail("optional chaining ('?.') is not supported")
             elif token.kind == "bracket" and token.value == "[":
@@ -360,12 +355,12 @@ class _Parser:
                 if self._is("op", ":"):
                     self._fail("slices are not supported")
                 self._expect("bracket", "]")
-                if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                if isinstance(key, Literal) and isinstance(key.value, str):
                     if key.value.startswith("__"):
                         self._fail(f"access to {key.value!r} is not allowed", token)
                 base = path_of(node)
                 path = None
-                if base is not None and isinstance(key, ast.Constant):
+                if base is not None and isinstance(key, Literal):
                     path = f"{base}[{key.value!r}]"
                 node = Member(node, key, path)
             else:
@@ -386,18 +381,8 @@ def _unwrap(source: str) -> tuple[int, int]:
     return start, end
 
 
-def _depth(tree: ast.AST) -> int:
-    deepest = 0
-    stack: list[tuple[ast.AST, int]] = [(tree, 1)]
-    while stack:
-        node, depth = stack.pop()
-        deepest = max(deepest, depth)
-        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
-    return deepest
-
-
 @lru_cache(maxsize=512)
-def compile_expression(source: str) -> ast.expr:
+def compile_expression(source: str) -> Node:
     start, end = _unwrap(source)
     try:
         tree = _Parser(lex(source, start, end)).parse()
@@ -409,7 +394,7 @@ def compile_expression(source: str) -> ast.expr:
         raise expression_error("parse", source, "expression is nested too deeply") from None
     except Exception as exc:  # defence in depth: nothing but ExpressionError escapes
         raise expression_error("parse", source, str(exc) or type(exc).__name__) from exc
-    if _depth(tree) > _MAX_DEPTH:
+    if depth(tree) > _MAX_DEPTH:
         raise expression_error("parse", source, "expression is nested too deeply")
     return tree
 

@@ -10,11 +10,10 @@ from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
-import simpleeval  # type: ignore[import-untyped]
-
 from domain.expressions.errors import EvaluationFailure
 
-MAX_STRING: Final[int] = simpleeval.MAX_STRING_LENGTH
+#: Longest string an expression may build (`+`, `repeat()`): bounds memory per evaluation.
+MAX_STRING: Final = 100_000
 _INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
 
