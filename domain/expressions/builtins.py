@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
+from domain.durations import parse_duration
 from domain.expression_budget import argument_problem
 from domain.expressions.errors import EvaluationFailure
 from domain.expressions.operators import matches
@@ -30,40 +31,10 @@ def _duration(text: object) -> timedelta:
         raise mismatch("duration()", text)
     if (too_long := argument_problem("duration()", text)) is not None:
         raise EvaluationFailure(too_long)
-    return _parse_go_duration(text)
-
-
-_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_DURATION_UNITS: Final = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "μs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-
-
-def _parse_go_duration(text: str) -> timedelta:
-    """Go's time.ParseDuration: ``[-+]?(number unit)+`` or ``0``."""
-    body = text[1:] if text[:1] in ("-", "+") else text
-    sign = -1.0 if text[:1] == "-" else 1.0
-    if body == "0":
-        return timedelta(0)
-    total = 0.0
-    position = 0
-    for match in _DURATION_PART.finditer(body):
-        if match.start() != position:
-            break
-        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-        position = match.end()
-    if not body or position != len(body):
-        raise EvaluationFailure(
-            f"invalid duration {text!r} (expected e.g. '90s', '1h30m', '500ms')"
-        )
-    return timedelta(seconds=sign * total)
+    try:
+        return parse_duration(text, signed=True)
+    except ValueError as exc:
+        raise EvaluationFailure(str(exc)) from None
 
 
 def _len(value: object) -> int:
@@ -295,7 +266,9 @@ def _time_method(
 
 def _milliseconds(receiver: object) -> int:
     if isinstance(receiver, timedelta):
-        return receiver // timedelta(milliseconds=1)
+        # Go's int64(d) / 1e6: toward zero, so -1.5ms is -1
+        milliseconds = abs(receiver) // timedelta(milliseconds=1)
+        return -milliseconds if receiver < timedelta(0) else milliseconds
     raise EvaluationFailure(f"type {type_name(receiver)} has no method Milliseconds")
 
 
