@@ -44,7 +44,6 @@ from adapters.api import (
     parse_label_selector,
     select,
 )
-from adapters.api import parse_time as parse_api_time
 from adapters.engine import Engine, build_engine, migrate
 from adapters.store import StoreConfig, StoreURLError
 from adapters.storecheck import StoreUnavailable, check_store, describe
@@ -52,6 +51,7 @@ from domain.backfill import DEFAULT_MAX_BACKFILL_TICKS, OVERLAPS, BackfillPlan, 
 from domain.cronworkflow import CronWorkflow
 from domain.manifest import CronWorkflowManifest, ManifestError, is_other_kind, parse_manifest
 from domain.service import NotFound
+from domain.timestamps import TimestampError, parse_timestamp
 from projections.readmodel import rfc3339
 
 OUTPUTS = ("table", "wide", "json", "yaml", "name")
@@ -72,12 +72,12 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 
 def parse_time(value: str, flag: str) -> datetime:
-    """RFC 3339 between 1970 and 2199 (the bound the HTTP API has: cron arithmetic near year
-    9999 overflows, and no schedule question needs it)."""
+    """RFC 3339 between 1970 and 2199 (domain/timestamps.py, as the HTTP API: cron arithmetic
+    near year 9999 overflows, and no schedule question needs it)."""
     try:
-        return parse_api_time(value, flag)
-    except FieldError as e:
-        fail(f"{flag}: {e.message}")
+        return parse_timestamp(value, flag, naive_is_utc=True)
+    except TimestampError as e:
+        fail(str(e))
 
 
 
@@ -841,7 +841,11 @@ def next_cmd(name: str, count: int) -> None:
         data = next_fire_times(agg, t0, count)
         tz = agg.spec_model.timezone or "UTC"
     rows = [
-        [d["local"] or "", d["utc"] or "", ago(parse_api_time(d["utc"] or "", "utc"), t0)]
+        [
+            d["local"] or "",
+            d["utc"] or "",
+            ago(parse_timestamp(d["utc"] or "", "utc", bounded=False), t0),
+        ]
         for d in data
     ]
     emit(

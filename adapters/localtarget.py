@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from domain.timestamps import parse_timestamp
 from projections.dispatch import ANNOTATION_SCHEDULED, Creation, PermanentSubmissionError
 
 ANNOTATION_CREATED = "cronsource.io/created-at"
@@ -263,4 +264,5 @@ def _created_at(text: str) -> datetime:
         doc = json.loads(text)
     except ValueError:
         doc = yaml.load(text, Loader=_Loader)
-    return datetime.fromisoformat(doc["metadata"]["annotations"][ANNOTATION_CREATED])
+    created = doc["metadata"]["annotations"][ANNOTATION_CREATED]
+    return parse_timestamp(created, ANNOTATION_CREATED, bounded=False)  # ours, not a user's
