@@ -552,7 +552,7 @@ def _list_view(rows: list[dict[str, Any]], obj: Ctx) -> View:
         spec, st = c["spec"], c["status"]
         nxt = c["nextDue"]
         last = st.get("lastScheduledTime")
-        last_t = datetime.fromisoformat(last.replace("Z", "+00:00")) if last else None
+        last_t = parse_timestamp(last, "lastScheduledTime", bounded=False) if last else None
         table.append(
             ([c["namespace"]] if show_ns else [])
             + [
@@ -1328,7 +1328,7 @@ def _local(t: str | None, zone: str) -> str:
     if not t:
         return "-"
     try:
-        dt = datetime.fromisoformat(t.replace("Z", "+00:00")).astimezone(ZoneInfo(zone))
+        dt = parse_timestamp(t, "time", bounded=False).astimezone(ZoneInfo(zone))
     except (ValueError, KeyError):
         return "-"
     return dt.strftime("%Y-%m-%d %H:%M:%S %Z")

@@ -219,7 +219,7 @@ class SimTarget:
             name=key[1],
             cron=meta["labels"][LABEL_CRON],
             cron_id=cron_id,
-            scheduled_time=datetime.fromisoformat(sched.replace("Z", "+00:00")) if sched else None,
+            scheduled_time=parse_timestamp(sched, "scheduled", bounded=False) if sched else None,
             created_at=at,
             trigger=trigger,
             ends_at=at + (duration or self.default_duration),
