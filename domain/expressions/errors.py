@@ -10,8 +10,6 @@ from typing import Final
 
 #: Longest accepted expression source, wrapper included.
 MAX_EXPRESSION_LENGTH: Final = 4096
-
-
 _SHOWN_SOURCE: Final = 200
 
 
@@ -28,6 +26,8 @@ class EvaluationFailure(Exception):
 
 
 class SyntaxFailure(Exception):
+    """A syntax error at `position` (an offset in the source); reported with its column."""
+
     def __init__(self, reason: str, position: int) -> None:
         super().__init__(reason)
         self.reason = reason
