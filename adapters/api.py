@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar, get_args
 from uuid import UUID
 
@@ -27,14 +27,11 @@ from domain.cronworkflow import CronWorkflow
 from domain.decisions import SkipReason
 from domain.manifest import CronWorkflowManifest
 from domain.service import AlreadyExists, StaleVersion, topic_type
+from domain.timestamps import TimestampError, parse_timestamp
 from projections.readmodel import AuditRow
 
 T = TypeVar("T")
 
-#: Times the API accepts. Cron arithmetic far outside this range overflows `datetime` (year
-#: 9999) or walks millions of ticks, and no schedule question needs it.
-TIME_MIN = datetime(1970, 1, 1, tzinfo=UTC)
-TIME_MAX = datetime(2200, 1, 1, tzinfo=UTC)
 _TICK = timedelta(microseconds=1)
 DECISION_TYPES = ("ScheduleFired", "ScheduleSkipped")
 #: Every event type of the audit log, read from the aggregate's event classes, and every
@@ -60,20 +57,12 @@ class FieldError(ValueError):
 
 
 def parse_time(value: str, field: str) -> datetime:
-    """RFC 3339 (a `Z` or an offset; no offset means UTC), within TIME_MIN..TIME_MAX."""
+    """RFC 3339 (a `Z` or an offset; no offset means UTC), within the bounds of
+    domain/timestamps.py, as a FieldError for the API's problem responses."""
     try:
-        t = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise FieldError(
-            field, f"{value!r} is not an RFC 3339 time (e.g. 2026-05-04T10:00:00Z)"
-        ) from None
-    try:
-        t = t.astimezone(UTC) if t.tzinfo else t.replace(tzinfo=UTC)
-    except (OverflowError, ValueError):
-        raise FieldError(field, f"{value!r} is out of range") from None
-    if not TIME_MIN <= t < TIME_MAX:
-        raise FieldError(field, f"{value!r} must be between 1970-01-01 and 2199-12-31")
-    return t
+        return parse_timestamp(value, field, naive_is_utc=True)
+    except TimestampError as e:
+        raise FieldError(field, e.reason) from None
 
 
 def _ts(t: datetime) -> float:

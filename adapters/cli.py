@@ -33,7 +33,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from adapters.api import EVENT_TYPES, SKIP_REASONS, FieldError, ReadQueries
-from adapters.api import parse_time as parse_api_time
 from adapters.engine import Engine, build_engine, migrate
 from adapters.explain import explain
 from adapters.objects import backfill_result, cron_object, next_fire_times
@@ -44,6 +43,7 @@ from domain.backfill import DEFAULT_MAX_BACKFILL_TICKS, OVERLAPS, BackfillPlan, 
 from domain.cronworkflow import CronWorkflow
 from domain.manifest import CronWorkflowManifest, ManifestError, is_other_kind, parse_manifest
 from domain.service import NotFound
+from domain.timestamps import TimestampError, parse_timestamp
 from projections.readmodel import rfc3339
 
 OUTPUTS = ("table", "wide", "json", "yaml", "name")
@@ -64,12 +64,12 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 
 def parse_time(value: str, flag: str) -> datetime:
-    """RFC 3339 between 1970 and 2199 (the bound the HTTP API has: cron arithmetic near year
-    9999 overflows, and no schedule question needs it)."""
+    """RFC 3339 between 1970 and 2199 (domain/timestamps.py, as the HTTP API: cron arithmetic
+    near year 9999 overflows, and no schedule question needs it)."""
     try:
-        return parse_api_time(value, flag)
-    except FieldError as e:
-        fail(f"{flag}: {e.message}")
+        return parse_timestamp(value, flag, naive_is_utc=True)
+    except TimestampError as e:
+        fail(str(e))
 
 
 def read_input(path: str, code: int = 1) -> bytes:
@@ -547,7 +547,7 @@ def _list_view(rows: list[dict[str, Any]], obj: Ctx) -> View:
         spec, st = c["spec"], c["status"]
         nxt = c["nextDue"]
         last = st.get("lastScheduledTime")
-        last_t = datetime.fromisoformat(last.replace("Z", "+00:00")) if last else None
+        last_t = parse_timestamp(last, "lastScheduledTime", bounded=False) if last else None
         table.append(
             ([c["namespace"]] if show_ns else [])
             + [
@@ -836,7 +836,11 @@ def next_cmd(name: str, count: int) -> None:
         data = next_fire_times(agg, t0, count)
         tz = agg.spec_model.timezone or "UTC"
     rows = [
-        [d["local"] or "", d["utc"] or "", ago(parse_api_time(d["utc"] or "", "utc"), t0)]
+        [
+            d["local"] or "",
+            d["utc"] or "",
+            ago(parse_timestamp(d["utc"] or "", "utc", bounded=False), t0),
+        ]
         for d in data
     ]
     emit(
@@ -1322,7 +1326,7 @@ def _local(t: str | None, zone: str) -> str:
     if not t:
         return "-"
     try:
-        dt = datetime.fromisoformat(t.replace("Z", "+00:00")).astimezone(ZoneInfo(zone))
+        dt = parse_timestamp(t, "time", bounded=False).astimezone(ZoneInfo(zone))
     except (ValueError, KeyError):
         return "-"
     return dt.strftime("%Y-%m-%d %H:%M:%S %Z")

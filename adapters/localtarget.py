@@ -26,7 +26,12 @@ from typing import Any
 
 import yaml
 
-from projections.dispatch import Creation, PermanentSubmissionError, is_same_workflow
+from domain.timestamps import parse_timestamp
+from projections.dispatch import (
+    Creation,
+    PermanentSubmissionError,
+    is_same_workflow,
+)
 
 ANNOTATION_CREATED = "cronsource.io/created-at"
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: 10x faster
@@ -257,4 +262,5 @@ def _created_at(text: str) -> datetime:
         doc = json.loads(text)
     except ValueError:
         doc = yaml.load(text, Loader=_Loader)
-    return datetime.fromisoformat(doc["metadata"]["annotations"][ANNOTATION_CREATED])
+    created = doc["metadata"]["annotations"][ANNOTATION_CREATED]
+    return parse_timestamp(created, ANNOTATION_CREATED, bounded=False)  # ours, not a user's

@@ -23,11 +23,11 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from adapters.api import TIME_MAX, TIME_MIN
 from adapters.engine import Engine, build_engine
 from adapters.store import StoreConfig
 from domain.durations import parse_duration
 from domain.manifest import ManifestError, parse_manifest, scheduling_options
+from domain.timestamps import TimestampError, parse_timestamp
 from projections.dispatch import LABEL_CRON, PermanentSubmissionError, is_same_workflow
 from projections.readmodel import rfc3339
 
@@ -48,13 +48,14 @@ MAX_STEPS = 1_000_000
 
 
 def _aware(v: Any) -> Any:
-    if isinstance(v, datetime) and v.tzinfo is None:
-        raise ValueError("needs a time zone offset, e.g. 2026-03-07T00:00:00Z")
-    # The bound every entrypoint has (adapters/api.py): cron arithmetic near year 9999
-    # overflows `datetime`.
-    if isinstance(v, datetime) and not TIME_MIN <= v < TIME_MAX:
-        raise ValueError("must be between 1970-01-01 and 2199-12-31")
-    return v
+    """A scenario time, read as every entrypoint reads one (domain/timestamps.py): an offset
+    is required, and the bounds hold (cron arithmetic near year 9999 overflows)."""
+    if isinstance(v, datetime):  # YAML reads an unquoted time as a datetime
+        v = v.isoformat()
+    try:
+        return parse_timestamp(v, "time")
+    except TimestampError as e:
+        raise ValueError(e.reason) from None
 
 
 class CompleteAction(BaseModel):
@@ -74,7 +75,7 @@ class Action(BaseModel):
     complete: CompleteAction | None = None
     remove_workflow: str | None = Field(default=None, alias="removeWorkflow")
 
-    _at = field_validator("at")(_aware)
+    _at = field_validator("at", mode="before")(_aware)
 
     @field_validator("outage")
     @classmethod
@@ -118,7 +119,7 @@ class Scenario(BaseModel):
     cron_workflows: list[dict[str, Any]] = Field(default_factory=list, alias="cronWorkflows")
     actions: list[Action] = Field(default_factory=list)
 
-    _times = field_validator("start", "end")(_aware)
+    _times = field_validator("start", "end", mode="before")(_aware)
 
     @field_validator("run_duration")
     @classmethod
@@ -224,7 +225,7 @@ class SimTarget:
             name=key[1],
             cron=meta["labels"][LABEL_CRON],
             cron_id=cron_id,
-            scheduled_time=datetime.fromisoformat(sched.replace("Z", "+00:00")) if sched else None,
+            scheduled_time=parse_timestamp(sched, "scheduled", bounded=False) if sched else None,
             created_at=at,
             trigger=trigger,
             ends_at=at + (duration or self.default_duration),

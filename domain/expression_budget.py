@@ -1,15 +1,16 @@
 """Bounds on what one `when`/`stopStrategy` evaluation may cost.
 
 An expression has no loops, its source is at most MAX_EXPRESSION_LENGTH characters, strings
-it builds are capped (simpleeval's MAX_STRING_LENGTH) and the inputs it can read are bounded
-at admission (annotations: 256 KiB in all, domain/objectlimits.py). What was left unbounded
-was the conversion functions: `duration()` and `float()` matched regular expressions whose
-time grows with the square (or cube) of a long argument, so one CronWorkflow whose `when`
-read a 3,000-digit annotation stopped every fire of every CronWorkflow for minutes. Their
-arguments are bounded here, so each call is cheap, and a CronWorkflow over the bound gets a
-clear error (a `WhenFalse` skip with the message at a tick), never a stall.
+it builds are capped (MAX_STRING, domain/expressions/values.py) and the inputs it can read
+are bounded at admission (annotations: 256 KiB in all, domain/objectlimits.py). What was
+left unbounded was the conversion functions: `duration()` and `float()` matched regular
+expressions whose time grows with the square (or cube) of a long argument, so one
+CronWorkflow whose `when` read a 3,000-digit annotation stopped every fire of every
+CronWorkflow for minutes. Their arguments are bounded here, so each call is cheap, and a
+CronWorkflow over the bound gets a clear error (a `WhenFalse` skip with the message at a
+tick), never a stall.
 
-Kept out of domain/expressions.py so the evaluator needs only a one-line hook per function.
+Kept out of domain/expressions/ so the evaluator needs only a one-line hook per function.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from adapters.kube.target import FINISHED, owner_uids
 from domain.cronworkflow import CronWorkflow
 from domain.manifest import ManifestError, parse_manifest
 from domain.service import CronService, NotFound
+from domain.timestamps import parse_timestamp
 from projections.dispatch import LABEL_CRON
 
 log = logging.getLogger("adapters.kube")
@@ -453,4 +454,5 @@ class WorkflowWatcher(_ListWatch):
 def _parse_time(text: str | None) -> datetime | None:
     if not text:
         return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+    # the cluster's time (Argo's finishedAt), not a user's: read without the user bounds
+    return parse_timestamp(text, "finishedAt", naive_is_utc=True, bounded=False)
