@@ -4,7 +4,7 @@ read queries (objects, audit pages, "why did it run at T", timelines) over the r
 Kept apart from `adapters/http.py` so the rules (what a stale `If-Match` means, how a skipped
 range covers a tick) are plain functions a test or the CLI can call without a server.
 
-The read queries use the SQL read model's own connection (`SqlReadModel._query`): the audit
+The read queries use the SQL read model's own connection (`ReadModel.query`): the audit
 filters the API needs (reason, scheduled-time ranges) are not part of its public methods yet.
 They are read-only and use only columns of the documented tables (docs/operations.md).
 """
@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo
 from eventsourcing.persistence import IntegrityError
 
 from adapters.engine import Engine
-from adapters.sqlview import AUDIT_COLUMNS, STATUS_COLUMNS, audit_from_row
+from adapters.readside.rows import AUDIT_COLUMNS, STATUS_COLUMNS, audit_from_row, status_from_row
 from domain.backfill import BackfillPlan, BackfillTooLarge, Overlap
 from domain.cronworkflow import CronWorkflow, workflow_name
 from domain.decisions import SkipReason
@@ -258,7 +258,7 @@ class ReadQueries:
             " WHERE namespace = ? AND name = ? AND deleted = 0",
             (namespace, name),
         )
-        return self.view.status_from_row(rows[0]) if rows else None
+        return status_from_row(rows[0]) if rows else None
 
     def ever_existed(self, namespace: str, name: str) -> bool:
         rows = self._query(

@@ -16,7 +16,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import Tracking
 
-from adapters.sqlview import SqlReadModel
+from adapters.readside.model import ReadModel
 from adapters.store import StoreConfig
 from domain.cronworkflow import CronWorkflow
 from domain.decisions import DEFAULT_LATE_TOLERANCE
@@ -32,7 +32,7 @@ CREATED_TOPIC = "cronsource:CronWorkflowCreated/v1"
 class Engine:
     config: StoreConfig
     service: CronService
-    view: SqlReadModel
+    view: ReadModel
     readmodel: ReadModelProjection
     dispatcher: Dispatcher | None = None
     extra_replicas: list[CronService] = field(default_factory=list)

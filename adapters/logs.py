@@ -19,7 +19,7 @@ import sys
 from datetime import UTC, datetime
 from typing import IO, Any
 
-from adapters.sqlview import SqlReadModel
+from adapters.readside.model import ReadModel
 from projections.readmodel import rfc3339
 
 _MARK = "_cronsource_handler"
@@ -130,7 +130,7 @@ class DecisionLog:
     """
 
     def __init__(
-        self, view: SqlReadModel, logger: logging.Logger | None = None, page: int = 1000
+        self, view: ReadModel, logger: logging.Logger | None = None, page: int = 1000
     ) -> None:
         self.view = view
         self.log = logger or logging.getLogger("cronsource.decisions")

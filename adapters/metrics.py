@@ -38,7 +38,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from adapters.engine import Engine
-from adapters.sqlview import SqlReadModel
+from adapters.readside.model import ReadModel
 
 #: Fire skew buckets in seconds: on-time fires land in the first few (the scheduler wakes at
 #: the due time), late fires within the 30 s late tolerance in the middle, catch-ups after an
@@ -58,7 +58,7 @@ def _truthy(v: Any) -> bool:
 class EventTail:
     """Counters over the audit log, advanced by log position (see the module docstring)."""
 
-    def __init__(self, view: SqlReadModel) -> None:
+    def __init__(self, view: ReadModel) -> None:
         self.view = view
         self.position: int | None = None
         self.fires: dict[tuple[str, str], float] = defaultdict(float)

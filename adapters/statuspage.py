@@ -27,8 +27,8 @@ from pydantic import BaseModel, Field
 
 from adapters.api import Operations, ReadQueries
 from adapters.engine import Engine
+from adapters.readside.rows import AUDIT_COLUMNS, audit_from_row
 from adapters.shards import _MEMBER_CLASS
-from adapters.sqlview import AUDIT_COLUMNS, audit_from_row
 from domain.service import NotFound
 from projections.readmodel import AuditRow, rfc3339
 

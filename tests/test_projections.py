@@ -78,7 +78,7 @@ def test_a_failed_view_transaction_leaves_the_position_where_it_was(engine):
         """Writes the rows, then dies before the commit (the transaction rolls back)."""
 
         def write_batch(self, items):
-            with real._transaction() as conn:
+            with real.db.transaction() as conn:
                 conn.execute("DELETE FROM cronsource_status")
                 raise RuntimeError("killed inside the projection transaction")
 

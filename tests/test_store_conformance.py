@@ -411,7 +411,7 @@ def test_active_runs_come_from_an_upgraded_table_too(
         engine.catch_up(minute(1))
         before = engine.view.active_runs()
         assert len(before) == 1
-        with engine.view._transaction() as conn:
+        with engine.view.db.transaction() as conn:
             conn.execute("DROP INDEX IF EXISTS cronsource_status_active")
             conn.execute("ALTER TABLE cronsource_status DROP COLUMN active")
         engine.view.create_tables()

@@ -271,7 +271,7 @@ class CronWorkflowWatcher(_ListWatch):
 
     def seed(self, statuses: Iterable[dict[str, Any]]) -> int:
         """Remember the live CronWorkflows the store knows from the cluster (rows of
-        `SqlReadModel.statuses()`), so that the first list after a restart also reconciles
+        `ReadModel.statuses()`), so that the first list after a restart also reconciles
         deletions made while no watcher ran. Rows without a uid (applied by the CLI) and rows
         of the other instance are left alone."""
         n = 0
@@ -348,7 +348,7 @@ class DispatchProgress(Protocol):
 class ViewProgress:
     """DispatchProgress from the read model (thread-safe: the watch thread asks it)."""
 
-    view: Any  # adapters.sqlview.SqlReadModel
+    view: Any  # adapters.readside.model.ReadModel
     application_name: str
 
     def dispatched(self) -> int:
