@@ -12,7 +12,7 @@ from typing import Any
 from eventsourcing.persistence import Tracking
 
 from adapters.readside import positions, schema, writer
-from adapters.readside.database import Database
+from adapters.readside.database import Database, PostgresDatabase, SqliteDatabase
 from adapters.readside.queries import Queries
 from projections.readmodel import AuditRow, StatusRow
 
@@ -26,11 +26,11 @@ class ReadModel(Queries):
 
     @classmethod
     def sqlite(cls, path: str) -> ReadModel:
-        return cls(Database.sqlite(path))
+        return cls(SqliteDatabase(path))
 
     @classmethod
     def postgres(cls, url: str, schema: str | None = None) -> ReadModel:
-        return cls(Database.postgres(url, schema))
+        return cls(PostgresDatabase(url, schema))
 
     def create_tables(self) -> None:
         schema.create_tables(self.db)

@@ -45,7 +45,7 @@ if ROOT not in sys.path:
 
 from adapters import cli  # noqa: E402
 from adapters.localtarget import LocalTarget  # noqa: E402
-from adapters.readside.database import Database  # noqa: E402
+from adapters.readside.database import PostgresDatabase, SqliteDatabase  # noqa: E402
 from adapters.readside.model import ReadModel  # noqa: E402
 from domain.service import CronService  # noqa: E402
 
@@ -99,18 +99,21 @@ def install(fault: Fault) -> None:
     LocalTarget.create_many = crashy_create_many  # type: ignore[method-assign]
 
     # Inside the read model's transaction: every row and the new position are written, the
-    # COMMIT is not. (`write_batch` is the view's write; `Database.transaction` wraps it in
-    # BEGIN .. COMMIT. If these names change, the test's "every point was reached" check says so.)
-    transaction = Database.transaction
+    # COMMIT is not. (`write_batch` is the view's write; each database's `transaction` wraps
+    # it in BEGIN .. COMMIT. If these names change, the test's "every point was reached" check
+    # says so.)
     write_batch = ReadModel.write_batch
     writing = threading.local()
 
-    @contextlib.contextmanager
-    def crashy_transaction(self: Database) -> Iterator[Any]:
-        with transaction(self) as conn:
-            yield conn
-            if getattr(writing, "active", False):
-                fault.reached("readmodel-in-txn")
+    def crashy(transaction: Any) -> Any:
+        @contextlib.contextmanager
+        def crashy_transaction(self: Any) -> Iterator[Any]:
+            with transaction(self) as conn:
+                yield conn
+                if getattr(writing, "active", False):
+                    fault.reached("readmodel-in-txn")
+
+        return crashy_transaction
 
     def tracked_write_batch(self: ReadModel, items: Any) -> int:
         writing.active = True
@@ -119,7 +122,8 @@ def install(fault: Fault) -> None:
         finally:
             writing.active = False
 
-    Database.transaction = crashy_transaction  # type: ignore[method-assign, assignment]
+    for db in (SqliteDatabase, PostgresDatabase):
+        db.transaction = crashy(db.transaction)  # type: ignore[method-assign]
     ReadModel.write_batch = tracked_write_batch  # type: ignore[method-assign]
 
     run_completed = CronService.run_completed
