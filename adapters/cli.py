@@ -36,7 +36,6 @@ from adapters.api import (
     EVENT_TYPES,
     SKIP_REASONS,
     FieldError,
-    ReadQueries,
     backfill_result,
     cron_object,
     explain,
@@ -517,8 +516,7 @@ def migrate_cmd() -> None:
 
 
 def known_namespaces(engine: Engine) -> list[str]:
-    rows = engine.view.query("SELECT DISTINCT namespace FROM cronsource_audit")
-    return sorted(r[0] for r in rows)
+    return engine.view.audit_namespaces()
 
 
 def check_namespace(engine: Engine, obj: Ctx) -> None:
@@ -777,7 +775,7 @@ def history(
     with obj.engine() as engine:
         check_namespace(engine, obj)
         ns = None if obj.all_namespaces and not name else obj.ns
-        if name and not ReadQueries(engine).ever_existed(obj.ns, name):
+        if name and not engine.view.ever_existed(obj.ns, name):
             fail(f"cronworkflow {obj.ns}/{name} not found (never applied in namespace {obj.ns})")
         rows = engine.view.audit(ns, name, since=s, until=u, types=want_types)
         if obj.selector:
@@ -802,7 +800,7 @@ def why(name: str, at_: str) -> None:
     obj = _obj()
     t = parse_time(at_, "--at")
     with obj.engine() as engine:
-        queries = ReadQueries(engine)
+        queries = engine.view
         rows = queries.decisions_at(obj.ns, name, t)
         try:
             agg: CronWorkflow | None = engine.service.find(obj.ns, name)

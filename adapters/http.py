@@ -53,10 +53,8 @@ from adapters.api import (
     EVENT_TYPES,
     SKIP_REASONS,
     AlreadyExists,
-    EventFilter,
     FieldError,
     Operations,
-    ReadQueries,
     StaleVersion,
     backfill_result,
     cron_object,
@@ -78,6 +76,7 @@ from adapters.documents import (
 from adapters.engine import Engine
 from adapters.logs import scheduling_fields
 from adapters.metrics import Metrics
+from adapters.readside.queries import EventFilter
 from adapters.statuspage import status_page_router
 from adapters.storeintegrity import IntegrityCheck
 from domain.cronworkflow import manual_workflow_name
@@ -695,7 +694,7 @@ def create_app(
     settings = settings or ServeSettings()
     settings.check()
     ops = Operations(engine, clock)
-    queries = ReadQueries(engine)
+    queries = engine.view
     store_check = IntegrityCheck(engine)
     metrics = Metrics(engine, clock, rejected_by_api=lambda: ops.if_match_rejections)
     # Swagger UI and ReDoc from assets in the fastapi-offline wheel: /docs and /redoc work in

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from projections.readmodel import AuditRow
@@ -62,3 +62,13 @@ def status_from_row(r: Sequence[Any]) -> dict[str, Any]:
         "spec": json.loads(r[7]),
         "metadata": json.loads(r[8]),
     }
+
+
+def skip_last(row: AuditRow) -> datetime:
+    """The last tick of a skipped range (stored to the second, so its whole second counts)."""
+    last = row.detail.get("lastScheduledTime")
+    assert row.scheduled_time is not None
+    if not last:
+        return row.scheduled_time
+    end = datetime.fromisoformat(last).astimezone(UTC)
+    return end + timedelta(seconds=1) - timedelta(microseconds=1)
