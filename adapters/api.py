@@ -30,7 +30,7 @@ from domain.cronworkflow import CronWorkflow, workflow_name
 from domain.decisions import SkipReason
 from domain.manifest import CronWorkflowManifest
 from domain.service import AlreadyExists, NotFound, topic_type
-from projections.readmodel import AuditRow, rfc3339
+from projections.readmodel import AuditRow, StatusRow, rfc3339
 
 T = TypeVar("T")
 
@@ -93,23 +93,6 @@ def _ts(t: datetime) -> float:
 
 
 # ---------------------------------------------------------------------- objects
-
-
-def cron_object(row: dict[str, Any]) -> dict[str, Any]:
-    """A status row as Argo's CronWorkflow object (the shape of `cronsource get -o json`),
-    plus `metadata.resourceVersion` (the aggregate version `If-Match` takes) and
-    `status.nextScheduledTime` (from the due index; null while nothing can be decided)."""
-    metadata = dict(row["metadata"])
-    metadata["resourceVersion"] = str(row["version"])
-    status = dict(row["status"])
-    status["nextScheduledTime"] = rfc3339(row["nextDue"])
-    return {
-        "apiVersion": "argoproj.io/v1alpha1",
-        "kind": "CronWorkflow",
-        "metadata": metadata,
-        "spec": row["spec"],
-        "status": status,
-    }
 
 
 def event_object(row: AuditRow) -> dict[str, Any]:
@@ -221,10 +204,8 @@ def parse_label_selector(text: str | None) -> list[Requirement]:
     return out
 
 
-def select(rows: list[dict[str, Any]], selector: list[Requirement]) -> list[dict[str, Any]]:
-    return [
-        r for r in rows if all(req.matches(r["metadata"].get("labels") or {}) for req in selector)
-    ]
+def select(rows: list[StatusRow], selector: list[Requirement]) -> list[StatusRow]:
+    return [r for r in rows if all(req.matches(r.metadata.get("labels") or {}) for req in selector)]
 
 
 # ---------------------------------------------------------------------- decisions
@@ -313,7 +294,7 @@ def explain(agg: CronWorkflow | None, t: datetime, decisions: list[AuditRow]) ->
 
 
 def timeline(
-    rows: list[dict[str, Any]],
+    rows: list[StatusRow],
     window: Window,
     since: datetime,
     until: datetime,
@@ -326,7 +307,7 @@ def timeline(
     the range and its count, not each tick)."""
     n = max(1, math.ceil((until - since) / bucket))
     cells: dict[str, list[dict[str, Any]]] = {
-        f"{r['namespace']}/{r['name']}": [{} for _ in range(n)] for r in rows
+        f"{r.namespace}/{r.name}": [{} for _ in range(n)] for r in rows
     }
 
     def add(key: str, i: int, field: str, k: int, reason: str | None = None) -> None:
@@ -354,9 +335,9 @@ def timeline(
             add(key, math.floor((t - since) / bucket), "failed", 1)
     return [
         {
-            "namespace": r["namespace"],
-            "name": r["name"],
-            "cells": cells[f"{r['namespace']}/{r['name']}"],
+            "namespace": r.namespace,
+            "name": r.name,
+            "cells": cells[f"{r.namespace}/{r.name}"],
         }
         for r in rows
     ]
@@ -514,7 +495,7 @@ class Operations:
         self.engine.catch_up(at)
         row = self.engine.view.status(meta.namespace, meta.name)
         if row is not None:
-            raise AlreadyExists(meta.namespace, meta.name, int(row["version"]))
+            raise AlreadyExists(meta.namespace, meta.name, row.version)
         cron_id: UUID = self.service.create(manifest, at)
         self.engine.catch_up(at)
         return cron_id, "created"

@@ -37,7 +37,6 @@ from adapters.api import (
     SKIP_REASONS,
     FieldError,
     backfill_result,
-    cron_object,
     explain,
     next_fire_times,
     parse_label_selector,
@@ -51,7 +50,7 @@ from domain.backfill import DEFAULT_MAX_BACKFILL_TICKS, OVERLAPS, BackfillPlan, 
 from domain.cronworkflow import CronWorkflow
 from domain.manifest import CronWorkflowManifest, ManifestError, is_other_kind, parse_manifest
 from domain.service import NotFound
-from projections.readmodel import rfc3339
+from projections.readmodel import StatusRow, rfc3339
 
 OUTPUTS = ("table", "wide", "json", "yaml", "name")
 KIND = "cronworkflow.argoproj.io"
@@ -365,7 +364,7 @@ def _complete_names(ctx: click.Context, _param: click.Parameter, incomplete: str
         check_store(config)
         engine = build_engine(config)
         try:
-            names = sorted({c["name"] for c in engine.view.statuses(obj.ns)})
+            names = sorted({c.name for c in engine.view.statuses(obj.ns)})
         finally:
             engine.close()
     except Exception:
@@ -531,7 +530,7 @@ def check_namespace(engine: Engine, obj: Ctx) -> None:
         )
 
 
-def selected(rows: list[dict[str, Any]], obj: Ctx) -> list[dict[str, Any]]:
+def selected(rows: list[StatusRow], obj: Ctx) -> list[StatusRow]:
     try:
         return select(rows, parse_label_selector(obj.selector))
     except FieldError as e:
@@ -542,19 +541,19 @@ def _schedules(spec: dict[str, Any]) -> str:
     return ", ".join(spec.get("schedules") or [spec.get("schedule", "")])
 
 
-def _list_view(rows: list[dict[str, Any]], obj: Ctx) -> View:
+def _list_view(rows: list[StatusRow], obj: Ctx) -> View:
     t0 = now()
     show_ns = obj.all_namespaces
     table, wide = [], []
     for c in rows:
-        spec, st = c["spec"], c["status"]
-        nxt = c["nextDue"]
+        spec, st = c.spec, c.status
+        nxt = c.next_due
         last = st.get("lastScheduledTime")
         last_t = datetime.fromisoformat(last.replace("Z", "+00:00")) if last else None
         table.append(
-            ([c["namespace"]] if show_ns else [])
+            ([c.namespace] if show_ns else [])
             + [
-                c["name"],
+                c.name,
                 _schedules(spec),
                 spec.get("timezone") or "UTC",
                 str(spec.get("suspend", False)).lower(),
@@ -568,7 +567,7 @@ def _list_view(rows: list[dict[str, Any]], obj: Ctx) -> View:
                 spec.get("concurrencyPolicy", "Allow"),
                 str(st.get("succeeded", 0)),
                 str(st.get("failed", 0)),
-                ",".join(f"{k}={v}" for k, v in (c["metadata"].get("labels") or {}).items()) or "-",
+                ",".join(f"{k}={v}" for k, v in (c.metadata.get("labels") or {}).items()) or "-",
             ]
         )
     headers = (["NAMESPACE"] if show_ns else []) + [
@@ -586,13 +585,13 @@ def _list_view(rows: list[dict[str, Any]], obj: Ctx) -> View:
             "apiVersion": "argoproj.io/v1alpha1",
             "kind": "CronWorkflowList",
             "metadata": {},
-            "items": [cron_object(c) for c in rows],
+            "items": [c.as_object() for c in rows],
         },
         headers=headers,
         rows=table,
         wide_headers=["CONCURRENCY", "SUCCEEDED", "FAILED", "LABELS"],
         wide_rows=wide,
-        names=[f"{KIND}/{c['name']}" for c in rows],
+        names=[f"{KIND}/{c.name}" for c in rows],
         empty=f"No CronWorkflows found in {where}"
         + (f" matching -l {obj.selector!r}." if obj.selector else "."),
     )
@@ -612,20 +611,20 @@ def list_cmd() -> None:
     _list(_obj())
 
 
-def _find(engine: Engine, namespace: str, name: str) -> dict[str, Any]:
+def _find(engine: Engine, namespace: str, name: str) -> StatusRow:
     for c in engine.view.statuses(namespace):
-        if c["name"] == name:
+        if c.name == name:
             return c
     fail(f"cronworkflow {namespace}/{name} not found")
 
 
-def _get_view(c: dict[str, Any]) -> View:
-    spec, st = c["spec"], c["status"]
+def _get_view(c: StatusRow) -> View:
+    spec, st = c.spec, c.status
     t0 = now()
-    nxt = c["nextDue"]
+    nxt = c.next_due
     rows = [
-        ["Name", c["name"]],
-        ["Namespace", c["namespace"]],
+        ["Name", c.name],
+        ["Namespace", c.namespace],
         ["Schedules", _schedules(spec)],
         ["Timezone", spec.get("timezone") or "UTC"],
         ["Concurrency", spec.get("concurrencyPolicy", "Allow")],
@@ -638,7 +637,7 @@ def _get_view(c: dict[str, Any]) -> View:
     ]
     for cond in st.get("conditions") or []:
         rows.append([f"Condition {cond['type']}", cond.get("message", "")])
-    return View(cron_object(c), ["FIELD", "VALUE"], rows, names=[f"{KIND}/{c['name']}"])
+    return View(c.as_object(), ["FIELD", "VALUE"], rows, names=[f"{KIND}/{c.name}"])
 
 
 @cli.command()
@@ -780,7 +779,7 @@ def history(
         rows = engine.view.audit(ns, name, since=s, until=u, types=want_types)
         if obj.selector:
             keep = {
-                (c["namespace"], c["name"])
+                (c.namespace, c.name)
                 for c in selected(engine.view.statuses(ns, include_deleted=True), obj)
             }
             rows = [r for r in rows if (r.namespace, r.name) in keep]
@@ -860,7 +859,7 @@ def _targets(engine: Engine, obj: Ctx, names: Sequence[str]) -> list[tuple[str, 
         rows = selected(engine.view.statuses(None if obj.all_namespaces else obj.ns), obj)
         if not rows:
             fail(f"no CronWorkflow matches -l {obj.selector!r}")
-        return [(c["namespace"], c["name"]) for c in rows]
+        return [(c.namespace, c.name) for c in rows]
     return [(obj.ns, n) for n in names]
 
 
@@ -1287,18 +1286,15 @@ def run(
 def next_tick_line(engine: Engine) -> str:
     """`next tick: default/hello at ... (in 42s)`, or why there is none."""
     try:
-        rows = [c for c in engine.view.statuses() if c["nextDue"] is not None]
+        due = [(c.next_due, c) for c in engine.view.statuses() if c.next_due is not None]
     except Exception as e:
         return f"next tick: unknown ({describe(e, engine.config)})"
-    if not rows:
+    if not due:
         return "next tick: none (no live CronWorkflow; apply one, or resume a suspended one)"
-    c = min(rows, key=lambda r: r["nextDue"])
-    t = c["nextDue"]
-    zone = c["spec"].get("timezone") or "UTC"
+    t, c = min(due, key=lambda d: d[0])
+    zone = c.spec.get("timezone") or "UTC"
     local = t.astimezone(ZoneInfo(zone)).isoformat()
-    return (
-        f"next tick: {c['namespace']}/{c['name']} at {rfc3339(t)} ({local} {zone}, {ago(t, now())})"
-    )
+    return f"next tick: {c.namespace}/{c.name} at {rfc3339(t)} ({local} {zone}, {ago(t, now())})"
 
 
 # ---------------------------------------------------------------------- simulate

@@ -57,7 +57,6 @@ from adapters.api import (
     Operations,
     StaleVersion,
     backfill_result,
-    cron_object,
     event_object,
     explain,
     next_fire_times,
@@ -82,7 +81,7 @@ from adapters.storeintegrity import IntegrityCheck
 from domain.cronworkflow import manual_workflow_name
 from domain.manifest import CronWorkflowManifest, ManifestError, parse_manifest
 from domain.service import Conflict, NotFound
-from projections.readmodel import rfc3339
+from projections.readmodel import StatusRow, rfc3339
 
 log = logging.getLogger("cronsource.http")
 
@@ -859,16 +858,16 @@ def create_app(
                 " take effect (GET the CronWorkflow to see)",
             ) from None
 
-    def current(namespace: str, name: str) -> dict[str, Any]:
+    def current(namespace: str, name: str) -> StatusRow:
         ops.catch_up(wait=False)
         row = queries.status(namespace, name)
         if row is None:
             raise NotFound(f"cronworkflow {namespace}/{name} not found")
         return row
 
-    def respond(row: dict[str, Any], status_code: int = 200) -> JSONResponse:
+    def respond(row: StatusRow, status_code: int = 200) -> JSONResponse:
         return JSONResponse(
-            cron_object(row), status_code=status_code, headers={"ETag": f'"{row["version"]}"'}
+            row.as_object(), status_code=status_code, headers={"ETag": f'"{row.version}"'}
         )
 
     def log_command(what: str, namespace: str, name: str, version: int, **more: Any) -> None:
@@ -956,7 +955,7 @@ def create_app(
                 manifest, expected=expected, must_not_exist=(if_none_match or "").strip() == "*"
             )
             row = current(namespace, manifest.metadata.name)
-            log_command(what, namespace, manifest.metadata.name, row["version"])
+            log_command(what, namespace, manifest.metadata.name, row.version)
             resp = respond(row, 201 if what == "created" else 200)
             if what == "created":
                 resp.headers["Location"] = (
@@ -977,7 +976,7 @@ def create_app(
         selector = parse_label_selector(label_selector)
         ops.catch_up(wait=False)
         rows = select(engine.view.statuses(namespace), selector)
-        return {"items": [cron_object(r) for r in rows]}
+        return {"items": [r.as_object() for r in rows]}
 
     @api.get(
         "/cronworkflows",
@@ -990,7 +989,7 @@ def create_app(
         selector = parse_label_selector(label_selector)
         ops.catch_up(wait=False)
         rows = select(engine.view.statuses(None), selector)
-        return {"items": [cron_object(r) for r in rows]}
+        return {"items": [r.as_object() for r in rows]}
 
     @api.get(
         base + "/{name}",
@@ -1022,7 +1021,7 @@ def create_app(
             manifest = admit(doc, namespace, name)
             _, what = ops.apply(manifest, expected=expected, must_exist=True)
             row = current(namespace, name)
-            log_command(what, namespace, name, row["version"])
+            log_command(what, namespace, name, row.version)
             return respond(row)
 
         return await bounded(run)
@@ -1226,7 +1225,7 @@ def create_app(
         ops.catch_up(wait=False)
         rows = engine.view.statuses(namespace)
         if name is not None:
-            rows = [r for r in rows if r["name"] == name]
+            rows = [r for r in rows if r.name == name]
             if not rows:
                 raise NotFound(f"cronworkflow {namespace}/{name} not found")
         window = queries.window(namespace, name, since, until, bucket)

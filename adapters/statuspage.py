@@ -187,7 +187,7 @@ def status_page_router(
         row = queries.status(namespace, name)
         if row is None:
             raise NotFound(f"cronworkflow {namespace}/{name} not found")
-        active = [ref["name"] for ref in row["status"].get("active") or []]
+        active = [ref["name"] for ref in row.status.get("active") or []]
         return {"items": child_workflows(engine.view, namespace, name, active, limit)}
 
     return router

@@ -1,16 +1,96 @@
-"""The read side (adapters/readside/): reads on PostgreSQL do not wait for each other."""
+"""The read side (adapters/readside/): one status row type with the shapes readers print, and
+reads on PostgreSQL that do not wait for each other."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
 
+from adapters.engine import build_engine
 from adapters.readside.model import ReadModel
 from adapters.store import StoreConfig
+from domain.manifest import parse_manifest
+from projections.readmodel import StatusRow, status_row
+
+T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
+
+
+def _row(next_due: datetime | None, labels: dict[str, str] | None) -> StatusRow:
+    metadata: dict[str, Any] = {"name": "nightly", "namespace": "team"}
+    if labels is not None:
+        metadata["labels"] = labels
+    return StatusRow(
+        cron_id="0b6f6c1e-5f6b-4d3c-9a55-6f1f0f0e0c01",
+        namespace="team",
+        name="nightly",
+        deleted=False,
+        next_due=next_due,
+        status={"active": [], "lastScheduledTime": None, "phase": "Active"},
+        spec={"schedule": "0 2 * * *", "suspend": False},
+        metadata=metadata,
+        version=7,
+    )
+
+
+def test_a_status_row_renders_argos_cronworkflow_object_byte_for_byte() -> None:
+    """The HTTP API and `get -o json` print this: resourceVersion is the aggregate version
+    as a string, after the stored metadata; nextScheduledTime comes last in the status."""
+    row = _row(T0 + timedelta(hours=16), {"team": "data"})
+    assert json.dumps(row.as_object()) == (
+        '{"apiVersion": "argoproj.io/v1alpha1", "kind": "CronWorkflow",'
+        ' "metadata": {"name": "nightly", "namespace": "team", "labels": {"team": "data"},'
+        ' "resourceVersion": "7"},'
+        ' "spec": {"schedule": "0 2 * * *", "suspend": false},'
+        ' "status": {"active": [], "lastScheduledTime": null, "phase": "Active",'
+        ' "nextScheduledTime": "2026-05-05T02:00:00Z"}}'
+    )
+    # Rendering copies: the row itself keeps what the view stored.
+    assert "resourceVersion" not in row.metadata and "nextScheduledTime" not in row.status
+
+
+def test_a_status_row_with_nothing_due_renders_a_null_next_time() -> None:
+    assert _row(None, {}).as_object()["status"]["nextScheduledTime"] is None
+
+
+def test_a_status_row_renders_the_simulate_summary_with_labels_only() -> None:
+    """`simulate -o json` prints namespace, name, the labels (none: an empty map) and the
+    status; nothing else of the metadata."""
+    assert json.dumps(_row(None, None).as_summary()) == (
+        '{"namespace": "team", "name": "nightly", "metadata": {"labels": {}},'
+        ' "status": {"active": [], "lastScheduledTime": null, "phase": "Active"}}'
+    )
+    assert _row(None, {"a": "b"}).as_summary()["metadata"] == {"labels": {"a": "b"}}
+
+
+@pytest.mark.parametrize("store", ["memory:", "sqlite"])
+def test_readers_get_the_row_type_the_projection_wrote(store: str, tmp_path: Any) -> None:
+    """What the projection writes (status_row of the aggregate) is what statuses() and
+    status() give back: one type, equal field by field after the round trip."""
+    url = store if store == "memory:" else f"sqlite:///{tmp_path / 'c.db'}"
+    engine = build_engine(url)
+    try:
+        doc = {
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "CronWorkflow",
+            "metadata": {"name": "job", "namespace": "default", "labels": {"a": "b"}},
+            "spec": {"schedule": "* * * * *", "workflowSpec": {"entrypoint": "main"}},
+        }
+        cron_id, _ = engine.service.apply(parse_manifest(doc), T0)
+        engine.service.tick([cron_id], T0 + timedelta(minutes=1))
+        engine.catch_up(T0 + timedelta(minutes=1))
+        want = status_row(engine.service.load(cron_id))
+        assert engine.view.statuses() == [want]
+        assert engine.view.status("default", "job") == want
+        assert want.next_due == T0 + timedelta(minutes=2)
+    finally:
+        engine.close()
+
 
 #: An advisory lock key of this test only (adapters/shards.py uses class ids of its own).
 HOLD_KEY = 7_326_001

@@ -266,13 +266,13 @@ def test_read_model_statuses_and_audit(engine: Engine) -> None:
 
     assert engine.catch_up() == 5
     statuses = engine.view.statuses()
-    assert [(s["namespace"], s["name"]) for s in statuses] == [
+    assert [(s.namespace, s.name) for s in statuses] == [
         ("default", "alpha"),
         ("team", "beta"),
     ]
     alpha, beta = statuses
-    assert alpha["id"] == str(a)
-    assert alpha["status"] == {
+    assert alpha.cron_id == str(a)
+    assert alpha.status == {
         "active": [],
         "lastScheduledTime": "2026-05-04T10:01:00Z",
         "conditions": [],
@@ -280,10 +280,10 @@ def test_read_model_statuses_and_audit(engine: Engine) -> None:
         "failed": 1,
         "phase": "Active",
     }
-    assert alpha["nextDue"] == minute(2)
-    assert alpha["version"] == 3
-    assert beta["spec"]["suspend"] is True
-    assert beta["status"]["lastScheduledTime"] is None
+    assert alpha.next_due == minute(2)
+    assert alpha.version == 3
+    assert beta.spec["suspend"] is True
+    assert beta.status["lastScheduledTime"] is None
     assert engine.view.statuses("team") == [beta]
 
     audit = engine.view.audit()

@@ -23,7 +23,7 @@ from adapters.readside.rows import (
     skip_last,
     status_from_row,
 )
-from projections.readmodel import AuditRow
+from projections.readmodel import AuditRow, StatusRow
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,8 @@ class Queries:
 
     def statuses(
         self, namespace: str | None = None, *, include_deleted: bool = False
-    ) -> list[dict[str, Any]]:
+    ) -> list[StatusRow]:
+        """The CronWorkflows of a namespace (None: every one), by namespace and name."""
         sql = f"SELECT {STATUS_COLUMNS} FROM cronsource_status WHERE 1 = 1"
         args: list[Any] = []
         if namespace is not None:
@@ -203,7 +204,7 @@ class Queries:
 
     # ------------------------------------------------------------------ HTTP API
 
-    def status(self, namespace: str, name: str) -> dict[str, Any] | None:
+    def status(self, namespace: str, name: str) -> StatusRow | None:
         """The live CronWorkflow of that name as the read model shows it, or None."""
         rows = self._query(
             f"SELECT {STATUS_COLUMNS} FROM cronsource_status"

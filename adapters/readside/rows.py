@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from projections.readmodel import AuditRow
+from projections.readmodel import AuditRow, StatusRow
 
 #: Columns of cronsource_audit in the order `audit_from_row` reads them.
 AUDIT_COLUMNS = (
@@ -49,19 +49,19 @@ def audit_from_row(r: Sequence[Any]) -> AuditRow:
     )
 
 
-def status_from_row(r: Sequence[Any]) -> dict[str, Any]:
-    """A status row from a row selected with STATUS_COLUMNS."""
-    return {
-        "id": r[0],
-        "namespace": r[1],
-        "name": r[2],
-        "deleted": bool(r[3]),
-        "nextDue": dt(r[4]),
-        "version": r[5],
-        "status": json.loads(r[6]),
-        "spec": json.loads(r[7]),
-        "metadata": json.loads(r[8]),
-    }
+def status_from_row(r: Sequence[Any]) -> StatusRow:
+    """A StatusRow from a row selected with STATUS_COLUMNS."""
+    return StatusRow(
+        cron_id=r[0],
+        namespace=r[1],
+        name=r[2],
+        deleted=bool(r[3]),
+        next_due=dt(r[4]),
+        version=int(r[5]),
+        status=json.loads(r[6]),
+        spec=json.loads(r[7]),
+        metadata=json.loads(r[8]),
+    )
 
 
 def skip_last(row: AuditRow) -> datetime:

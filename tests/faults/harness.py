@@ -544,18 +544,9 @@ def check_read_model(engine: Engine, events: list[tuple[int, Any]], scratch: Pat
             [(a, b) for a, b in zip(have_s, want_s, strict=False) if a != b][:1]
         )
         for row in have_s:
-            agg = svc.repository.get(UUID(row["id"]))
+            agg = svc.repository.get(UUID(row.cron_id))
             sr = status_row(agg)
-            assert (
-                row["version"],
-                row["status"],
-                row["spec"],
-                row["metadata"],
-                row["nextDue"],
-                row["deleted"],
-            ) == (sr.version, sr.status, sr.spec, sr.metadata, sr.next_due, sr.deleted), (
-                f"status row of {row['name']} differs from its aggregate"
-            )
+            assert row == sr, f"status row of {row.name} differs from its aggregate"
         return len(events)
     finally:
         rebuilt.close()
