@@ -8,9 +8,12 @@ anyway and whose indexed reads take well under a millisecond, so one code path f
 PostgreSQL (`PostgresDatabase`): a pool of connections (psycopg_pool), so reads from
 several threads (the HTTP server's worker threads, the scheduler, the projector) run at once
 on connections of their own: nothing in this process serialises them. A connection that
-broke (the server restarted) is found by the pool's check when it is taken and replaced;
-while the server is down, a caller waits up to POOL_TIMEOUT, then gets PoolTimeout (an
-`OperationalError`) and its supervisor retries the turn.
+broke (the server restarted) fails the statement it was taken for, as a per-thread connection
+did; the pool drops it when it comes back broken and opens a new one, and the caller's
+supervisor retries the turn. (The pool's check on every checkout would find it first, at the
+cost of one more round trip per read on the scheduler's and the API's hot paths.) While the
+server is down, a caller waits up to POOL_TIMEOUT for a connection, then gets PoolTimeout
+(an `OperationalError`).
 """
 
 from __future__ import annotations
@@ -131,7 +134,6 @@ class PostgresDatabase:
                     max_size=self.size,
                     kwargs={"autocommit": True},
                     configure=self._configure,
-                    check=ConnectionPool.check_connection,
                     timeout=POOL_TIMEOUT,
                     name="cronsource-readmodel",
                     open=True,
