@@ -32,10 +32,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from adapters.api import EVENT_TYPES, SKIP_REASONS, FieldError, ReadQueries
+from adapters.api import EVENT_TYPES, SKIP_REASONS, FieldError
 from adapters.engine import Engine, build_engine, migrate
 from adapters.explain import explain
-from adapters.objects import backfill_result, cron_object, next_fire_times
+from adapters.objects import backfill_result, next_fire_times
 from adapters.selectors import parse_label_selector, select
 from adapters.store import StoreConfig, StoreURLError
 from adapters.storecheck import StoreUnavailable, check_store, describe
@@ -44,7 +44,7 @@ from domain.cronworkflow import CronWorkflow
 from domain.manifest import CronWorkflowManifest, ManifestError, is_other_kind, parse_manifest
 from domain.service import NotFound
 from domain.timestamps import TimestampError, parse_timestamp
-from projections.readmodel import rfc3339
+from projections.readmodel import StatusRow, rfc3339
 
 OUTPUTS = ("table", "wide", "json", "yaml", "name")
 KIND = "cronworkflow.argoproj.io"
@@ -362,7 +362,7 @@ def _complete_names(ctx: click.Context, _param: click.Parameter, incomplete: str
         check_store(config)
         engine = build_engine(config)
         try:
-            names = sorted({c["name"] for c in engine.view.statuses(obj.ns)})
+            names = sorted({c.name for c in engine.view.statuses(obj.ns)})
         finally:
             engine.close()
     except Exception:
@@ -512,8 +512,7 @@ def migrate_cmd() -> None:
 
 
 def known_namespaces(engine: Engine) -> list[str]:
-    rows = engine.view.query("SELECT DISTINCT namespace FROM cronsource_audit")
-    return sorted(r[0] for r in rows)
+    return engine.view.audit_namespaces()
 
 
 def check_namespace(engine: Engine, obj: Ctx) -> None:
@@ -528,7 +527,7 @@ def check_namespace(engine: Engine, obj: Ctx) -> None:
         )
 
 
-def selected(rows: list[dict[str, Any]], obj: Ctx) -> list[dict[str, Any]]:
+def selected(rows: list[StatusRow], obj: Ctx) -> list[StatusRow]:
     try:
         return select(rows, parse_label_selector(obj.selector))
     except FieldError as e:
@@ -539,19 +538,19 @@ def _schedules(spec: dict[str, Any]) -> str:
     return ", ".join(spec.get("schedules") or [spec.get("schedule", "")])
 
 
-def _list_view(rows: list[dict[str, Any]], obj: Ctx) -> View:
+def _list_view(rows: list[StatusRow], obj: Ctx) -> View:
     t0 = now()
     show_ns = obj.all_namespaces
     table, wide = [], []
     for c in rows:
-        spec, st = c["spec"], c["status"]
-        nxt = c["nextDue"]
+        spec, st = c.spec, c.status
+        nxt = c.next_due
         last = st.get("lastScheduledTime")
         last_t = parse_timestamp(last, "lastScheduledTime", bounded=False) if last else None
         table.append(
-            ([c["namespace"]] if show_ns else [])
+            ([c.namespace] if show_ns else [])
             + [
-                c["name"],
+                c.name,
                 _schedules(spec),
                 spec.get("timezone") or "UTC",
                 str(spec.get("suspend", False)).lower(),
@@ -565,7 +564,7 @@ def _list_view(rows: list[dict[str, Any]], obj: Ctx) -> View:
                 spec.get("concurrencyPolicy", "Allow"),
                 str(st.get("succeeded", 0)),
                 str(st.get("failed", 0)),
-                ",".join(f"{k}={v}" for k, v in (c["metadata"].get("labels") or {}).items()) or "-",
+                ",".join(f"{k}={v}" for k, v in (c.metadata.get("labels") or {}).items()) or "-",
             ]
         )
     headers = (["NAMESPACE"] if show_ns else []) + [
@@ -583,13 +582,13 @@ def _list_view(rows: list[dict[str, Any]], obj: Ctx) -> View:
             "apiVersion": "argoproj.io/v1alpha1",
             "kind": "CronWorkflowList",
             "metadata": {},
-            "items": [cron_object(c) for c in rows],
+            "items": [c.as_object() for c in rows],
         },
         headers=headers,
         rows=table,
         wide_headers=["CONCURRENCY", "SUCCEEDED", "FAILED", "LABELS"],
         wide_rows=wide,
-        names=[f"{KIND}/{c['name']}" for c in rows],
+        names=[f"{KIND}/{c.name}" for c in rows],
         empty=f"No CronWorkflows found in {where}"
         + (f" matching -l {obj.selector!r}." if obj.selector else "."),
     )
@@ -609,20 +608,20 @@ def list_cmd() -> None:
     _list(_obj())
 
 
-def _find(engine: Engine, namespace: str, name: str) -> dict[str, Any]:
+def _find(engine: Engine, namespace: str, name: str) -> StatusRow:
     for c in engine.view.statuses(namespace):
-        if c["name"] == name:
+        if c.name == name:
             return c
     fail(f"cronworkflow {namespace}/{name} not found")
 
 
-def _get_view(c: dict[str, Any]) -> View:
-    spec, st = c["spec"], c["status"]
+def _get_view(c: StatusRow) -> View:
+    spec, st = c.spec, c.status
     t0 = now()
-    nxt = c["nextDue"]
+    nxt = c.next_due
     rows = [
-        ["Name", c["name"]],
-        ["Namespace", c["namespace"]],
+        ["Name", c.name],
+        ["Namespace", c.namespace],
         ["Schedules", _schedules(spec)],
         ["Timezone", spec.get("timezone") or "UTC"],
         ["Concurrency", spec.get("concurrencyPolicy", "Allow")],
@@ -635,7 +634,7 @@ def _get_view(c: dict[str, Any]) -> View:
     ]
     for cond in st.get("conditions") or []:
         rows.append([f"Condition {cond['type']}", cond.get("message", "")])
-    return View(cron_object(c), ["FIELD", "VALUE"], rows, names=[f"{KIND}/{c['name']}"])
+    return View(c.as_object(), ["FIELD", "VALUE"], rows, names=[f"{KIND}/{c.name}"])
 
 
 @cli.command()
@@ -772,12 +771,12 @@ def history(
     with obj.engine() as engine:
         check_namespace(engine, obj)
         ns = None if obj.all_namespaces and not name else obj.ns
-        if name and not ReadQueries(engine).ever_existed(obj.ns, name):
+        if name and not engine.view.ever_existed(obj.ns, name):
             fail(f"cronworkflow {obj.ns}/{name} not found (never applied in namespace {obj.ns})")
         rows = engine.view.audit(ns, name, since=s, until=u, types=want_types)
         if obj.selector:
             keep = {
-                (c["namespace"], c["name"])
+                (c.namespace, c.name)
                 for c in selected(engine.view.statuses(ns, include_deleted=True), obj)
             }
             rows = [r for r in rows if (r.namespace, r.name) in keep]
@@ -797,7 +796,7 @@ def why(name: str, at_: str) -> None:
     obj = _obj()
     t = parse_time(at_, "--at")
     with obj.engine() as engine:
-        queries = ReadQueries(engine)
+        queries = engine.view
         rows = queries.decisions_at(obj.ns, name, t)
         try:
             agg: CronWorkflow | None = engine.service.find(obj.ns, name)
@@ -861,7 +860,7 @@ def _targets(engine: Engine, obj: Ctx, names: Sequence[str]) -> list[tuple[str, 
         rows = selected(engine.view.statuses(None if obj.all_namespaces else obj.ns), obj)
         if not rows:
             fail(f"no CronWorkflow matches -l {obj.selector!r}")
-        return [(c["namespace"], c["name"]) for c in rows]
+        return [(c.namespace, c.name) for c in rows]
     return [(obj.ns, n) for n in names]
 
 
@@ -1291,18 +1290,15 @@ def run(
 def next_tick_line(engine: Engine) -> str:
     """`next tick: default/hello at ... (in 42s)`, or why there is none."""
     try:
-        rows = [c for c in engine.view.statuses() if c["nextDue"] is not None]
+        due = [(c.next_due, c) for c in engine.view.statuses() if c.next_due is not None]
     except Exception as e:
         return f"next tick: unknown ({describe(e, engine.config)})"
-    if not rows:
+    if not due:
         return "next tick: none (no live CronWorkflow; apply one, or resume a suspended one)"
-    c = min(rows, key=lambda r: r["nextDue"])
-    t = c["nextDue"]
-    zone = c["spec"].get("timezone") or "UTC"
+    t, c = min(due, key=lambda d: d[0])
+    zone = c.spec.get("timezone") or "UTC"
     local = t.astimezone(ZoneInfo(zone)).isoformat()
-    return (
-        f"next tick: {c['namespace']}/{c['name']} at {rfc3339(t)} ({local} {zone}, {ago(t, now())})"
-    )
+    return f"next tick: {c.namespace}/{c.name} at {rfc3339(t)} ({local} {zone}, {ago(t, now())})"
 
 
 # ---------------------------------------------------------------------- simulate

@@ -17,7 +17,7 @@ from uuid import UUID
 from eventsourcing.persistence import Tracking
 
 from adapters.projector import Projector, lock_for
-from adapters.sqlview import SqlReadModel
+from adapters.readside.model import ReadModel
 from adapters.store import StoreConfig
 from domain.cronworkflow import CronWorkflow
 from domain.decisions import DEFAULT_LATE_TOLERANCE
@@ -33,7 +33,7 @@ CREATED_TOPIC = "cronsource:CronWorkflowCreated/v1"
 class Engine:
     config: StoreConfig
     service: CronService
-    view: SqlReadModel
+    view: ReadModel
     readmodel: ReadModelProjection
     dispatcher: Dispatcher | None = None
     #: The one owner of the projections' positions (set by `build_engine`).

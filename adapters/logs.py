@@ -19,7 +19,7 @@ import sys
 from datetime import UTC, datetime
 from typing import IO, Any
 
-from adapters.sqlview import SqlReadModel
+from adapters.readside.queries import Queries
 from projections.readmodel import rfc3339
 
 _MARK = "_cronsource_handler"
@@ -130,13 +130,12 @@ class DecisionLog:
     """
 
     def __init__(
-        self, view: SqlReadModel, logger: logging.Logger | None = None, page: int = 1000
+        self, view: Queries, logger: logging.Logger | None = None, page: int = 1000
     ) -> None:
         self.view = view
         self.log = logger or logging.getLogger("cronsource.decisions")
         self.page = page
-        rows = view.query("SELECT MAX(notification_id) FROM cronsource_audit")
-        self.position = int(rows[0][0] or 0) if rows else 0
+        self.position = view.audit_head()
 
     def emit_new(self) -> int:
         written = 0

@@ -20,7 +20,6 @@ from PostgreSQL's advisory locks (adapters/shards.py), which any process can see
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections import defaultdict
@@ -39,7 +38,7 @@ from prometheus_client.registry import Collector
 
 from adapters.engine import Engine
 from adapters.projector import PROJECTOR_LOCK_CLASS
-from adapters.sqlview import SqlReadModel
+from adapters.readside.queries import Queries
 
 #: Fire skew buckets in seconds: on-time fires land in the first few (the scheduler wakes at
 #: the due time), late fires within the 30 s late tolerance in the middle, catch-ups after an
@@ -59,7 +58,7 @@ def _truthy(v: Any) -> bool:
 class EventTail:
     """Counters over the audit log, advanced by log position (see the module docstring)."""
 
-    def __init__(self, view: SqlReadModel) -> None:
+    def __init__(self, view: Queries) -> None:
         self.view = view
         self.position: int | None = None
         self.fires: dict[tuple[str, str], float] = defaultdict(float)
@@ -72,39 +71,17 @@ class EventTail:
         self.skew_sum: dict[str, float] = defaultdict(float)
         self._lock = threading.Lock()
 
-    def _json(self, key: str) -> str:
-        if self.view.is_sqlite:  # SQLite
-            return f"json_extract(detail, '$.{key}')"
-        return f"(detail::json ->> '{key}')"
-
     def _load(self) -> None:
-        head_rows = self.view.query("SELECT MAX(notification_id) FROM cronsource_audit")
-        head = int(head_rows[0][0] or 0) if head_rows else 0
-        j = self._json
-        types = ", ".join(f"'{t}'" for t in COUNTED_TYPES)
-        rows = self.view.query(
-            f"SELECT namespace, type, reason, {j('trigger')}, {j('phase')}, {j('transient')},"
-            f" COUNT(*), SUM(COALESCE(CAST({j('count')} AS INTEGER), 1))"
-            f" FROM cronsource_audit WHERE notification_id <= ? AND type IN ({types})"
-            " GROUP BY namespace, type, reason, 4, 5, 6",
-            (head,),
-        )
-        for ns, typ, reason, trigger, phase, transient, n, ticks in rows:
-            self._count(ns, typ, reason, trigger, phase, transient, int(n), int(ticks or n))
-        bucket_sql = ", ".join(
-            f"SUM(CASE WHEN at - scheduled_time <= {b} THEN 1 ELSE 0 END)" for b in SKEW_BUCKETS
-        )
-        rows = self.view.query(
-            f"SELECT {j('trigger')}, COUNT(*), SUM(at - scheduled_time), {bucket_sql}"
-            " FROM cronsource_audit WHERE notification_id <= ? AND type = 'ScheduleFired'"
-            f" AND {j('trigger')} IN ('schedule', 'catchup') GROUP BY 1",
-            (head,),
-        )
-        for trigger, n, total, *cumulative in rows:
-            counts = [float(c or 0) for c in cumulative] + [float(n)]
+        head = self.view.audit_head()
+        for ns, typ, reason, trigger, phase, transient, n, ticks in self.view.event_counts(
+            head, COUNTED_TYPES
+        ):
+            self._count(ns, typ, reason, trigger, phase, transient, n, ticks)
+        for trigger, n, total, cumulative in self.view.fire_skew(head, SKEW_BUCKETS):
+            counts = [*cumulative, float(n)]
             buckets = [counts[0]] + [counts[i] - counts[i - 1] for i in range(1, len(counts))]
             self.skew[trigger] = buckets
-            self.skew_sum[trigger] = float(total or 0.0)
+            self.skew_sum[trigger] = total
         self.position = head
 
     def _count(
@@ -145,30 +122,25 @@ class EventTail:
                 self._load()
                 return
             deadline = time.monotonic() + budget
-            types = ", ".join(f"'{t}'" for t in COUNTED_TYPES)
             while True:
-                rows = self.view.query(
-                    "SELECT notification_id, namespace, type, reason, at, scheduled_time, detail"
-                    f" FROM cronsource_audit WHERE notification_id > ? AND type IN ({types})"
-                    " ORDER BY notification_id LIMIT ?",
-                    (self.position, TAIL_PAGE),
-                )
-                for pos, ns, typ, reason, at, scheduled, detail_text in rows:
-                    detail = json.loads(detail_text)
+                rows = self.view.tail(self.position, COUNTED_TYPES, TAIL_PAGE)
+                for r in rows:
+                    detail = r.detail
                     trigger = detail.get("trigger")
                     self._count(
-                        ns,
-                        typ,
-                        reason,
+                        r.namespace,
+                        r.type,
+                        r.reason,
                         trigger,
                         detail.get("phase"),
                         detail.get("transient"),
                         1,
                         int(detail.get("count", 1)),
                     )
-                    if typ == "ScheduleFired" and trigger in ("schedule", "catchup"):
-                        self._observe_skew(trigger, float(at) - float(scheduled))
-                    self.position = int(pos)
+                    if r.type == "ScheduleFired" and trigger in ("schedule", "catchup"):
+                        assert r.scheduled_time is not None  # a fire is for a tick
+                        self._observe_skew(trigger, r.at - float(r.scheduled_time))
+                    self.position = r.position
                 if len(rows) < TAIL_PAGE or time.monotonic() >= deadline:
                     break
 
@@ -266,31 +238,23 @@ class _EngineCollector(Collector):
         for projection, behind in sorted(lag(self.engine).items()):
             lags.add_metric([projection], float(behind))
         yield lags
-        now = self.clock().timestamp()
-        row = self.engine.view.query(
-            "SELECT COUNT(*), SUM(CASE WHEN next_due <= ? THEN 1 ELSE 0 END)"
-            " FROM cronsource_status WHERE deleted = 0 AND next_due IS NOT NULL",
-            (now,),
-        )[0]
+        size, overdue = self.engine.view.due_counts(self.clock())
         yield GaugeMetricFamily(
             "cronsource_due_index_size",
             "Live CronWorkflows with a next due time in the due index",
-            value=float(row[0] or 0),
+            value=float(size),
         )
         yield GaugeMetricFamily(
             "cronsource_due_overdue",
             "CronWorkflows whose due time has passed and that are not decided yet",
-            value=float(row[1] or 0),
+            value=float(overdue),
         )
         counts = GaugeMetricFamily(
             "cronsource_cronworkflows",
             "Live CronWorkflows, by namespace",
             labels=["namespace"],
         )
-        for ns, n in self.engine.view.query(
-            "SELECT namespace, COUNT(*) FROM cronsource_status WHERE deleted = 0"
-            " GROUP BY namespace ORDER BY namespace"
-        ):
+        for ns, n in self.engine.view.live_by_namespace():
             counts.add_metric([ns], float(n))
         yield counts
 
@@ -322,12 +286,8 @@ class _EngineCollector(Collector):
             yield failures
         if self.engine.config.kind != "postgresql":
             return
-        rows = self.engine.view.query(
-            "SELECT classid::bigint, objid::bigint, pid FROM pg_locks"
-            " WHERE locktype = 'advisory' AND granted"
-            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-            " AND classid::bigint IN (?, ?, ?)",
-            (shards._MEMBER_CLASS, shards._SHARD_CLASS, PROJECTOR_LOCK_CLASS),
+        rows = self.engine.view.advisory_locks(
+            (shards._MEMBER_CLASS, shards._SHARD_CLASS, PROJECTOR_LOCK_CLASS)
         )
         members = {int(pid) for cls, _, pid in rows if int(cls) == shards._MEMBER_CLASS}
         by_pid: dict[int, int] = defaultdict(int)

@@ -1,6 +1,7 @@
-"""The JSON shapes the CLI (`-o json`) and the HTTP API answer with: a CronWorkflow as Argo's
-object, an audit event with its log position, a backfill's outcome, the next fire times.
-One function each, so both entrypoints print the same thing."""
+"""The JSON shapes the CLI (`-o json`) and the HTTP API answer with: an audit event with its
+log position, a backfill's outcome, the next fire times. One function each, so both
+entrypoints print the same thing (a CronWorkflow as Argo's object is `StatusRow.as_object`,
+beside the row type in projections/readmodel.py)."""
 
 from __future__ import annotations
 
@@ -11,23 +12,6 @@ from zoneinfo import ZoneInfo
 from domain.backfill import BackfillPlan
 from domain.cronworkflow import CronWorkflow, workflow_name
 from projections.readmodel import AuditRow, rfc3339
-
-
-def cron_object(row: dict[str, Any]) -> dict[str, Any]:
-    """A status row as Argo's CronWorkflow object (the shape of `cronsource get -o json`),
-    plus `metadata.resourceVersion` (the aggregate version `If-Match` takes) and
-    `status.nextScheduledTime` (from the due index; null while nothing can be decided)."""
-    metadata = dict(row["metadata"])
-    metadata["resourceVersion"] = str(row["version"])
-    status = dict(row["status"])
-    status["nextScheduledTime"] = rfc3339(row["nextDue"])
-    return {
-        "apiVersion": "argoproj.io/v1alpha1",
-        "kind": "CronWorkflow",
-        "metadata": metadata,
-        "spec": row["spec"],
-        "status": status,
-    }
 
 
 def event_object(row: AuditRow) -> dict[str, Any]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from adapters.api import FieldError
+from projections.readmodel import StatusRow
 
 _KEY = r"[A-Za-z0-9]([A-Za-z0-9._/-]*[A-Za-z0-9])?"
 _VALUE = r"([A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?)?"
@@ -70,7 +70,5 @@ def parse_label_selector(text: str | None) -> list[Requirement]:
     return out
 
 
-def select(rows: list[dict[str, Any]], selector: list[Requirement]) -> list[dict[str, Any]]:
-    return [
-        r for r in rows if all(req.matches(r["metadata"].get("labels") or {}) for req in selector)
-    ]
+def select(rows: list[StatusRow], selector: list[Requirement]) -> list[StatusRow]:
+    return [r for r in rows if all(req.matches(r.metadata.get("labels") or {}) for req in selector)]

@@ -418,20 +418,11 @@ class Simulation:
     def result(self) -> dict[str, Any]:
         view = self.engine.view
         crons = view.statuses(include_deleted=True)
-        crons.sort(key=lambda c: (not c["deleted"], c["namespace"], c["name"]))
+        crons.sort(key=lambda c: (not c.deleted, c.namespace, c.name))
         wfs = sorted(self.target.workflows.values(), key=lambda w: (w.created_at, w.name))
         return {
             "workflows": [w.as_json() for w in wfs],
-            "cronWorkflows": [
-                {
-                    "namespace": c["namespace"],
-                    "name": c["name"],
-                    # the labels Argo would show, e.g. the completed label of a stopped one
-                    "metadata": {"labels": (c.get("metadata") or {}).get("labels") or {}},
-                    "status": c["status"],
-                }
-                for c in crons
-            ],
+            "cronWorkflows": [c.as_summary() for c in crons],
             "events": [r.as_event() for r in view.audit()],
             "rejectedWrites": self.engine.rejected_writes,
         }

@@ -18,12 +18,12 @@ PostgreSQL, the number of `cronsource run` replicas holding their member lock
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from adapters.engine import Engine
+from adapters.readside.queries import Queries
 from adapters.shards import _MEMBER_CLASS
-from adapters.sqlview import AUDIT_COLUMNS, audit_from_row
 from projections.readmodel import AuditRow, rfc3339
 
 #: How many overdue CronWorkflows the answer names (the count covers all of them).
@@ -35,83 +35,44 @@ _NOT_SCHEDULER = ("manual", "backfill")
 def scheduler_health(engine: Engine, now: datetime) -> dict[str, Any]:
     view = engine.view
     tolerance = engine.service.late_tolerance
-    cutoff = (now - tolerance).timestamp()
-    live = "FROM cronsource_status WHERE deleted = 0 AND next_due IS NOT NULL AND next_due < ?"
-    count = int(view.query(f"SELECT COUNT(*) {live}", (cutoff,))[0][0])
-    rows = view.query(
-        f"SELECT namespace, name, next_due {live} ORDER BY next_due LIMIT ?",
-        (cutoff, OVERDUE_LISTED),
-    )
+    count, overdue = view.overdue(now - tolerance, OVERDUE_LISTED)
     return {
         "now": rfc3339(now),
         "lateToleranceSeconds": tolerance.total_seconds(),
         "stale": count > 0,
         "overdueCount": count,
-        "overdue": [
-            {"namespace": r[0], "name": r[1], "dueAt": rfc3339(datetime.fromtimestamp(r[2], UTC))}
-            for r in rows
-        ],
+        "overdue": [{"namespace": ns, "name": n, "dueAt": rfc3339(due)} for ns, n, due in overdue],
         "lastDecisionAt": _last_decision(view),
         "schedulers": _schedulers(view),
     }
 
 
-def _last_decision(view: Any) -> str | None:
-    """The newest scheduled decision, found from the end of the log (the primary key), so
-    the question costs a few rows however long the log is."""
-    rows = view.query(
-        f"SELECT {AUDIT_COLUMNS} FROM cronsource_audit"
-        " WHERE type IN ('ScheduleFired', 'ScheduleSkipped')"
-        " ORDER BY notification_id DESC LIMIT 200"
-    )
-    for row in map(audit_from_row, rows):
+def _last_decision(view: Queries) -> str | None:
+    """The newest scheduled decision, read from the end of the log."""
+    for row in view.latest_decisions(200):
         if row.detail.get("trigger") not in _NOT_SCHEDULER:
             return rfc3339(row.at)
     return None
 
 
-def _schedulers(view: Any) -> int | None:
+def _schedulers(view: Queries) -> int | None:
     if view.is_sqlite:
         return None  # an embedded store: the scheduler is in-process, no lock to count
-    rows = view.query(
-        "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory'"
-        " AND classid = ? AND granted"
-        # advisory locks are server-wide: count only the replicas of this database
-        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-        (_MEMBER_CLASS,),
-    )
-    return int(rows[0][0])
+    return view.lock_holders(_MEMBER_CLASS)
 
 
 def child_workflows(
-    view: Any, namespace: str, name: str, active: Sequence[str], limit: int
+    view: Queries, namespace: str, name: str, active: Sequence[str], limit: int
 ) -> list[dict[str, Any]]:
     """The newest `limit` Workflows fired for the CronWorkflow, with how each ended."""
-    fires = [
-        audit_from_row(r)
-        for r in view.query(
-            f"SELECT {AUDIT_COLUMNS} FROM cronsource_audit WHERE namespace = ? AND name = ?"
-            " AND type = 'ScheduleFired' ORDER BY notification_id DESC LIMIT ?",
-            (namespace, name, limit),
-        )
-    ]
+    fires = view.latest_fires(namespace, name, limit)
     names = [f.workflow for f in fires if f.workflow]
     ends: dict[str, AuditRow] = {}
-    if names:
-        marks = ", ".join("?" for _ in names)
-        for row in map(
-            audit_from_row,
-            view.query(
-                f"SELECT {AUDIT_COLUMNS} FROM cronsource_audit WHERE namespace = ? AND name = ?"
-                " AND type IN ('RunCompleted', 'SubmissionFailed', 'RunVanished')"
-                f" AND workflow IN ({marks}) ORDER BY notification_id",
-                (namespace, name, *names),
-            ),
-        ):
-            if row.type == "SubmissionFailed" and row.detail.get("transient"):
-                continue  # retried: not an end
-            if row.workflow is not None:
-                ends[row.workflow] = row
+    for row in view.run_ends(namespace, name, names):
+        if row.type == "SubmissionFailed" and row.detail.get("transient"):
+            continue  # retried: not an end
+        if row.workflow is not None:
+            ends[row.workflow] = row
     running = set(active)
     out = []
     for f in fires:

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote, urlparse
 
-from adapters.sqlview import SqlReadModel
+from adapters.readside.model import ReadModel
 
 DEFAULT_STORE = "sqlite:///cronsource.db"
 
@@ -110,9 +110,9 @@ class StoreConfig:
         }
         return env
 
-    def read_model(self) -> SqlReadModel:
+    def read_model(self) -> ReadModel:
         if self.kind == "memory":
-            return SqlReadModel.sqlite(":memory:")
+            return ReadModel.sqlite(":memory:")
         if self.kind == "sqlite":
-            return SqlReadModel.sqlite(self.sqlite_path)
-        return SqlReadModel.postgres(self.pg_conninfo, self.pg_schema or None)
+            return ReadModel.sqlite(self.sqlite_path)
+        return ReadModel.postgres(self.pg_conninfo, self.pg_schema or None)

@@ -59,6 +59,9 @@ class AuditRow:
 
 @dataclass(frozen=True)
 class StatusRow:
+    """A CronWorkflow as the status view holds it: what the projection writes, and what every
+    reader (CLI, HTTP API, metrics, status page, simulate, the Kubernetes status writer) gets."""
+
     cron_id: str
     namespace: str
     name: str
@@ -68,6 +71,32 @@ class StatusRow:
     spec: dict[str, Any]
     metadata: dict[str, Any]
     version: int
+
+    def as_object(self) -> dict[str, Any]:
+        """Argo's CronWorkflow object (the shape of `cronsource get -o json` and of the HTTP
+        API), plus `metadata.resourceVersion` (the aggregate version `If-Match` takes) and
+        `status.nextScheduledTime` (from the due index; null while nothing can be decided)."""
+        metadata = dict(self.metadata)
+        metadata["resourceVersion"] = str(self.version)
+        status = dict(self.status)
+        status["nextScheduledTime"] = rfc3339(self.next_due)
+        return {
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "CronWorkflow",
+            "metadata": metadata,
+            "spec": self.spec,
+            "status": status,
+        }
+
+    def as_summary(self) -> dict[str, Any]:
+        """The shape of `cronWorkflows` in `simulate -o json`: the labels Argo would show (the
+        completed label of a stopped one, say) and the status."""
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "metadata": {"labels": self.metadata.get("labels") or {}},
+            "status": self.status,
+        }
 
 
 class ReadModelView(Protocol):

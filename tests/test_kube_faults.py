@@ -160,15 +160,15 @@ def test_faults_between_client_and_server_lose_nothing_and_fire_nothing_twice(
         def converged() -> bool:
             if set(cluster_children()) != set(expected):
                 return False
-            rows = {r["name"]: r for r in engine.view.statuses(ns)}
+            rows = {r.name: r for r in engine.view.statuses(ns)}
             for name in NAMES:
                 cwf = direct.get_namespaced_custom_object(GROUP, VERSION, ns, CWF, name)
                 shown = (cwf["metadata"].get("annotations") or {}).get(ANNOTATION_SEQUENCE)
                 row = rows[name]
                 if not (
-                    row["status"]["succeeded"] == TICKS
-                    and shown == str(row["version"])
-                    and cwf.get("status") == row["status"]
+                    row.status["succeeded"] == TICKS
+                    and shown == str(row.version)
+                    and cwf.get("status") == row.status
                 ):
                     return False
             return True

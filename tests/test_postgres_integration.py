@@ -33,7 +33,7 @@ from domain.cronworkflow import CronWorkflow
 from domain.manifest import CronWorkflowManifest, parse_manifest
 from domain.schedule import compile_schedule
 from domain.service import CronService, event_type
-from projections.readmodel import rfc3339
+from projections.readmodel import StatusRow, rfc3339
 from tests.instants import T0
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
@@ -117,8 +117,8 @@ def expected_ticks(schedule: str, after: datetime, until: datetime) -> list[date
     return list(compile_schedule([schedule]).ticks_between(after, until))
 
 
-def status_of(engine: Engine, name: str) -> dict[str, Any]:
-    [row] = [s for s in engine.view.statuses() if s["name"] == name]
+def status_of(engine: Engine, name: str) -> StatusRow:
+    [row] = [s for s in engine.view.statuses() if s.name == name]
     return row
 
 
@@ -213,7 +213,7 @@ def test_migrate_creates_tables_once_and_replicas_run_without_ddl(pg_url: str) -
             report = r.service.tick([cron_id], datetime(2026, 5, 5 + k, 2, 30, 5, tzinfo=UTC))
             assert report.fires == 1
             r.catch_up()
-        assert status_of(replicas[2], "nightly")["status"]["lastScheduledTime"] == (
+        assert status_of(replicas[2], "nightly").status["lastScheduledTime"] == (
             "2026-05-07T02:30:00Z"
         )
         with psycopg.connect(pg_url) as conn:
@@ -320,7 +320,7 @@ def test_seed_race_second_commit_is_rejected_and_retry_fires_nothing(engines: Ne
         last_seen = tick
         for e in (e2, e1):
             e.catch_up()
-            shown = status_of(e, "seed")["status"]["lastScheduledTime"]
+            shown = status_of(e, "seed").status["lastScheduledTime"]
             assert shown == rfc3339(tick)
             assert last_view is None or shown >= last_view
             last_view = shown
@@ -345,7 +345,7 @@ def test_stale_writer_behind_by_two_ticks_cannot_move_last_scheduled_time_back(
     assert e2.service.load(cron_id).last_scheduled_time == minute(2)
     assert report.next_due[cron_id] == minute(3)
     e2.catch_up()
-    assert status_of(e2, "behind")["status"]["lastScheduledTime"] == rfc3339(minute(2))
+    assert status_of(e2, "behind").status["lastScheduledTime"] == rfc3339(minute(2))
 
 
 # ---------------------------------------------------------------------------- processes
@@ -487,7 +487,7 @@ def test_processes_race_on_the_same_ticks_and_each_tick_is_decided_once(
     admin.catch_up()
     for cron_id, (_, agg) in aggs.items():
         st = status_of(admin, agg.name)
-        assert st["status"]["lastScheduledTime"] == rfc3339(max(fired_times(events, cron_id)))
+        assert st.status["lastScheduledTime"] == rfc3339(max(fired_times(events, cron_id)))
 
 
 # ---------------------------------------------------------------------------- batch commit
@@ -548,13 +548,13 @@ def test_read_model_on_postgres_is_exactly_once_across_catch_ups_and_engines(
 
     assert e1.catch_up() == n_events
     alpha = status_of(e1, "alpha")
-    assert alpha["status"]["lastScheduledTime"] == "2026-05-04T10:05:00Z"
-    assert [r["name"] for r in alpha["status"]["active"]] == ["alpha-1777889100"]
-    assert alpha["status"]["succeeded"] == 1
-    assert alpha["nextDue"] == minute(6)
+    assert alpha.status["lastScheduledTime"] == "2026-05-04T10:05:00Z"
+    assert [r["name"] for r in alpha.status["active"]] == ["alpha-1777889100"]
+    assert alpha.status["succeeded"] == 1
+    assert alpha.next_due == minute(6)
     beta = status_of(e1, "beta")
-    assert beta["status"]["lastScheduledTime"] == "2026-05-04T10:05:00Z"
-    assert beta["spec"]["suspend"] is True and beta["nextDue"] is None
+    assert beta.status["lastScheduledTime"] == "2026-05-04T10:05:00Z"
+    assert beta.spec["suspend"] is True and beta.next_due is None
     audit = e1.view.audit()
     assert len(audit) == n_events
     assert [r.notification_id for r in audit] == list(range(1, n_events + 1))
@@ -584,8 +584,8 @@ def test_read_model_on_postgres_is_exactly_once_across_catch_ups_and_engines(
     assert e1.catch_up() == 0
     assert len(e1.view.audit()) == n_events + 1
     alpha = status_of(e1, "alpha")
-    assert alpha["status"]["lastScheduledTime"] == "2026-05-04T10:06:00Z"
-    assert alpha["version"] == e2.service.load(a).version
+    assert alpha.status["lastScheduledTime"] == "2026-05-04T10:06:00Z"
+    assert alpha.version == e2.service.load(a).version
 
 
 def test_two_replicas_catching_up_at_once_do_not_crash(engines: NewEngine, migrated: str) -> None:

@@ -77,7 +77,7 @@ def test_a_failed_view_transaction_leaves_the_position_where_it_was(engine):
         """Writes the rows, then dies before the commit (the transaction rolls back)."""
 
         def write_batch(self, items):
-            with real._transaction() as conn:
+            with real.db.transaction() as conn:
                 conn.execute("DELETE FROM cronsource_status")
                 raise RuntimeError("killed inside the projection transaction")
 
@@ -181,7 +181,7 @@ def test_a_when_that_cannot_evaluate_shows_as_a_spec_error_condition(tmp_path):
     cron_id, _ = eng.service.apply(manifest(when="cronworkflow.nope > 1"), T0)
     eng.service.tick([cron_id], T0 + timedelta(minutes=1))
     eng.catch_up(T0)
-    (status,) = [c["status"] for c in eng.view.statuses()]
+    (status,) = [c.status for c in eng.view.statuses()]
     assert status["conditions"][0]["type"] == "SpecError"
     assert "cronworkflow.nope" in status["conditions"][0]["message"]
     assert [r.reason for r in eng.view.audit(types=["ScheduleSkipped"])] == ["WhenFalse"]

@@ -82,7 +82,7 @@ def test_a_reader_waits_for_the_process_that_projects_and_never_projects_beside_
         later.start()
         assert reading.projector.settle(wrote, timeout=10)
         later.join()
-        assert [c["name"] for c in reading.view.statuses()] == ["hello"]
+        assert [c.name for c in reading.view.statuses()] == ["hello"]
         # a plain read beside a projector neither projects nor waits
         second = apply(reading, "other")
         started = time.monotonic()
@@ -149,7 +149,7 @@ def test_commands_from_many_threads_need_no_lock_and_each_sees_its_own_write(pg_
             _, version = ops.command("default", "shared", do)
         if wrote.position:  # a resume of a running one writes nothing: nothing to see
             (row,) = engine.view.statuses()
-            assert int(row["version"]) >= version  # read-your-write
+            assert row.version >= version  # read-your-write
         return bool(wrote.position)
 
     with ThreadPoolExecutor(8) as pool:

@@ -265,13 +265,13 @@ def test_read_model_statuses_and_audit(engine: Engine) -> None:
 
     assert engine.catch_up() == 5
     statuses = engine.view.statuses()
-    assert [(s["namespace"], s["name"]) for s in statuses] == [
+    assert [(s.namespace, s.name) for s in statuses] == [
         ("default", "alpha"),
         ("team", "beta"),
     ]
     alpha, beta = statuses
-    assert alpha["id"] == str(a)
-    assert alpha["status"] == {
+    assert alpha.cron_id == str(a)
+    assert alpha.status == {
         "active": [],
         "lastScheduledTime": "2026-05-04T10:01:00Z",
         "conditions": [],
@@ -279,10 +279,10 @@ def test_read_model_statuses_and_audit(engine: Engine) -> None:
         "failed": 1,
         "phase": "Active",
     }
-    assert alpha["nextDue"] == minute(2)
-    assert alpha["version"] == 3
-    assert beta["spec"]["suspend"] is True
-    assert beta["status"]["lastScheduledTime"] is None
+    assert alpha.next_due == minute(2)
+    assert alpha.version == 3
+    assert beta.spec["suspend"] is True
+    assert beta.status["lastScheduledTime"] is None
     assert engine.view.statuses("team") == [beta]
 
     audit = engine.view.audit()
@@ -410,7 +410,7 @@ def test_active_runs_come_from_an_upgraded_table_too(
         engine.catch_up(minute(1))
         before = engine.view.active_runs()
         assert len(before) == 1
-        with engine.view._transaction() as conn:
+        with engine.view.db.transaction() as conn:
             conn.execute("DROP INDEX IF EXISTS cronsource_status_active")
             conn.execute("ALTER TABLE cronsource_status DROP COLUMN active")
         engine.view.create_tables()

@@ -32,7 +32,7 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 
-from adapters.api import Operations, ReadQueries
+from adapters.api import Operations
 from adapters.engine import Engine
 from adapters.http import problems
 from adapters.http.middleware import BodyLimit, observe
@@ -78,7 +78,7 @@ def create_app(
     app.state.engine = engine
     app.state.clock = clock
     app.state.ops = ops
-    app.state.queries = ReadQueries(engine)
+    app.state.queries = engine.view
     app.state.metrics = metrics
     app.state.store_check = IntegrityCheck(engine)
 

@@ -16,11 +16,12 @@ from typing import Annotated, cast
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from adapters.api import Operations, ReadQueries
+from adapters.api import Operations
 from adapters.engine import Engine
 from adapters.http.problems import ApiError
 from adapters.http.settings import ServeSettings
 from adapters.metrics import Metrics
+from adapters.readside.queries import Queries as ReadQueries
 from adapters.storeintegrity import IntegrityCheck
 
 _BEARER = HTTPBearer(

@@ -9,15 +9,16 @@ from typing import Any
 
 from fastapi import Response
 
-from adapters.api import Operations, ReadQueries
+from adapters.api import Operations
 from adapters.logs import scheduling_fields
-from adapters.objects import cron_object
+from adapters.readside.queries import Queries as ReadQueries
 from domain.service import NotFound
+from projections.readmodel import StatusRow
 
 log = logging.getLogger("cronsource.http")
 
 
-def current(ops: Operations, queries: ReadQueries, namespace: str, name: str) -> dict[str, Any]:
+def current(ops: Operations, queries: ReadQueries, namespace: str, name: str) -> StatusRow:
     """The status row of the live CronWorkflow, or NotFound."""
     ops.refresh()
     row = queries.status(namespace, name)
@@ -26,11 +27,11 @@ def current(ops: Operations, queries: ReadQueries, namespace: str, name: str) ->
     return row
 
 
-def answer(response: Response, row: dict[str, Any], status_code: int = 200) -> dict[str, Any]:
+def answer(response: Response, row: StatusRow, status_code: int = 200) -> dict[str, Any]:
     """`row` as Argo's CronWorkflow object, its version in the `ETag`."""
     response.status_code = status_code
-    response.headers["ETag"] = f'"{row["version"]}"'
-    return cron_object(row)
+    response.headers["ETag"] = f'"{row.version}"'
+    return row.as_object()
 
 
 def log_command(what: str, namespace: str, name: str, version: int, **more: Any) -> None:

@@ -7,7 +7,9 @@ import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from adapters.api import Window, skip_last
+from adapters.readside.queries import Window
+from adapters.readside.rows import skip_last
+from projections.readmodel import StatusRow
 
 
 def window_bounds(now: datetime, days: float, buckets: int) -> tuple[datetime, datetime, timedelta]:
@@ -21,7 +23,7 @@ def window_bounds(now: datetime, days: float, buckets: int) -> tuple[datetime, d
 
 
 def timeline(
-    rows: list[dict[str, Any]],
+    rows: list[StatusRow],
     window: Window,
     since: datetime,
     until: datetime,
@@ -34,7 +36,7 @@ def timeline(
     the range and its count, not each tick)."""
     n = max(1, math.ceil((until - since) / bucket))
     cells: dict[str, list[dict[str, Any]]] = {
-        f"{r['namespace']}/{r['name']}": [{} for _ in range(n)] for r in rows
+        f"{r.namespace}/{r.name}": [{} for _ in range(n)] for r in rows
     }
 
     def add(key: str, i: int, field: str, k: int, reason: str | None = None) -> None:
@@ -62,9 +64,9 @@ def timeline(
             add(key, math.floor((t - since) / bucket), "failed", 1)
     return [
         {
-            "namespace": r["namespace"],
-            "name": r["name"],
-            "cells": cells[f"{r['namespace']}/{r['name']}"],
+            "namespace": r.namespace,
+            "name": r.name,
+            "cells": cells[f"{r.namespace}/{r.name}"],
         }
         for r in rows
     ]

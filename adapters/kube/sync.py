@@ -17,7 +17,6 @@ from adapters.kube.target import Backoff, KubeTarget
 from adapters.kube.watch import CronWorkflowWatcher, ViewProgress, WorkflowWatcher, utcnow
 from adapters.store import StoreConfig
 from domain.decisions import DEFAULT_LATE_TOLERANCE
-from projections.readmodel import StatusRow
 
 
 def build_kube_engine(
@@ -92,19 +91,9 @@ class KubeSync:
         at a time. A failed write is retried next turn; the first failure is raised after
         the others were recorded."""
         rows = [
-            StatusRow(
-                cron_id=row["id"],
-                namespace=row["namespace"],
-                name=row["name"],
-                deleted=row["deleted"],
-                next_due=row["nextDue"],
-                status=row["status"],
-                spec=row["spec"],
-                metadata=row["metadata"],
-                version=row["version"],
-            )
+            row
             for row in self.engine.view.statuses(self.namespace)
-            if self._written.get(row["id"], -1) < row["version"]
+            if self._written.get(row.cron_id, -1) < row.version
         ]
         if not rows:
             return 0

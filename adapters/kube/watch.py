@@ -32,6 +32,7 @@ from domain.manifest import ManifestError, parse_manifest
 from domain.service import CronService, NotFound
 from domain.timestamps import parse_timestamp
 from projections.dispatch import LABEL_CRON
+from projections.readmodel import StatusRow
 
 log = logging.getLogger("adapters.kube")
 
@@ -270,23 +271,19 @@ class CronWorkflowWatcher(_ListWatch):
             return labels.get(LABEL_INSTANCE) == self.instance_id
         return LABEL_INSTANCE not in labels
 
-    def seed(self, statuses: Iterable[dict[str, Any]]) -> int:
+    def seed(self, statuses: Iterable[StatusRow]) -> int:
         """Remember the live CronWorkflows the store knows from the cluster (rows of
-        `SqlReadModel.statuses()`), so that the first list after a restart also reconciles
+        `ReadModel.statuses()`), so that the first list after a restart also reconciles
         deletions made while no watcher ran. Rows without a uid (applied by the CLI) and rows
         of the other instance are left alone."""
         n = 0
         for row in statuses:
-            meta = row.get("metadata") or {}
-            if (
-                row.get("deleted")
-                or not meta.get("uid")
-                or not self.selects(meta.get("labels") or {})
-            ):
+            meta = row.metadata
+            if row.deleted or not meta.get("uid") or not self.selects(meta.get("labels") or {}):
                 continue
-            if self.namespace and row["namespace"] != self.namespace:
+            if self.namespace and row.namespace != self.namespace:
                 continue
-            self.known[(row["namespace"], row["name"])] = str(meta["uid"])
+            self.known[(row.namespace, row.name)] = str(meta["uid"])
             n += 1
         return n
 
@@ -349,7 +346,7 @@ class DispatchProgress(Protocol):
 class ViewProgress:
     """DispatchProgress from the read model (thread-safe: the watch thread asks it)."""
 
-    view: Any  # adapters.sqlview.SqlReadModel
+    view: Any  # adapters.readside.model.ReadModel
     application_name: str
 
     def dispatched(self) -> int:

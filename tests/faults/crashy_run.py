@@ -45,7 +45,8 @@ if ROOT not in sys.path:
 
 from adapters import cli  # noqa: E402
 from adapters.localtarget import LocalTarget  # noqa: E402
-from adapters.sqlview import SqlReadModel  # noqa: E402
+from adapters.readside.database import PostgresDatabase, SqliteDatabase  # noqa: E402
+from adapters.readside.model import ReadModel  # noqa: E402
 from domain.service import CronService  # noqa: E402
 
 POINTS = (
@@ -98,28 +99,32 @@ def install(fault: Fault) -> None:
     LocalTarget.create_many = crashy_create_many  # type: ignore[method-assign]
 
     # Inside the read model's transaction: every row and the new position are written, the
-    # COMMIT is not. (`write_batch` is the view's write; `_transaction` wraps it in BEGIN ..
-    # COMMIT. If these names change, the test's "every point was reached" check says so.)
-    transaction = SqlReadModel._transaction
-    write_batch = SqlReadModel.write_batch
+    # COMMIT is not. (`write_batch` is the view's write; each database's `transaction` wraps
+    # it in BEGIN .. COMMIT. If these names change, the test's "every point was reached" check
+    # says so.)
+    write_batch = ReadModel.write_batch
     writing = threading.local()
 
-    @contextlib.contextmanager
-    def crashy_transaction(self: SqlReadModel) -> Iterator[Any]:
-        with transaction(self) as conn:
-            yield conn
-            if getattr(writing, "active", False):
-                fault.reached("readmodel-in-txn")
+    def crashy(transaction: Any) -> Any:
+        @contextlib.contextmanager
+        def crashy_transaction(self: Any) -> Iterator[Any]:
+            with transaction(self) as conn:
+                yield conn
+                if getattr(writing, "active", False):
+                    fault.reached("readmodel-in-txn")
 
-    def tracked_write_batch(self: SqlReadModel, items: Any) -> int:
+        return crashy_transaction
+
+    def tracked_write_batch(self: ReadModel, items: Any) -> int:
         writing.active = True
         try:
             return write_batch(self, items)
         finally:
             writing.active = False
 
-    SqlReadModel._transaction = crashy_transaction  # type: ignore[method-assign]
-    SqlReadModel.write_batch = tracked_write_batch  # type: ignore[method-assign]
+    for db in (SqliteDatabase, PostgresDatabase):
+        db.transaction = crashy(db.transaction)  # type: ignore[method-assign]
+    ReadModel.write_batch = tracked_write_batch  # type: ignore[method-assign]
 
     run_completed = CronService.run_completed
 

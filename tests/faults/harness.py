@@ -28,7 +28,7 @@ from eventsourcing.persistence import Tracking
 
 from adapters.engine import Engine, build_engine
 from adapters.localtarget import LocalTarget
-from adapters.sqlview import SqlReadModel
+from adapters.readside.model import ReadModel
 from domain.service import event_type
 from projections.dispatch import ANNOTATION_SCHEDULED
 from projections.readmodel import AggregateFollower, ReadModelProjection, rfc3339, status_row
@@ -515,7 +515,7 @@ def check_read_model(engine: Engine, events: list[tuple[int, Any]], scratch: Pat
     assert engine.view.max_tracking_id(svc.name, "readmodel") == head, (
         "read model not caught up to the end of the log"
     )
-    rebuilt = SqlReadModel.sqlite(str(scratch))
+    rebuilt = ReadModel.sqlite(str(scratch))
     try:
         rebuilt.create_tables()
         follower = AggregateFollower(
@@ -544,18 +544,9 @@ def check_read_model(engine: Engine, events: list[tuple[int, Any]], scratch: Pat
             [(a, b) for a, b in zip(have_s, want_s, strict=False) if a != b][:1]
         )
         for row in have_s:
-            agg = svc.repository.get(UUID(row["id"]))
+            agg = svc.repository.get(UUID(row.cron_id))
             sr = status_row(agg)
-            assert (
-                row["version"],
-                row["status"],
-                row["spec"],
-                row["metadata"],
-                row["nextDue"],
-                row["deleted"],
-            ) == (sr.version, sr.status, sr.spec, sr.metadata, sr.next_due, sr.deleted), (
-                f"status row of {row['name']} differs from its aggregate"
-            )
+            assert row == sr, f"status row of {row.name} differs from its aggregate"
         return len(events)
     finally:
         rebuilt.close()

@@ -9,15 +9,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from adapters.api import (
-    EVENT_TYPES,
-    SKIP_REASONS,
-    EventFilter,
-    FieldError,
-    Operations,
-    ReadQueries,
-    parse_time,
-)
+from adapters.api import EVENT_TYPES, SKIP_REASONS, FieldError, Operations, parse_time
 from adapters.engine import Engine
 from adapters.explain import explain
 from adapters.http.dependencies import TOKEN, Clock, EngineDep, Ops, Queries
@@ -38,6 +30,8 @@ from adapters.http.params import (
 from adapters.http.problems import problem_responses
 from adapters.http.timeline import timeline, window_bounds
 from adapters.objects import event_object
+from adapters.readside.queries import EventFilter
+from adapters.readside.queries import Queries as ReadQueries
 from domain.cronworkflow import CronWorkflow
 from domain.service import NotFound
 from projections.readmodel import rfc3339
@@ -157,7 +151,7 @@ def _timeline(
     ops.refresh()
     rows = engine.view.statuses(namespace)
     if name is not None:
-        rows = [r for r in rows if r["name"] == name]
+        rows = [r for r in rows if r.name == name]
         if not rows:
             raise NotFound(f"cronworkflow {namespace}/{name} not found")
     window = queries.window(namespace, name, since, until, bucket)

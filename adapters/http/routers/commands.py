@@ -9,7 +9,7 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
-from adapters.api import FieldError, Operations, ReadQueries, parse_time
+from adapters.api import FieldError, Operations, parse_time
 from adapters.http.admission import if_match_version
 from adapters.http.dependencies import TOKEN, Ops, Queries, Settings
 from adapters.http.models import (
@@ -25,6 +25,7 @@ from adapters.http.problems import problem_responses
 from adapters.http.replies import answer, current, log_command
 from adapters.logs import scheduling_fields
 from adapters.objects import backfill_result
+from adapters.readside.queries import Queries as ReadQueries
 from domain.cronworkflow import manual_workflow_name
 
 log = logging.getLogger("cronsource.http")

@@ -24,7 +24,7 @@ from adapters.http.models import CronWorkflowList, CronWorkflowObject, Deleted, 
 from adapters.http.params import IfMatch, IfNoneMatch, Name, Namespace, Selector
 from adapters.http.problems import ApiError, problem_responses
 from adapters.http.replies import answer, current, log_command
-from adapters.objects import cron_object, next_fire_times
+from adapters.objects import next_fire_times
 from adapters.selectors import parse_label_selector, select
 
 T = TypeVar("T")
@@ -84,7 +84,7 @@ async def apply(
             manifest, expected=expected, must_not_exist=(if_none_match or "").strip() == "*"
         )
         row = current(ops, queries, namespace, name)
-        log_command(what, namespace, name, row["version"])
+        log_command(what, namespace, name, row.version)
         body = answer(response, row, 201 if what == "created" else 200)
         if what == "created":
             response.headers["Location"] = f"/api/v1/namespaces/{namespace}/cronworkflows/{name}"
@@ -106,7 +106,7 @@ def list_namespaced(
     selector = parse_label_selector(label_selector)
     ops.refresh()
     rows = select(engine.view.statuses(namespace), selector)
-    return {"items": [cron_object(r) for r in rows]}
+    return {"items": [r.as_object() for r in rows]}
 
 
 @router.get(
@@ -120,7 +120,7 @@ def list_all(engine: EngineDep, ops: Ops, label_selector: Selector = None) -> di
     selector = parse_label_selector(label_selector)
     ops.refresh()
     rows = select(engine.view.statuses(None), selector)
-    return {"items": [cron_object(r) for r in rows]}
+    return {"items": [r.as_object() for r in rows]}
 
 
 @router.get(
@@ -163,7 +163,7 @@ async def replace(
         manifest = admit(doc, namespace, name)
         _, what = ops.apply(manifest, expected=expected, must_exist=True)
         row = current(ops, queries, namespace, name)
-        log_command(what, namespace, name, row["version"])
+        log_command(what, namespace, name, row.version)
         return answer(response, row)
 
     return await bounded(run, settings.request_timeout)

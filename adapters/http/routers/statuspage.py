@@ -46,5 +46,5 @@ def workflows(
     row = queries.status(namespace, name)
     if row is None:
         raise NotFound(f"cronworkflow {namespace}/{name} not found")
-    active = [ref["name"] for ref in row["status"].get("active") or []]
+    active = [ref["name"] for ref in row.status.get("active") or []]
     return {"items": child_workflows(engine.view, namespace, name, active, limit)}

@@ -1,0 +1,57 @@
+"""The read model of one database: the handle the engine holds (`engine.view`).
+
+It answers every query (`Queries`) and takes the projection's writes (`ReadModelView` of
+projections/readmodel.py); the work is done by the modules it names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from eventsourcing.persistence import Tracking
+
+from adapters.readside import positions, schema, writer
+from adapters.readside.database import Database, PostgresDatabase, SqliteDatabase
+from adapters.readside.queries import Queries
+from projections.readmodel import AuditRow, StatusRow
+
+
+class ReadModel(Queries):
+    """The read model tables. `projection` names whose tracking row the writes advance."""
+
+    def __init__(self, db: Database, projection: str = "readmodel") -> None:
+        super().__init__(db)
+        self.projection = projection
+
+    @classmethod
+    def sqlite(cls, path: str) -> ReadModel:
+        return cls(SqliteDatabase(path))
+
+    @classmethod
+    def postgres(cls, url: str, schema: str | None = None) -> ReadModel:
+        return cls(PostgresDatabase(url, schema))
+
+    def create_tables(self) -> None:
+        schema.create_tables(self.db)
+
+    def drop_tables(self) -> None:
+        schema.drop_tables(self.db)
+
+    def separate_connection(self) -> Any:
+        return self.db.separate_connection()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def max_tracking_id(self, application_name: str, projection: str | None = None) -> int | None:
+        return positions.max_tracking_id(self.db, projection or self.projection, application_name)
+
+    def track(self, projection: str, tracking: Tracking) -> bool:
+        return positions.track(self.db, projection, tracking)
+
+    def write(self, tracking: Tracking, status: StatusRow | None, audit: AuditRow) -> None:
+        self.write_batch([(tracking, status, audit)])
+
+    def write_batch(self, items: Sequence[tuple[Tracking, StatusRow | None, AuditRow]]) -> int:
+        return writer.write_batch(self.db, self.projection, items)
