@@ -107,28 +107,42 @@ class FileLock:
 
 class AdvisoryLock:
     """PostgreSQL: a session advisory lock on a connection of its own, which the server
-    releases when the session ends (a dead process cannot keep it)."""
+    releases when the session ends (a dead process cannot keep it). The connection stays
+    open between uses, so a reader that projects costs a lock round trip, not a connect."""
 
     def __init__(self, conninfo: str, schema: str) -> None:
         self.conninfo = conninfo
         self.key = projector_lock_key(schema)
         self._conn: psycopg.Connection[tuple[object, ...]] | None = None
+        self._held = False
 
     def try_acquire(self) -> bool:
-        if self._conn is not None:
+        if self._held:
             return True
-        conn = psycopg.connect(self.conninfo, autocommit=True)
-        row = conn.execute(
-            "SELECT pg_try_advisory_lock(%s, %s)", (PROJECTOR_LOCK_CLASS, self.key)
-        ).fetchone()
-        if not (row and row[0]):
-            conn.close()
-            return False
-        self._conn = conn
-        return True
+        if self._conn is None or self._conn.closed:
+            self._conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5)
+        try:
+            row = self._conn.execute(
+                "SELECT pg_try_advisory_lock(%s, %s)", (PROJECTOR_LOCK_CLASS, self.key)
+            ).fetchone()
+        except psycopg.Error:
+            self.close()  # the server went away, and the lock with the session
+            raise
+        self._held = bool(row and row[0])
+        return self._held
 
     def release(self) -> None:
-        conn, self._conn = self._conn, None
+        if self._held and self._conn is not None:
+            self._held = False
+            try:
+                self._conn.execute(
+                    "SELECT pg_advisory_unlock(%s, %s)", (PROJECTOR_LOCK_CLASS, self.key)
+                )
+            except psycopg.Error:
+                self.close()
+
+    def close(self) -> None:
+        conn, self._conn, self._held = self._conn, None, False
         if conn is not None:
             try:
                 conn.close()
@@ -240,7 +254,7 @@ class Projector:
             return True
         if self.worker_running:
             return wait and self._wait_notified(target, timeout)
-        projected = self._project_bounded(target)
+        projected = self._project_bounded(target, block=wait)
         if projected is not None:
             return projected
         if not wait:
@@ -255,10 +269,14 @@ class Projector:
         )
         return False
 
-    def _project_bounded(self, target: int) -> bool | None:
+    def _project_bounded(self, target: int, *, block: bool) -> bool | None:
         """No projector runs here: project ourselves if nobody else does (at most
-        SETTLE_BUDGET seconds), then give the lock back. None: another process projects."""
-        with self._mutex:
+        SETTLE_BUDGET seconds), then give the lock back. None: another process projects.
+        With `block=False` a plain read does not queue behind another thread's catch-up:
+        it reads what is there (False)."""
+        if not self._mutex.acquire(blocking=block):
+            return False
+        try:
             if self.position() >= target:
                 return True
             if not self.lock.try_acquire():
@@ -267,6 +285,8 @@ class Projector:
                 self.engine.catch_up(datetime.now(UTC), budget=SETTLE_BUDGET, dispatch=False)
             finally:
                 self.lock.release()
+        finally:
+            self._mutex.release()
         behind = self.head() - self.position()
         if self.position() < target:
             log.warning(
@@ -298,3 +318,6 @@ class Projector:
 
     def close(self) -> None:
         self.lock.release()
+        closing = getattr(self.lock, "close", None)
+        if closing is not None:
+            closing()

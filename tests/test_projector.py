@@ -207,3 +207,16 @@ def test_only_the_projector_moves_projection_positions() -> None:
 def test_the_check_finds_a_side_projection() -> None:
     planted = "def read(self, engine):\n    self.engine.catch_up(now)\n    engine.dispatch()\n"
     assert side_projections(planted) == [2, 3]
+
+
+def test_a_plain_read_does_not_queue_behind_another_threads_catch_up() -> None:
+    engine = build_engine("memory:")
+    try:
+        wrote = apply(engine, "hello")
+        with engine.projector._mutex:  # another request is catching up right now
+            started = time.monotonic()
+            assert not engine.projector.settle(wait=False)
+            assert time.monotonic() - started < 0.5
+        assert engine.projector.settle(wrote)  # the command's own read still waits its turn
+    finally:
+        engine.close()
