@@ -29,8 +29,8 @@ echo "== ruff"
 .venv/bin/ruff check domain projections adapters tests
 echo "== import layers (import-linter)"
 .venv/bin/lint-imports
-echo "== mypy --strict domain/"
-.venv/bin/mypy --strict domain/
+echo "== mypy --strict (every package of the product and the benchmarks)"
+.venv/bin/mypy --strict domain projections adapters bench
 
 export PATH="$PWD/.venv/bin:$PATH"
 # The repo's own scenarios, then any extra folders (CRONSOURCE_SCENARIOS, else ../shared/scenarios
