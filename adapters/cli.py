@@ -1165,7 +1165,9 @@ def run(
 
     from adapters.localtarget import LocalTarget
     from adapters.logs import configure_logging
-    from adapters.runtime import RunWatcher, SchedulerLoop, Waker
+    from adapters.runtime.loop import SchedulerLoop
+    from adapters.runtime.runwatcher import RunWatcher
+    from adapters.runtime.waker import Waker
     from adapters.shards import AdvisoryLockShards, Ownership, SoleOwner
     from domain.durations import parse_duration
 

@@ -1304,7 +1304,7 @@ def create_app(
         responses={503: {"description": "Not ready", "model": Health}},
     )
     def readyz() -> JSONResponse:
-        from adapters.runtime import lag
+        from adapters.runtime.projection import lag
 
         if (unreadable := store_check.problem()) is not None:
             body = {"status": "store unreadable", "error": unreadable}

@@ -41,7 +41,8 @@ from datetime import timedelta
 from typing import Any
 
 from adapters.engine import Engine, build_engine
-from adapters.runtime import BATCH, SchedulerLoop
+from adapters.runtime.loop import SchedulerLoop
+from adapters.runtime.settings import BATCH
 from adapters.shards import SoleOwner
 from bench.common import (
     FIRED_TOPIC,

@@ -82,7 +82,9 @@ def _delays(starts: list[float], due: float) -> dict[str, Any]:
 def run_ours(url: str, n: int, workdir: Path, timeout: float, mode: str) -> dict[str, Any]:
     from adapters.engine import build_engine
     from adapters.localtarget import LocalTarget
-    from adapters.runtime import RunWatcher, SchedulerLoop, Waker
+    from adapters.runtime.loop import SchedulerLoop
+    from adapters.runtime.runwatcher import RunWatcher
+    from adapters.runtime.waker import Waker
     from adapters.shards import AdvisoryLockShards, Ownership, SoleOwner
     from adapters.store import StoreConfig
 

@@ -43,7 +43,9 @@ from uuid import UUID
 
 from adapters.engine import Engine, build_engine
 from adapters.localtarget import LocalTarget
-from adapters.runtime import BATCH, SchedulerLoop, Waker
+from adapters.runtime.loop import SchedulerLoop
+from adapters.runtime.settings import BATCH
+from adapters.runtime.waker import Waker
 from adapters.store import StoreConfig
 from bench.common import (
     BenchError,

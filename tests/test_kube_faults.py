@@ -32,7 +32,7 @@ from adapters.kube import (
     build_kube_engine,
     connect,
 )
-from adapters.runtime import SchedulerLoop
+from adapters.runtime.loop import SchedulerLoop
 from adapters.shards import SoleOwner
 from domain.cronworkflow import workflow_name
 from domain.service import NotFound, event_type

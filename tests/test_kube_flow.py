@@ -17,7 +17,7 @@ import yaml
 from kubernetes import client
 
 from adapters.kube import CWF, GROUP, VERSION, WF, KubeSync, build_kube_engine, connect
-from adapters.runtime import SchedulerLoop
+from adapters.runtime.loop import SchedulerLoop
 from adapters.shards import SoleOwner
 from domain.cronworkflow import workflow_name
 from domain.service import NotFound, event_type

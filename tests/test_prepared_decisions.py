@@ -18,7 +18,8 @@ from uuid import UUID
 import pytest
 
 from adapters.engine import Engine, build_engine, migrate
-from adapters.runtime import PREPARED_MAX_DELAY, SchedulerLoop
+from adapters.runtime.loop import SchedulerLoop
+from adapters.runtime.settings import PREPARED_MAX_DELAY
 from adapters.shards import SoleOwner
 from adapters.store import StoreConfig
 from domain.manifest import parse_manifest

@@ -19,205 +19,36 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from datetime import UTC, datetime
+from typing import Any
 from uuid import UUID
 
 from adapters.engine import Engine
-from adapters.localtarget import LocalTarget
 from adapters.logs import DecisionLog
+from adapters.runtime.dispatchworker import DispatchWorker
+from adapters.runtime.projection import lag
+from adapters.runtime.runwatcher import RunPoller
+from adapters.runtime.settings import (
+    BATCH,
+    PREPARE_AHEAD,
+    PREPARE_LIMIT,
+    PREPARED_MAX_DELAY,
+    REPORT_SECONDS,
+    TURN_BUDGET,
+    WARM_AHEAD,
+    WARM_LIMIT,
+)
+from adapters.runtime.supervisor import Supervisor
+from adapters.runtime.waker import Waker
 from adapters.shards import REBALANCE_SECONDS, Ownership
 from domain.cronworkflow import CronWorkflow
 from domain.service import TickReport
 
 log = logging.getLogger("cronsource")
 
-#: Decisions saved per transaction. Large enough that a burst of 10,000 is 20 transactions,
-#: small enough that one conflict costs at most this many single re-decisions.
-BATCH = 500
-#: Seconds a projection or the run watcher may take per turn before yielding to the
-#: scheduler (and to SIGTERM); a backlog is worked off over several turns.
-TURN_BUDGET = 1.0
-#: How far ahead the scheduler loads the aggregates about to be due, so that at the instant it
-#: decides on copies in memory instead of reading 10,000 streams from the store.
-WARM_AHEAD = timedelta(seconds=60)
-#: Aggregates warmed per turn at most, so warming never holds up a turn for long.
-WARM_LIMIT = 5000
-#: How close the next due instant must be for the scheduler to decide it in advance (see
-#: `prepare_once`), and how many CronWorkflows it decides in advance at most.
-PREPARE_AHEAD = timedelta(seconds=5)
-PREPARE_LIMIT = 20_000
-#: A decision made in advance for instant T is committed only until T + this; later, it is
-#: dropped and decided again at the time it is actually made.
-PREPARED_MAX_DELAY = timedelta(seconds=1)
-#: How often a running replica logs its heartbeat (fires, shards, projection lag).
-REPORT_SECONDS = 30.0
-
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-@dataclass
-class Supervisor:
-    """Runs a step; on failure waits with exponential backoff instead of dying or spinning."""
-
-    name: str
-    backoff: float = 0.0
-    failures: int = 0
-    last_error: str = ""
-    retry_at: float = 0.0
-
-    def run(self, step: Callable[[], Any]) -> Any:
-        if time.monotonic() < self.retry_at:
-            return None
-        try:
-            result = step()
-        except Exception as e:
-            self.failures += 1
-            self.backoff = min(30.0, max(0.5, self.backoff * 2))
-            self.retry_at = time.monotonic() + self.backoff
-            self.last_error = f"{type(e).__name__}: {e}"
-            log.warning("%s failed (retry in %.1fs): %s", self.name, self.backoff, self.last_error)
-            return None
-        self.backoff = 0.0
-        return result
-
-
-class Waker:
-    """Wakes the loop when the log changes: LISTEN on PostgreSQL, nothing (polling) elsewhere."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.event = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        if engine.config.kind == "postgresql":
-            channel = getattr(engine.service.recorder, "channel_name", None)
-            if channel:
-                self._thread = threading.Thread(
-                    target=self._listen, args=(engine, channel), daemon=True
-                )
-                self._thread.start()
-
-    def _listen(self, engine: Engine, channel: str) -> None:
-        import psycopg
-        from psycopg import sql
-
-        while not self._stop.is_set():
-            try:
-                with psycopg.connect(engine.config.pg_conninfo, autocommit=True) as conn:
-                    if engine.config.pg_schema:
-                        conn.execute(
-                            sql.SQL("SET search_path TO {}").format(
-                                sql.Identifier(engine.config.pg_schema)
-                            )
-                        )
-                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
-                    while not self._stop.is_set():
-                        for _ in conn.notifies(timeout=1.0, stop_after=1):
-                            self.event.set()
-            except Exception as e:  # server restarting: listen again shortly
-                log.info("LISTEN connection lost (%s); retrying", e)
-                self._stop.wait(1.0)
-
-    def wait(self, seconds: float) -> None:
-        if seconds > 0:
-            self.event.wait(seconds)
-        self.event.clear()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self.event.set()
-
-
-@dataclass
-class RunWatcher:
-    """Reports what the local target's runs did: completed (with phase) or deleted by hand."""
-
-    engine: Engine
-    target: LocalTarget
-
-    def poll(
-        self, now: datetime, budget: float | None = None, stop: Callable[[], bool] | None = None
-    ) -> int:
-        """Report ended and vanished runs; stops early when `budget` seconds are used up or
-        `stop()` says so (the rest is looked at next turn)."""
-        deadline = None if budget is None else time.monotonic() + budget
-        view, svc = self.engine.view, self.engine.service
-        dispatched = view.max_tracking_id(svc.name, "dispatch") or 0
-        # While the dispatcher is behind the status view (a burst is being dispatched), a
-        # missing file is most likely a Workflow not yet created: look again next turn rather
-        # than ask the audit table about every one of them.
-        dispatch_behind = dispatched < (view.max_tracking_id(svc.name, "readmodel") or 0)
-        reported = 0
-        for cron_id, namespace, name in view.active_runs():
-            if (stop is not None and stop()) or (
-                deadline is not None and time.monotonic() >= deadline
-            ):
-                break
-            obs = self.target.observe(namespace, name, now)
-            if obs is None:
-                continue
-            if obs.phase is None:
-                # Missing file: vanished only if the dispatcher already created it; a fire not
-                # yet dispatched has no file by design.
-                if dispatch_behind:
-                    continue
-                pos = view.fired_position(namespace, name)
-                if pos is None or pos > dispatched:
-                    continue
-                svc.run_vanished(UUID(cron_id), name, now)
-            else:
-                assert obs.finished_at is not None
-                svc.run_completed(UUID(cron_id), name, obs.phase, obs.finished_at, now)  # type: ignore[arg-type]
-            reported += 1
-        return reported
-
-
-class RunPoller(Protocol):
-    """Reports what runs did: the local target's RunWatcher, or the cluster's KubeSync."""
-
-    def poll(
-        self, now: datetime, budget: float | None = None, stop: Callable[[], bool] | None = None
-    ) -> int: ...
-
-
-class DispatchWorker:
-    """The dispatcher on a thread of its own (`cronsource run`).
-
-    Creating Workflows is I/O (files and a sync, or API calls) that used to wait its turn
-    behind the read model's projection; on its own thread it starts as soon as a fire is in
-    the log and overlaps the projection and the next decisions. It follows the log with its
-    own position exactly as before, so crash safety is unchanged: creation first, position
-    after. Only the replica that holds the projector role dispatches.
-    """
-
-    def __init__(self, loop: SchedulerLoop) -> None:
-        self.loop = loop
-        self.wake = threading.Event()
-        self.supervisor = Supervisor("dispatch")
-        self._thread = threading.Thread(target=self._run, name="dispatch", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _run(self) -> None:
-        loop = self.loop
-        stop = loop.stop_event
-        while not stop.is_set():
-            if loop.runs_projections:
-                done = self.supervisor.run(
-                    lambda: loop.engine.dispatch(loop.clock(), budget=TURN_BUDGET, stop=stop.is_set)
-                )
-                if done:
-                    continue  # there may be more already
-            self.wake.wait(loop.poll_seconds)
-            self.wake.clear()
-
-    def stop(self) -> None:
-        """Let the batch in flight finish (its position moves after its Workflows exist)."""
-        self.wake.set()
-        self._thread.join(timeout=120)
 
 
 @dataclass
@@ -486,12 +317,3 @@ class SchedulerLoop:
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
-
-
-def lag(engine: Engine) -> dict[str, int]:
-    """How many events each projection is behind the log."""
-    app = engine.service
-    head = app.recorder.max_notification_id() or 0
-    return {
-        p: head - (engine.view.max_tracking_id(app.name, p) or 0) for p in ("readmodel", "dispatch")
-    }
