@@ -41,6 +41,7 @@ from datetime import timedelta
 from typing import Any
 
 from adapters.engine import Engine, build_engine
+from adapters.runtime.clock import VirtualClock
 from adapters.runtime.loop import SchedulerLoop
 from adapters.runtime.settings import BATCH
 from adapters.shards import SoleOwner
@@ -67,7 +68,7 @@ from domain.cronworkflow import CronWorkflow
 def timed_ticks(engine: Engine, marks: list[tuple[float, int]], advance: Any = None) -> None:
     """Record (time the batch's commit returned, fires in it) for every batch of the loop."""
     svc = engine.service
-    real_commit = svc.commit
+    real_commit = svc.commit_batch
 
     def commit(aggs: Sequence[CronWorkflow], at: Any) -> Any:
         report = real_commit(aggs, at)
@@ -76,7 +77,7 @@ def timed_ticks(engine: Engine, marks: list[tuple[float, int]], advance: Any = N
             advance(report.fires)
         return report
 
-    svc.commit = commit  # type: ignore[method-assign]
+    svc.commit_batch = commit  # type: ignore[method-assign]
 
 
 def run(
@@ -102,8 +103,8 @@ def run(
         task = bar.add_task("project (due index)", total=None)
         engine.catch_up(created_at)
         bar.update(task, total=1, completed=1)
-        clock = [instant]
-        loop = SchedulerLoop(engine, SoleOwner(), role="scheduler", clock=lambda: clock[0])
+        clock = VirtualClock(instant)
+        loop = SchedulerLoop(engine, SoleOwner(), role="scheduler", clock=clock)
         if mode == "hot":
             task = bar.add_task("first burst (not timed)", total=n)
             loop.schedule_once(instant)
@@ -113,10 +114,10 @@ def run(
         else:  # a scheduler that has loaded nothing yet, as after a start
             engine.close()
             engine = build_engine(t.config, create_tables=False)
-            loop = SchedulerLoop(engine, SoleOwner(), role="scheduler", clock=lambda: clock[0])
+            loop = SchedulerLoop(engine, SoleOwner(), role="scheduler", clock=clock)
             if mode == "warm":
                 task = bar.add_task("turns 30 s before the instant (not timed)", total=None)
-                clock[0] = instant - timedelta(seconds=30)
+                clock.set(instant - timedelta(seconds=30))
                 loop.turn()
                 while loop.last_warmed:
                     loop.turn()
@@ -124,10 +125,10 @@ def run(
         if mode in ("warm", "hot"):
             # The loop's last turn before the instant, which decides it in advance.
             task = bar.add_task("turn 2 s before the instant (not timed)", total=None)
-            clock[0] = instant - timedelta(seconds=2)
+            clock.set(instant - timedelta(seconds=2))
             loop.turn()
             bar.update(task, total=1, completed=1)
-        clock[0] = instant
+        clock.set(instant)
         expected = count_topic(engine.service, FIRED_TOPIC)
         marks: list[tuple[float, int]] = []
         task = bar.add_task(f"burst ({mode})", total=n)

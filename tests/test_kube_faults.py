@@ -32,6 +32,7 @@ from adapters.kube import (
     build_kube_engine,
     connect,
 )
+from adapters.runtime.clock import VirtualClock
 from adapters.runtime.loop import SchedulerLoop
 from adapters.shards import SoleOwner
 from domain.cronworkflow import workflow_name
@@ -49,14 +50,6 @@ SEED = 20260504
 #: a row (what exhausts one Backoff) then happen about once in 250 calls, so the loop's own
 #: supervisor retry is exercised too.
 FAULTS = Faults(error=0.12, reset=0.08, lost=0.12, delay=0.1, cut=0.4, max_delay=0.4)
-
-
-class VirtualClock:
-    def __init__(self, at: datetime) -> None:
-        self.at = at
-
-    def __call__(self) -> datetime:
-        return self.at
 
 
 @pytest.fixture
@@ -81,7 +74,7 @@ def test_faults_between_client_and_server_lose_nothing_and_fire_nothing_twice(
     proxied = connect(str(proxy.kubeconfig))
     clock = VirtualClock(T0)
     engine: Engine = build_kube_engine("memory:", proxied)
-    sync = KubeSync(engine, proxied, namespace=ns, clock=clock)
+    sync = KubeSync(engine, proxied, namespace=ns, clock=clock.now)
     loop = SchedulerLoop(engine, SoleOwner(), watcher=sync, clock=clock)
     sync.start(watch_seconds=2)
     try:
@@ -146,7 +139,7 @@ def test_faults_between_client_and_server_lose_nothing_and_fire_nothing_twice(
                 )
 
         for tick in ticks:
-            clock.at = tick
+            clock.set(tick)
             complete_children_before(tick)
             end = time.monotonic() + 0.6
             while time.monotonic() < end:
@@ -155,8 +148,8 @@ def test_faults_between_client_and_server_lose_nothing_and_fire_nothing_twice(
 
         # Faults off: everything converges.
         proxy.enabled = False
-        clock.at = ticks[-1] + timedelta(seconds=1)  # no new tick due
-        complete_children_before(clock.at + timedelta(seconds=5))
+        clock.set(ticks[-1] + timedelta(seconds=1))  # no new tick due
+        complete_children_before(clock.now() + timedelta(seconds=5))
         expected = {workflow_name(n, t): t for n in NAMES for t in ticks}
 
         def cluster_children() -> dict[str, str]:

@@ -18,6 +18,7 @@ from uuid import UUID
 import pytest
 
 from adapters.engine import Engine, build_engine, migrate
+from adapters.runtime.clock import VirtualClock
 from adapters.runtime.loop import SchedulerLoop
 from adapters.runtime.settings import PREPARED_MAX_DELAY
 from adapters.shards import SoleOwner
@@ -42,15 +43,7 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
     e.close()
 
 
-class Clock:
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-def setup(engine: Engine) -> tuple[dict[str, UUID], SchedulerLoop, Clock]:
+def setup(engine: Engine) -> tuple[dict[str, UUID], SchedulerLoop, VirtualClock]:
     ids = {}
     for name in NAMES:
         manifest = parse_manifest(
@@ -63,7 +56,7 @@ def setup(engine: Engine) -> tuple[dict[str, UUID], SchedulerLoop, Clock]:
         )
         ids[name], _ = engine.service.apply(manifest, H - timedelta(minutes=30))
     engine.catch_up(H - timedelta(minutes=30))
-    clock = Clock(H - timedelta(seconds=2))
+    clock = VirtualClock(H - timedelta(seconds=2))
     return ids, SchedulerLoop(engine, SoleOwner(), role="scheduler", clock=clock), clock
 
 
@@ -73,12 +66,12 @@ def fires(engine: Engine, cron_id: UUID) -> list[Any]:
 
 def test_decided_ahead_committed_at_the_instant_and_never_before(engine: Engine) -> None:
     ids, loop, clock = setup(engine)
-    assert loop.prepare_once(clock.now) == len(NAMES)
+    assert loop.prepare_once(clock.now()) == len(NAMES)
     head = engine.service.recorder.max_notification_id()
     # A turn before the instant commits nothing.
     assert loop.schedule_once(H - timedelta(seconds=1)) == 0
     assert engine.service.recorder.max_notification_id() == head
-    clock.now = H
+    clock.set(H)
     assert loop.schedule_once(H) == len(NAMES)
     for cron_id in ids.values():
         (fired,) = fires(engine, cron_id)
@@ -93,7 +86,7 @@ def test_a_cronworkflow_changed_after_the_decision_is_decided_again(engine: Engi
     """Suspended between the decision made in advance and the instant: the store refuses
     the stale save, the batch is decided again, the suspended one does not fire."""
     ids, loop, clock = setup(engine)
-    loop.prepare_once(clock.now)
+    loop.prepare_once(clock.now())
     engine.service.suspend(ids["b"], H - timedelta(seconds=1), by="test")
     engine.catch_up(H - timedelta(seconds=1))
     rejected = engine.rejected_writes

@@ -25,7 +25,7 @@ class DispatchWorker:
     def __init__(self, loop: SchedulerLoop) -> None:
         self.loop = loop
         self.wake = threading.Event()
-        self.supervisor = Supervisor("dispatch")
+        self.supervisor = Supervisor("dispatch", loop.clock)
         self._thread = threading.Thread(target=self._run, name="dispatch", daemon=True)
 
     def start(self) -> None:
@@ -36,13 +36,19 @@ class DispatchWorker:
         stop = loop.stop_event
         while not stop.is_set():
             if loop.runs_projections:
-                done = self.supervisor.run(
-                    lambda: loop.engine.dispatch(loop.clock(), budget=TURN_BUDGET, stop=stop.is_set)
-                )
+                done = self.supervisor.run(lambda: self.step(TURN_BUDGET))
                 if done:
                     continue  # there may be more already
-            self.wake.wait(loop.poll_seconds)
+            loop.clock.wait(loop.poll_seconds, self.wake)
             self.wake.clear()
+
+    def step(self, budget: float) -> int:
+        """Dispatch what is new for at most `budget` seconds on the loop's clock."""
+        clock, stop = self.loop.clock, self.loop.stop_event
+        deadline = clock.monotonic() + budget
+        return self.loop.engine.dispatch(
+            clock.now(), stop=lambda: stop.is_set() or clock.monotonic() >= deadline
+        )
 
     def stop(self) -> None:
         """Let the batch in flight finish (its position moves after its Workflows exist)."""

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
 from adapters.engine import Engine
 from adapters.localtarget import LocalTarget
+from adapters.runtime.clock import Clock, SystemClock
 
 
 @dataclass
@@ -19,13 +19,14 @@ class RunWatcher:
 
     engine: Engine
     target: LocalTarget
+    clock: Clock = field(default_factory=SystemClock)
 
     def poll(
         self, now: datetime, budget: float | None = None, stop: Callable[[], bool] | None = None
     ) -> int:
         """Report ended and vanished runs; stops early when `budget` seconds are used up or
         `stop()` says so (the rest is looked at next turn)."""
-        deadline = None if budget is None else time.monotonic() + budget
+        deadline = None if budget is None else self.clock.monotonic() + budget
         view, svc = self.engine.view, self.engine.service
         dispatched = view.max_tracking_id(svc.name, "dispatch") or 0
         # While the dispatcher is behind the status view (a burst is being dispatched), a
@@ -35,7 +36,7 @@ class RunWatcher:
         reported = 0
         for cron_id, namespace, name in view.active_runs():
             if (stop is not None and stop()) or (
-                deadline is not None and time.monotonic() >= deadline
+                deadline is not None and self.clock.monotonic() >= deadline
             ):
                 break
             obs = self.target.observe(namespace, name, now)

@@ -46,11 +46,6 @@ class Waker:
                 log.info("LISTEN connection lost (%s); retrying", e)
                 self._stop.wait(1.0)
 
-    def wait(self, seconds: float) -> None:
-        if seconds > 0:
-            self.event.wait(seconds)
-        self.event.clear()
-
     def stop(self) -> None:
         self._stop.set()
         self.event.set()
