@@ -175,10 +175,13 @@ class Scheduler:
         return self.last_warmed
 
     def next_wake(self, now: datetime) -> datetime | None:
-        """The next instant this step has work at: the next due instant, or before it the
-        moments it is warmed (WARM_AHEAD) and decided in advance (PREPARE_AHEAD). A clock
+        """The next instant this step has work at: the next due instant (or that of the
+        decisions made in advance), or before it the moments it is warmed (WARM_AHEAD) and
+        decided in advance (PREPARE_AHEAD). A clock
         that jumps (simulate) needs them; on the wall clock the loop turns more often."""
         nxt = self.view.next_due()
+        if self._prepared is not None and (nxt is None or self._prepared[0] < nxt):
+            nxt = self._prepared[0]  # committed (or refused) at its instant
         if nxt is None or nxt <= now:
             return nxt
         for ahead in (WARM_AHEAD, PREPARE_AHEAD):
