@@ -80,7 +80,6 @@ def parse_time(value: str, flag: str) -> datetime:
         fail(f"{flag}: {e.message}")
 
 
-
 def read_input(path: str, code: int = 1) -> bytes:
     """The bytes of a file ('-' is stdin), at most MAX_INPUT_BYTES (exit `code` beyond: a
     huge file is refused before it is read into memory)."""

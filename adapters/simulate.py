@@ -213,6 +213,9 @@ class SimTarget:
     default_phase: str
     workflows: dict[tuple[str, str], SimWorkflow] = field(default_factory=dict)
     durations: dict[str, tuple[timedelta | None, str | None]] = field(default_factory=dict)
+    #: The Workflows whose end is not reported yet (running ones included): the only ones
+    #: the run watcher and the next-change look at, so a week of runs costs no rescans.
+    unreported: dict[tuple[str, str], SimWorkflow] = field(default_factory=dict)
 
     def create(self, workflow: dict[str, Any], *, cron_id: str, trigger: str, at: datetime) -> None:
         meta = workflow["metadata"]
@@ -221,7 +224,7 @@ class SimTarget:
             return
         duration, phase = self.durations.get(cron_id, (None, None))
         sched = meta["annotations"].get("workflows.argoproj.io/scheduled-time")
-        self.workflows[key] = SimWorkflow(
+        self.workflows[key] = self.unreported[key] = SimWorkflow(
             namespace=key[0],
             name=key[1],
             cron=meta["labels"][LABEL_CRON],
@@ -244,16 +247,12 @@ class SimTarget:
             wf.deleted_at = at
 
     def finish_due(self, now: datetime) -> None:
-        for wf in self.workflows.values():
+        for wf in self.unreported.values():
             if wf.phase == "Running" and wf.deleted_at is None and wf.ends_at <= now:
                 wf.phase, wf.finished_at = wf.end_phase, wf.ends_at
 
     def next_change(self) -> datetime | None:
-        times = [
-            wf.ends_at
-            for wf in self.workflows.values()
-            if wf.deleted_at is None and (wf.phase == "Running" or not wf.reported)
-        ]
+        times = [wf.ends_at for wf in self.unreported.values() if wf.deleted_at is None]
         return min(times, default=None)
 
 
@@ -298,12 +297,11 @@ class SimRunWatcher:
     ) -> int:
         target = self.target
         target.finish_due(now)
-        ended = [
-            wf for wf in target.workflows.values() if not wf.reported and wf.phase != "Running"
-        ]
+        ended = [wf for wf in target.unreported.values() if wf.phase != "Running"]
         ended.sort(key=lambda w: (w.finished_at or now, w.name))
         for wf in ended:
             wf.reported = True
+            del target.unreported[(wf.namespace, wf.name)]
             cron_id = UUID(wf.cron_id)
             if wf.phase == "Deleted":
                 self.service.run_vanished(cron_id, wf.name, now)
@@ -405,6 +403,7 @@ class Simulation:
                     if wf.phase == "Running":
                         wf.phase = "Deleted"
                         wf.reported = False
+                        self.target.unreported[(wf.namespace, wf.name)] = wf
 
     def _next_instant(self, actions: list[tuple[int, Action]]) -> datetime | None:
         """min(the runtime's next instant of work, next action, next run end, outage end)."""

@@ -94,7 +94,9 @@ class Writer:
         self.start = start
         self.cursor = 0  # how many (cron, minute) ticks were made
         self.versions: dict[UUID, int] = {}
-        self.cache = DecisionCache(engine.service.load_many)  # as the scheduler keeps them
+        self.cache = DecisionCache(
+            engine.service.load_many, engine.service.fast_forward
+        )  # as the scheduler keeps them
         self.commits: list[tuple[float, list[int]]] = []
         svc = engine.service
         real_save = svc.save

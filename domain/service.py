@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
@@ -473,6 +473,17 @@ class CronService(Application[UUID]):
         report.next_due = {a.id: a.next_due() for a in aggs}
         report.versions = {a.id: a.version for a in aggs}
         return report
+
+    def fast_forward(self, agg: CronWorkflow) -> CronWorkflow:
+        """A copy the caller holds (no pending events), brought to the latest version by
+        reading only the events after it: a copy made stale by a run completion costs one
+        short read instead of replaying a stream that grows with every tick."""
+        to_domain = self.mapper.to_domain_event
+        result: Any = agg
+        for stored in self.recorder.select_events(agg.id, gt=agg.version):
+            event: Any = to_domain(stored)
+            result = event.mutate(result)
+        return cast(CronWorkflow, result)
 
     def tick(self, cron_ids: Iterable[UUID], at: datetime) -> TickReport:
         """Decide every due tick of these CronWorkflows as of `at`, in one transaction."""

@@ -56,12 +56,13 @@ class SchedulerLoop:
         self.poll_seconds = poll_seconds
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.stop_event = stop_event if stop_event is not None else threading.Event()
-        self.cache = DecisionCache(engine.service.load_many)
+        self.cache = DecisionCache(engine.service.load_many, engine.service.fast_forward)
         self.scheduling = Scheduler(
             engine.service, engine.view, ownership, self.cache, on_fired=self._wake_dispatch
         )
-        self.projection = ProjectionWorker(engine, self.clock, self.stop_event)
-        self.log_decisions = log_decisions
+        self.projection = ProjectionWorker(
+            engine, self.clock, self.stop_event, log_decisions=log_decisions
+        )
         self.projector = Supervisor("projections", self.clock)
         self.scheduler = Supervisor("scheduler", self.clock)
         self.watch = Supervisor("run watcher", self.clock)

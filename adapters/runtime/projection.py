@@ -16,28 +16,44 @@ from adapters.runtime.clock import Clock
 
 
 class ProjectionWorker:
-    def __init__(self, engine: Engine, clock: Clock, stop: threading.Event) -> None:
+    def __init__(
+        self, engine: Engine, clock: Clock, stop: threading.Event, *, log_decisions: bool = True
+    ) -> None:
         self.engine = engine
         self.clock = clock
         self.stop = stop
+        self.log_decisions = log_decisions  # off in simulate: nobody reads those lines
         self.decision_log: DecisionLog | None = None  # created once this replica projects
+        #: The log's head when a catch-up last finished with nothing left over; while the
+        #: head stays there, there is nothing new to project (one query instead of a
+        #: round of reads per projection).
+        self._caught_up_to: int | None = None
 
     def step(self, now: datetime, budget: float | None, *, dispatch: bool) -> int:
         """Catch up for at most `budget` seconds on the runtime's clock (a virtual clock does
         not move during a turn, so there it always catches up fully); returns how many
         events the read model took."""
         clock, stop = self.clock, self.stop
+        head = self.engine.service.recorder.max_notification_id() or 0
+        if head == self._caught_up_to:
+            return 0
         deadline = None if budget is None else clock.monotonic() + budget
+        out_of_time = False
 
         def enough() -> bool:
-            return stop.is_set() or (deadline is not None and clock.monotonic() >= deadline)
+            nonlocal out_of_time
+            out_of_time = stop.is_set() or (deadline is not None and clock.monotonic() >= deadline)
+            return out_of_time
 
         n = self.engine.catch_up(now, stop=enough, dispatch=dispatch)
+        # Caught up to `head` unless time ran out (then the rest is for the next turn).
+        self._caught_up_to = None if out_of_time else head
         # One structured line per committed decision (cronWorkflow, tick, version), written by
         # the projector only, so each decision is logged once across replicas.
-        if self.decision_log is None:
-            self.decision_log = DecisionLog(self.engine.view)
-        self.decision_log.emit_new()
+        if self.log_decisions:
+            if self.decision_log is None:
+                self.decision_log = DecisionLog(self.engine.view)
+            self.decision_log.emit_new()
         return n
 
 

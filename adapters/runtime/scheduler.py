@@ -39,7 +39,9 @@ class Scheduler:
         self.service = service
         self.view = view
         self.ownership = ownership
-        self.cache = cache if cache is not None else DecisionCache(service.load_many)
+        self.cache = (
+            cache if cache is not None else DecisionCache(service.load_many, service.fast_forward)
+        )
         #: Called once a batch with fires is committed (wakes the dispatch thread).
         self.on_fired = on_fired
         self.fires = 0
@@ -113,14 +115,19 @@ class Scheduler:
             for i in range(0, len(due), BATCH):
                 yield now, self.decide_batch(due[i : i + BATCH], now, seen)
 
-        with ThreadPoolExecutor(1, thread_name_prefix="commit") as committer:
-            in_flight: Future[TickReport] | None = None
+        if len(prepared) + len(due) <= BATCH and len(prepared) <= 1:
+            # One batch: nothing to overlap its commit with, so no committing thread either.
             for at, batch in batches():
+                settle(self._commit(batch, at))
+        else:
+            with ThreadPoolExecutor(1, thread_name_prefix="commit") as committer:
+                in_flight: Future[TickReport] | None = None
+                for at, batch in batches():
+                    if in_flight is not None:
+                        settle(in_flight.result())
+                    in_flight = committer.submit(self._commit, batch, at)
                 if in_flight is not None:
                     settle(in_flight.result())
-                in_flight = committer.submit(self._commit, batch, at)
-            if in_flight is not None:
-                settle(in_flight.result())
         self.fires += fired
         return fired
 
