@@ -472,9 +472,7 @@ class Simulation:
         """Whether the log has events the projections have not seen (the run watcher reported
         a Replace's termination after the turn's last projection): on PostgreSQL the Waker
         would end the wait at once, so the virtual clock turns again at the same instant."""
-        svc = self.engine.service
-        head = svc.recorder.max_notification_id() or 0
-        return head > (self.engine.view.max_tracking_id(svc.name, "readmodel") or 0)
+        return self.loops[0].projection.behind()
 
     @staticmethod
     def _raise_failures(loop: SchedulerLoop) -> None:

@@ -123,7 +123,7 @@ class SchedulerLoop:
     def project_once(self, now: datetime) -> int:
         worker = self.dispatch_worker
         self._wake_dispatch()  # the dispatcher follows the log alongside the read model
-        n = self.projection.step(now, self.budget(), dispatch=worker is None)
+        n = self.projection.step(now, self.budget, dispatch=worker is None)
         self._wake_dispatch()
         return n
 

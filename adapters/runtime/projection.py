@@ -8,6 +8,7 @@ and writes the decision log for what was newly committed.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from datetime import datetime
 
 from adapters.engine import Engine
@@ -29,15 +30,21 @@ class ProjectionWorker:
         #: round of reads per projection).
         self._caught_up_to: int | None = None
 
-    def step(self, now: datetime, budget: float | None, *, dispatch: bool) -> int:
-        """Catch up for at most `budget` seconds on the runtime's clock (a virtual clock does
-        not move during a turn, so there it always catches up fully); returns how many
-        events the read model took."""
+    def behind(self) -> bool:
+        """Whether the log has events the last catch-up did not see."""
+        head = self.engine.service.recorder.max_notification_id() or 0
+        return head != self._caught_up_to
+
+    def step(self, now: datetime, budget: Callable[[], float | None], *, dispatch: bool) -> int:
+        """Catch up for at most `budget()` seconds on the runtime's clock (asked only when
+        there is something to project; a virtual clock does not move during a turn, so there
+        it always catches up fully); returns how many events the read model took."""
         clock, stop = self.clock, self.stop
         head = self.engine.service.recorder.max_notification_id() or 0
         if head == self._caught_up_to:
             return 0
-        deadline = None if budget is None else clock.monotonic() + budget
+        seconds = budget()
+        deadline = None if seconds is None else clock.monotonic() + seconds
         out_of_time = False
 
         def enough() -> bool:
