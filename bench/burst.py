@@ -4,9 +4,9 @@ N CronWorkflows (`0 * * * *` by default) are all due at one instant, the next to
 H. Set-up, not timed: a throwaway store (bench/common.py), the N CronWorkflows created as of
 H - 30 min, and the projections caught up so the due index knows them.
 
-Timed: `SchedulerLoop.schedule_once(H)` of adapters/runtime.py, the code `cronsource run` runs
-each turn: read the due index, then `CronService.decide` and `commit` in batches of 500, each
-batch one transaction, the next batch decided while the previous one commits. The clock is
+Timed: `SchedulerLoop.schedule_once(H)` of adapters/runtime/, the code `cronsource run` runs
+each turn: read the due index, then `CronService.decide_batch`, `commit_batch` in batches of 500,
+each batch one transaction, the next decided while the previous one commits. The clock is
 virtual (the loop's `clock` is H), so the instant is the moment the call starts; `seconds` is
 the wall time until it returned with every ScheduleFired committed.
 Each fire's latency is the time its batch's commit returned, minus the instant (`p50_ms`,
@@ -18,7 +18,7 @@ Each fire's latency is the time its batch's commit returned, minus the instant (
   saves while fast-forwarding is on, so a process that has just applied them is no warmer);
 - `warm`: a scheduler restarted before the instant: it loads nothing at start, but its loop's
   turns before the instant (untimed, at H - 30 s, until one warms nothing) load what is due
-  within `WARM_AHEAD` (adapters/runtime.py), as `cronsource run` does, and its turn at H - 2 s
+  within `WARM_AHEAD` (adapters/runtime/), as `cronsource run` does, and its turn at H - 2 s
   decides the instant in advance (`prepare_once`), to be committed when it comes;
 - `hot`: the steady state of a long-running scheduler: a first burst at H fires, the
   projections catch up, and the timed burst is the next one at H + 1 h, decided (by the turn
