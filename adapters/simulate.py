@@ -1,10 +1,11 @@
 """`cronsource simulate`: the real engine on a virtual clock, with a simulated local target.
 
-The domain, the store and the projections are the production ones; only time and the place
-Workflows run are simulated. The scheduler step mirrors `cronsource run`: read due ids from
-the due index, decide, save in one transaction per replica, project. With several replicas,
-every replica loads and decides before any saves (the worst interleaving), so the version
-check, not luck, is what keeps a tick from firing twice.
+The domain, the store, the projections and the runtime (adapters/runtime/: the turn of
+`cronsource run`, with its prepared decisions, warming, due filtering, budgets and dispatch) are
+the production ones; only time (a VirtualClock) and the place Workflows run (SimTarget) are
+simulated. With several replicas, every replica decides the next instant in advance on the same
+state before any commits (the worst interleaving), so the version check, not luck, is what
+keeps a tick from firing twice.
 """
 
 from __future__ import annotations
@@ -50,8 +51,9 @@ class SimulationInterrupted(RuntimeError):
 #: Longest simulated span. A year of every-minute ticks is half a million decisions; a
 #: scenario far longer is a typo (a year 20260 end) and would run for hours.
 MAX_SCENARIO_SPAN = timedelta(days=400)
-#: Most simulated instants (a tick, a run ending, an action) before it stops with an error.
-MAX_STEPS = 1_000_000
+#: Most simulated instants (a tick, the moments before it when the runtime warms and decides
+#: in advance, a run ending, an action) before it stops with an error: about a million ticks.
+MAX_STEPS = 3_000_000
 
 
 def _aware(v: Any) -> Any:
@@ -349,6 +351,7 @@ class Simulation:
                 poll_seconds=math.inf,
                 clock=self.clock,
                 log_decisions=False,
+                heartbeat=False,
             )
         ]
         for _ in range(scenario.replicas - 1):
@@ -363,6 +366,7 @@ class Simulation:
                     poll_seconds=math.inf,
                     clock=self.clock,
                     log_decisions=False,
+                    heartbeat=False,
                 )
             )
 

@@ -48,6 +48,7 @@ class SchedulerLoop:
         stop_event: threading.Event | None = None,
         *,
         log_decisions: bool = True,
+        heartbeat: bool = True,
     ) -> None:
         self.engine = engine
         self.ownership = ownership
@@ -68,6 +69,7 @@ class SchedulerLoop:
         self.watch = Supervisor("run watcher", self.clock)
         self.shards = Supervisor("shards", self.clock)
         self.warmer = Supervisor("warm-up", self.clock)
+        self.heartbeat = heartbeat  # the operator's log line every REPORT_SECONDS
         self.dispatch_worker: DispatchWorker | None = None  # started by `run`
         self._last_rebalance: float | None = None
         self._last_report = self.clock.monotonic()
@@ -150,7 +152,7 @@ class SchedulerLoop:
             # Last, after the projections moved the due index past this turn's decisions.
             self.warmer.run(lambda: self.warm_once(clock.now()))
             self.warmer.run(lambda: self.prepare_once(clock.now()))
-        if clock.monotonic() - self._last_report >= REPORT_SECONDS:
+        if self.heartbeat and clock.monotonic() - self._last_report >= REPORT_SECONDS:
             self._last_report = clock.monotonic()
             self.projector.run(self.report)
         self.last_turn = clock.monotonic()
@@ -180,12 +182,17 @@ class SchedulerLoop:
         """How long the loop would wait now: until the scheduler's next instant of work,
         at most `poll_seconds` (the log may change without a wake-up)."""
         try:
-            nxt = self.scheduling.next_wake(self.clock.now()) if self.runs_scheduler else None
+            now = self.clock.now()
+            nxt = (
+                self.scheduling.next_wake(now)
+                if self.runs_scheduler
+                else self.engine.view.next_due()
+            )
         except Exception:
             return self.poll_seconds
         if nxt is None:
             return self.poll_seconds
-        return max(0.0, min(self.poll_seconds, (nxt - self.clock.now()).total_seconds()))
+        return max(0.0, min(self.poll_seconds, (nxt - now).total_seconds()))
 
     def run(self, waker: Waker | None = None, on_ready: Callable[[], None] | None = None) -> None:
         """Turn until stopped; `on_ready` is called once, after the first turn (projections
