@@ -71,7 +71,6 @@ def parse_time(value: str, flag: str) -> datetime:
     except TimestampError as e:
         fail(str(e))
 
-
 def read_input(path: str, code: int = 1) -> bytes:
     """The bytes of a file ('-' is stdin), at most MAX_INPUT_BYTES (exit `code` beyond: a
     huge file is refused before it is read into memory)."""
@@ -1161,7 +1160,9 @@ def run(
     from adapters.localtarget import LocalTarget
     from adapters.logs import configure_logging
     from adapters.projector import RoleLock
-    from adapters.runtime import RunWatcher, SchedulerLoop, Waker
+    from adapters.runtime.loop import SchedulerLoop
+    from adapters.runtime.runwatcher import RunWatcher
+    from adapters.runtime.waker import Waker
     from adapters.shards import AdvisoryLockShards, Ownership, SoleOwner
     from domain.durations import parse_duration
 

@@ -218,7 +218,7 @@ class _EngineCollector(Collector):
         yield from self._ownership()
 
     def _engine(self) -> Iterable[Metric]:
-        from adapters.runtime import lag
+        from adapters.runtime.projection import lag
 
         rejected = CounterMetricFamily(
             "cronsource_rejected_writes",

@@ -40,7 +40,8 @@ from prometheus_client.registry import Collector
 
 from adapters.engine import Engine
 from adapters.metrics import Metrics
-from adapters.runtime import SchedulerLoop, lag
+from adapters.runtime.loop import SchedulerLoop
+from adapters.runtime.projection import lag
 
 log = logging.getLogger("cronsource.probes")
 

@@ -204,16 +204,19 @@ class Projector:
         now: datetime | None = None,
         budget: float | None = None,
         stop: Callable[[], bool] | None = None,
+        *,
+        dispatch: bool | None = None,
     ) -> int:
         """Project what is new, if this process holds the projector lock; returns how many
         events the read model took (0 when another process projects). The dispatcher
-        follows too, unless a dispatch thread of its own does (`dispatch_step`)."""
+        follows too (`dispatch=None`) unless a dispatch thread of its own does
+        (`dispatch_step`)."""
+        if dispatch is None:
+            dispatch = not self.dispatch_thread
         with self._mutex:
             if not self.lock.try_acquire():
                 return 0
-            done = self.engine.catch_up(
-                now, budget=budget, stop=stop, dispatch=not self.dispatch_thread
-            )
+            done = self.engine.catch_up(now, budget=budget, stop=stop, dispatch=dispatch)
         if done:
             with self._moved:
                 self._moved.notify_all()

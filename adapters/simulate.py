@@ -1,32 +1,41 @@
 """`cronsource simulate`: the real engine on a virtual clock, with a simulated local target.
 
-The domain, the store and the projections are the production ones; only time and the place
-Workflows run are simulated. The scheduler step mirrors `cronsource run`: read due ids from
-the due index, decide, save in one transaction per replica, project. With several replicas,
-every replica loads and decides before any saves (the worst interleaving), so the version
-check, not luck, is what keeps a tick from firing twice.
+The domain, the store, the projections and the runtime (adapters/runtime/: the turn of
+`cronsource run`, with its prepared decisions, warming, due filtering, budgets and dispatch) are
+the production ones; only time (a VirtualClock) and the place Workflows run (SimTarget) are
+simulated. With several replicas, every replica decides the next instant in advance on the same
+state before any commits (the worst interleaving), so the version check, not luck, is what
+keeps a tick from firing twice.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
+import math
 import shutil
 import tempfile
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from adapters.engine import Engine, build_engine
+from adapters.runtime.clock import VirtualClock
+from adapters.runtime.loop import SchedulerLoop
+from adapters.shards import SoleOwner
 from adapters.store import StoreConfig
+from domain.cronworkflow import Phase
 from domain.durations import parse_duration
 from domain.manifest import ManifestError, parse_manifest, scheduling_options
+from domain.service import CronService
 from domain.timestamps import TimestampError, parse_timestamp
 from projections.dispatch import LABEL_CRON, PermanentSubmissionError, is_same_workflow
 from projections.readmodel import rfc3339
@@ -43,8 +52,9 @@ class SimulationInterrupted(RuntimeError):
 #: Longest simulated span. A year of every-minute ticks is half a million decisions; a
 #: scenario far longer is a typo (a year 20260 end) and would run for hours.
 MAX_SCENARIO_SPAN = timedelta(days=400)
-#: Most simulated instants (a tick, a run ending, an action) before it stops with an error.
-MAX_STEPS = 1_000_000
+#: Most simulated instants (a tick, the moments before it when the runtime warms and decides
+#: in advance, a run ending, an action) before it stops with an error: about a million ticks.
+MAX_STEPS = 3_000_000
 
 
 def _aware(v: Any) -> Any:
@@ -209,6 +219,9 @@ class SimTarget:
     durations: dict[str, tuple[timedelta | None, str | None]] = field(default_factory=dict)
     #: Each Workflow's metadata as created: whose it is, for a later create of the same name.
     metadata: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    #: The Workflows whose end is not reported yet (running ones included): the only ones
+    #: the run watcher and the next-change look at, so a week of runs costs no rescans.
+    unreported: dict[tuple[str, str], SimWorkflow] = field(default_factory=dict)
 
     def create(self, workflow: dict[str, Any], *, cron_id: str, trigger: str, at: datetime) -> None:
         meta = workflow["metadata"]
@@ -220,7 +233,7 @@ class SimTarget:
         self.metadata[key] = copy.deepcopy(meta)
         duration, phase = self.durations.get(cron_id, (None, None))
         sched = meta["annotations"].get("workflows.argoproj.io/scheduled-time")
-        self.workflows[key] = SimWorkflow(
+        self.workflows[key] = self.unreported[key] = SimWorkflow(
             namespace=key[0],
             name=key[1],
             cron=meta["labels"][LABEL_CRON],
@@ -243,16 +256,12 @@ class SimTarget:
             wf.deleted_at = at
 
     def finish_due(self, now: datetime) -> None:
-        for wf in self.workflows.values():
+        for wf in self.unreported.values():
             if wf.phase == "Running" and wf.deleted_at is None and wf.ends_at <= now:
                 wf.phase, wf.finished_at = wf.end_phase, wf.ends_at
 
     def next_change(self) -> datetime | None:
-        times = [
-            wf.ends_at
-            for wf in self.workflows.values()
-            if wf.deleted_at is None and (wf.phase == "Running" or not wf.reported)
-        ]
+        times = [wf.ends_at for wf in self.unreported.values() if wf.deleted_at is None]
         return min(times, default=None)
 
 
@@ -284,7 +293,46 @@ def _scratch_store(config: StoreConfig) -> Iterator[StoreConfig]:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+class SimRunWatcher:
+    """The run watcher of the simulated target (the RunPoller the runtime polls): reports
+    runs that ended and Workflows removed by hand, in the order they ended."""
+
+    def __init__(self, service: CronService, target: SimTarget) -> None:
+        self.service = service
+        self.target = target
+
+    def poll(
+        self, now: datetime, budget: float | None = None, stop: Callable[[], bool] | None = None
+    ) -> int:
+        target = self.target
+        target.finish_due(now)
+        ended = [wf for wf in target.unreported.values() if wf.phase != "Running"]
+        ended.sort(key=lambda w: (w.finished_at or now, w.name))
+        for wf in ended:
+            wf.reported = True
+            del target.unreported[(wf.namespace, wf.name)]
+            cron_id = UUID(wf.cron_id)
+            if wf.phase == "Deleted":
+                self.service.run_vanished(cron_id, wf.name, now)
+            else:
+                assert wf.finished_at is not None
+                phase = cast(Phase, wf.phase)
+                self.service.run_completed(cron_id, wf.name, phase, wf.finished_at, now)
+        return len(ended)
+
+
 class Simulation:
+    """`cronsource run`'s runtime (adapters/runtime/) turned on a virtual clock.
+
+    Each replica is a SchedulerLoop over its own service instance and decision cache; the
+    first also projects, dispatches to the simulated target and watches its runs. Between
+    turns the clock jumps to the next instant anything happens: the runtime's next instant of
+    work (a due time, or the moments before it when it warms and decides in advance), the
+    next action, the next simulated run end, the end of an outage. With several replicas,
+    each decides the next instant in advance on the same state before any commits (the worst
+    interleaving), so the version check, not luck, keeps a tick from firing twice.
+    """
+
     def __init__(
         self,
         scenario: Scenario,
@@ -296,8 +344,38 @@ class Simulation:
         self.sc = scenario
         self.engine = engine
         self.target = target
-        self.replicas = [engine.service] + [engine.replica() for _ in range(scenario.replicas - 1)]
         self.outage_until: datetime | None = None
+        self.clock = VirtualClock(scenario.start)
+        #: Set when the log changed after a turn's last projection (the Waker's event).
+        self.wake = threading.Event()
+        self.watcher = SimRunWatcher(engine.service, target)
+        self.loops = [
+            SchedulerLoop(
+                engine,
+                SoleOwner(),
+                role="all",
+                watcher=self.watcher,
+                poll_seconds=math.inf,
+                clock=self.clock,
+                log_decisions=False,
+                heartbeat=False,
+            )
+        ]
+        for _ in range(scenario.replicas - 1):
+            peer = dataclasses.replace(
+                engine, service=engine.replica(), dispatcher=None, extra_replicas=[]
+            )
+            self.loops.append(
+                SchedulerLoop(
+                    peer,
+                    SoleOwner(),
+                    role="scheduler",
+                    poll_seconds=math.inf,
+                    clock=self.clock,
+                    log_decisions=False,
+                    heartbeat=False,
+                )
+            )
 
     @property
     def svc(self) -> Any:
@@ -336,47 +414,37 @@ class Simulation:
                     if wf.phase == "Running":
                         wf.phase = "Deleted"
                         wf.reported = False
+                        self.target.unreported[(wf.namespace, wf.name)] = wf
 
-    def _observe_runs(self, now: datetime) -> None:
-        """What the Workflow watcher would report: completions and hand deletions."""
-        self.target.finish_due(now)
-        for wf in sorted(
-            self.target.workflows.values(), key=lambda w: (w.finished_at or now, w.name)
-        ):
-            if wf.reported or (wf.phase == "Running"):
-                continue
-            wf.reported = True
-            cron_id = UUID(wf.cron_id)
-            if wf.phase == "Deleted":
-                self.svc.run_vanished(cron_id, wf.name, now)
-            else:
-                assert wf.finished_at is not None
-                self.svc.run_completed(cron_id, wf.name, wf.phase, wf.finished_at, now)
-
-    def _schedule(self, now: datetime) -> None:
-        seen = {UUID(i): v for i, v in self.engine.view.due_versions(now)}
-        if not seen:
-            return
-        due = list(seen)
-        # Worst interleaving: every replica decides on the same state before any saves. As in
-        # `run`, a replica decides on its own copy where it saved the version the due index
-        # shows (replaying the whole stream at every tick made a week of minutely ticks
-        # quadratic); a copy that is stale after all is refused by the store and re-decided.
-        decided = [r.decide(due, now, seen) for r in self.replicas]
-        for replica, aggs in zip(self.replicas, decided, strict=True):
-            replica.commit(aggs, now)
+    def _next_instant(self, actions: list[tuple[int, Action]]) -> datetime | None:
+        """min(the runtime's next instant of work, next action, next run end, outage end)."""
+        now = self.clock.now()
+        candidates = []
+        if actions:
+            candidates.append(actions[0][1].at)
+        if self.outage_until is not None:
+            candidates.append(self.outage_until)  # the replicas are down: nothing else happens
+        else:
+            for loop in self.loops:
+                seconds = loop.sleep_seconds()
+                if seconds != math.inf:
+                    candidates.append(now + timedelta(seconds=seconds))
+            if (ends := self.target.next_change()) is not None:
+                candidates.append(ends)
+        return min(candidates, default=None)
 
     def run(self) -> None:
         sc = self.sc
         for m in sc.cron_workflows:
             self._apply(m, sc.start)
-        self.engine.projector.step(sc.start)
         actions = sorted(enumerate(sc.actions), key=lambda ia: (ia[1].at, ia[0]))
-        now = sc.start
+        clock = self.clock
         steps_at_instant = 0
         steps = 0
+        first = True
         while True:
             steps += 1
+            now = clock.now()
             if self.stop():
                 raise SimulationInterrupted(f"interrupted at {rfc3339(now)}")
             if steps > MAX_STEPS:
@@ -384,36 +452,45 @@ class Simulation:
                     f"more than {MAX_STEPS} simulated instants by {rfc3339(now)}; shorten the"
                     " scenario (end) or use fewer, less frequent schedules"
                 )
-            candidates = []
-            if actions:
-                candidates.append(actions[0][1].at)
-            if self.outage_until is not None:
-                candidates.append(self.outage_until)
-            else:
-                for c in (self.target.next_change(), self.engine.view.next_due()):
-                    if c is not None:
-                        candidates.append(c)
-            if not candidates:
-                break
-            t = max(min(candidates), now)
-            if t > sc.end:
-                break
-            steps_at_instant = steps_at_instant + 1 if t == now else 0
-            if steps_at_instant > 50:
-                raise RuntimeError(f"simulation does not advance at {rfc3339(t)}")
-            now = t
+            if not first:
+                t = now if self.wake.is_set() else self._next_instant(actions)
+                if t is None or max(t, now) > sc.end:
+                    break
+                steps_at_instant = steps_at_instant + 1 if t <= now else 0
+                if steps_at_instant > 50:
+                    raise RuntimeError(f"simulation does not advance at {rfc3339(t)}")
+                clock.wait((t - now).total_seconds(), self.wake)
+                self.wake.clear()
+                now = clock.now()
+            first = False
             while actions and actions[0][1].at <= now:
                 self._act(actions.pop(0)[1])
-                self.engine.projector.step(now)
             if self.outage_until is not None and now >= self.outage_until:
                 self.outage_until = None
             if self.outage_until is None:
-                self._observe_runs(now)
-                self.engine.projector.step(now)
-                self._schedule(now)
-                self.engine.projector.step(now)
-                self._observe_runs(now)  # terminations by Replace happen at once
-                self.engine.projector.step(now)
+                # On the wall clock the loop turns every poll interval, so a run that ended
+                # by now was seen by a turn just before now; the virtual clock has no turns
+                # in between: that look is taken here, before the turn at this instant.
+                self.watcher.poll(now)
+                for loop in self.loops:
+                    loop.turn()
+                    self._raise_failures(loop)
+                if self._log_moved():
+                    self.wake.set()
+        self.loops[0].project_once(clock.now())
+
+    def _log_moved(self) -> bool:
+        """Whether the log has events the projections have not seen (the run watcher reported
+        a Replace's termination after the turn's last projection): on PostgreSQL the Waker
+        would end the wait at once, so the virtual clock turns again at the same instant."""
+        return self.loops[0].projection.behind()
+
+    @staticmethod
+    def _raise_failures(loop: SchedulerLoop) -> None:
+        """A step that failed in a simulation is a bug, not an outage to back off from."""
+        for s in loop.supervisors:
+            if s.failures:
+                raise RuntimeError(f"simulated {s.name} failed: {s.last_error}")
 
     def result(self) -> dict[str, Any]:
         view = self.engine.view

@@ -4,9 +4,9 @@ N CronWorkflows (`0 * * * *` by default) are all due at one instant, the next to
 H. Set-up, not timed: a throwaway store (bench/common.py), the N CronWorkflows created as of
 H - 30 min, and the projections caught up so the due index knows them.
 
-Timed: `SchedulerLoop.schedule_once(H)` of adapters/runtime.py, the code `cronsource run` runs
-each turn: read the due index, then `CronService.decide` and `commit` in batches of 500, each
-batch one transaction, the next batch decided while the previous one commits. The clock is
+Timed: `SchedulerLoop.schedule_once(H)` of adapters/runtime/, the code `cronsource run` runs
+each turn: read the due index, then `CronService.decide_batch`, `commit_batch` in batches of 500,
+each batch one transaction, the next decided while the previous one commits. The clock is
 virtual (the loop's `clock` is H), so the instant is the moment the call starts; `seconds` is
 the wall time until it returned with every ScheduleFired committed.
 Each fire's latency is the time its batch's commit returned, minus the instant (`p50_ms`,
@@ -18,7 +18,7 @@ Each fire's latency is the time its batch's commit returned, minus the instant (
   saves while fast-forwarding is on, so a process that has just applied them is no warmer);
 - `warm`: a scheduler restarted before the instant: it loads nothing at start, but its loop's
   turns before the instant (untimed, at H - 30 s, until one warms nothing) load what is due
-  within `WARM_AHEAD` (adapters/runtime.py), as `cronsource run` does, and its turn at H - 2 s
+  within `WARM_AHEAD` (adapters/runtime/), as `cronsource run` does, and its turn at H - 2 s
   decides the instant in advance (`prepare_once`), to be committed when it comes;
 - `hot`: the steady state of a long-running scheduler: a first burst at H fires, the
   projections catch up, and the timed burst is the next one at H + 1 h, decided (by the turn
@@ -41,7 +41,9 @@ from datetime import timedelta
 from typing import Any
 
 from adapters.engine import Engine, build_engine
-from adapters.runtime import BATCH, SchedulerLoop
+from adapters.runtime.clock import VirtualClock
+from adapters.runtime.loop import SchedulerLoop
+from adapters.runtime.settings import BATCH
 from adapters.shards import SoleOwner
 from bench.common import (
     FIRED_TOPIC,
@@ -66,7 +68,7 @@ from domain.cronworkflow import CronWorkflow
 def timed_ticks(engine: Engine, marks: list[tuple[float, int]], advance: Any = None) -> None:
     """Record (time the batch's commit returned, fires in it) for every batch of the loop."""
     svc = engine.service
-    real_commit = svc.commit
+    real_commit = svc.commit_batch
 
     def commit(aggs: Sequence[CronWorkflow], at: Any) -> Any:
         report = real_commit(aggs, at)
@@ -75,7 +77,7 @@ def timed_ticks(engine: Engine, marks: list[tuple[float, int]], advance: Any = N
             advance(report.fires)
         return report
 
-    svc.commit = commit  # type: ignore[method-assign]
+    svc.commit_batch = commit  # type: ignore[method-assign]
 
 
 def run(
@@ -101,8 +103,8 @@ def run(
         task = bar.add_task("project (due index)", total=None)
         engine.catch_up(created_at)
         bar.update(task, total=1, completed=1)
-        clock = [instant]
-        loop = SchedulerLoop(engine, SoleOwner(), role="scheduler", clock=lambda: clock[0])
+        clock = VirtualClock(instant)
+        loop = SchedulerLoop(engine, SoleOwner(), role="scheduler", clock=clock)
         if mode == "hot":
             task = bar.add_task("first burst (not timed)", total=n)
             loop.schedule_once(instant)
@@ -112,10 +114,10 @@ def run(
         else:  # a scheduler that has loaded nothing yet, as after a start
             engine.close()
             engine = build_engine(t.config, create_tables=False)
-            loop = SchedulerLoop(engine, SoleOwner(), role="scheduler", clock=lambda: clock[0])
+            loop = SchedulerLoop(engine, SoleOwner(), role="scheduler", clock=clock)
             if mode == "warm":
                 task = bar.add_task("turns 30 s before the instant (not timed)", total=None)
-                clock[0] = instant - timedelta(seconds=30)
+                clock.set(instant - timedelta(seconds=30))
                 loop.turn()
                 while loop.last_warmed:
                     loop.turn()
@@ -123,10 +125,10 @@ def run(
         if mode in ("warm", "hot"):
             # The loop's last turn before the instant, which decides it in advance.
             task = bar.add_task("turn 2 s before the instant (not timed)", total=None)
-            clock[0] = instant - timedelta(seconds=2)
+            clock.set(instant - timedelta(seconds=2))
             loop.turn()
             bar.update(task, total=1, completed=1)
-        clock[0] = instant
+        clock.set(instant)
         expected = count_topic(engine.service, FIRED_TOPIC)
         marks: list[tuple[float, int]] = []
         task = bar.add_task(f"burst ({mode})", total=n)

@@ -41,7 +41,7 @@ from typing import Any
 from adapters.engine import build_engine
 from adapters.kube import IN_FLIGHT, WF, build_kube_engine, connect
 from adapters.kube.port import GROUP, VERSION
-from adapters.runtime import BATCH, TURN_BUDGET
+from adapters.runtime.settings import BATCH, TURN_BUDGET
 from bench.common import (
     BenchError,
     Throwaway,

@@ -82,7 +82,10 @@ def _delays(starts: list[float], due: float) -> dict[str, Any]:
 def run_ours(url: str, n: int, workdir: Path, timeout: float, mode: str) -> dict[str, Any]:
     from adapters.engine import build_engine
     from adapters.localtarget import LocalTarget
-    from adapters.runtime import RunWatcher, SchedulerLoop, Waker
+    from adapters.runtime.clock import SystemClock
+    from adapters.runtime.loop import SchedulerLoop
+    from adapters.runtime.runwatcher import RunWatcher
+    from adapters.runtime.waker import Waker
     from adapters.shards import AdvisoryLockShards, Ownership, SoleOwner
     from adapters.store import StoreConfig
 
@@ -93,8 +96,11 @@ def run_ours(url: str, n: int, workdir: Path, timeout: float, mode: str) -> dict
     instant = next_top_of_hour(datetime.now(UTC))
     offset = [timedelta(days=1)]  # until set-up is done: far from any due time
 
-    def clock() -> datetime:
-        return datetime.now(UTC) + offset[0]
+    class ShiftedClock(SystemClock):
+        def now(self) -> datetime:
+            return datetime.now(UTC) + offset[0]
+
+    clock = ShiftedClock()
 
     with progress() as bar:
         task = bar.add_task("ours: create CronWorkflows", total=n)

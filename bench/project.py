@@ -43,7 +43,10 @@ from uuid import UUID
 
 from adapters.engine import Engine, build_engine
 from adapters.localtarget import LocalTarget
-from adapters.runtime import BATCH, SchedulerLoop, Waker
+from adapters.runtime.decision_cache import DecisionCache
+from adapters.runtime.loop import SchedulerLoop
+from adapters.runtime.settings import BATCH
+from adapters.runtime.waker import Waker
 from adapters.store import StoreConfig
 from bench.common import (
     BenchError,
@@ -91,6 +94,9 @@ class Writer:
         self.start = start
         self.cursor = 0  # how many (cron, minute) ticks were made
         self.versions: dict[UUID, int] = {}
+        self.cache = DecisionCache(
+            engine.service.load_many, engine.service.fast_forward
+        )  # as the scheduler keeps them
         self.commits: list[tuple[float, list[int]]] = []
         svc = engine.service
         real_save = svc.save
@@ -111,7 +117,11 @@ class Writer:
             k = min(events - done, len(self.ids) - offset)
             chunk = self.ids[offset : offset + k]
             at = self.start + timedelta(minutes=minute + 1)
-            report = self.engine.service.tick(chunk, at, self.versions)
+            svc = self.engine.service
+            aggs = svc.decide_batch(chunk, at, self.cache.take(self.versions, chunk))
+            report = svc.commit_batch(aggs, at)
+            if not report.rejected:
+                self.cache.keep(aggs)
             self.versions.update(report.versions)
             self.cursor += k
             done += report.fires

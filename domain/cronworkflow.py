@@ -30,7 +30,7 @@ from domain.decisions import (
     Skip,
     SkipReason,
     TickPolicy,
-    decide,
+    decide_ticks,
 )
 from domain.expressions import (
     NOW_VARIABLE,
@@ -327,7 +327,7 @@ class CronWorkflow(Aggregate):
         pol = self.policy(late_tolerance)
         if not catch_up:
             pol = TickPolicy(pol.concurrency, None, False, 1, pol.late_tolerance)
-        outcome = decide(
+        outcome = decide_ticks(
             ticks,
             at,
             pol,
@@ -423,7 +423,7 @@ class CronWorkflow(Aggregate):
         when = self._before_fire(ticks, at)
         if when is None:
             return []
-        outcome = decide(
+        outcome = decide_ticks(
             ticks,
             at,
             self.policy(),

@@ -91,7 +91,7 @@ def _fold(skips: Iterable[tuple[datetime, SkipReason]], message: str = "") -> li
     return out
 
 
-def decide(
+def decide_ticks(
     ticks: Sequence[datetime],
     now: datetime,
     policy: TickPolicy,

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
@@ -85,12 +85,9 @@ class CronService(Application[UUID]):
 
     name = "cronsource"
     # Commands (run completions, suspends) go through the repository's cache; the scheduler
-    # keeps its own copies (`_hot`). Both are bounded so that 100,000 CronWorkflows fit in
-    # well under 1 GiB (about 5 KB per aggregate).
+    # keeps its own copies (adapters/runtime/decision_cache.py). Both are bounded so that
+    # 100,000 CronWorkflows fit in well under 1 GiB (about 5 KB per aggregate).
     env = {"AGGREGATE_CACHE_MAXSIZE": "10000", "DEEPCOPY_FROM_AGGREGATE_CACHE": "y"}
-    #: Copies the scheduler keeps; the least recently decided go first. Warming reloads what
-    #: is due within a minute, so this only needs to hold about one burst.
-    hot_size = 50_000
 
     def __init__(
         self, env: dict[str, str] | None = None, *, recorder: ApplicationRecorder | None = None
@@ -101,7 +98,6 @@ class CronService(Application[UUID]):
         super().__init__(env)
         self.late_tolerance = DEFAULT_LATE_TOLERANCE
         self.rejected_writes = 0
-        self._hot: dict[UUID, CronWorkflow] = {}  # what this instance last saved, by id
         self._receipts = threading.local()
         #: Streams that may hold a CronWorkflow of a given namespace and name whatever its
         #: Kubernetes uid (the read model's status rows, wired by adapters/engine.py). A
@@ -316,8 +312,6 @@ class CronService(Application[UUID]):
                 raise StaleVersion(expected_version, None if agg.deleted else agg.version)
             result = do(agg)
             self.save(agg)
-            if cron_id in self._hot:
-                self._hot[cron_id] = agg
             return result
 
         if expected_version is None:
@@ -503,31 +497,21 @@ class CronService(Application[UUID]):
         return self.command(cron_id, lambda a: a.cancel_backfill(at))
 
     # ------------------------------------------------------------------ the scheduler's batch
+    # Batch steps: many aggregates at one instant. The scheduler (adapters/runtime/) keeps its
+    # own copies of aggregates between instants; the service keeps none.
 
-    def decide(
+    def decide_batch(
         self,
         cron_ids: Iterable[UUID],
         at: datetime,
-        seen_versions: Mapping[UUID, int] | None = None,
+        copies: Mapping[UUID, CronWorkflow] | None = None,
     ) -> list[CronWorkflow]:
-        """Load and decide without saving (the first half of a tick; see `commit`).
-
-        `seen_versions` are the versions the caller last saw (the due index). Where this
-        instance itself saved that version or a newer one, it decides on its own copy without
-        asking the store; if the copy is stale after all, the save is refused and re-decided.
-        """
+        """Decide a batch of CronWorkflows at `at` without saving (the first half of a batch
+        tick; see `commit_batch`). `copies` are aggregates the caller already holds (taken out
+        of its cache, not shared); the rest are loaded from the store. A copy that is stale
+        after all is refused by the store at commit and decided again."""
         ids = list(cron_ids)
-        fresh: dict[UUID, CronWorkflow] = {}
-        for cron_id in ids:
-            # Taken out, not copied: a copy was a fifth of a hot burst. `commit` puts it back
-            # once saved; if the save fails or never comes, the next decision loads afresh.
-            hot = self._hot.pop(cron_id, None)
-            if (
-                hot is not None
-                and seen_versions is not None
-                and seen_versions.get(cron_id, hot.version + 1) <= hot.version
-            ):
-                fresh[cron_id] = hot
+        fresh = dict(copies or {})
         cold = [i for i in ids if i not in fresh]
         if cold:
             fresh.update(self.load_many(dict.fromkeys(cold)))
@@ -540,52 +524,21 @@ class CronService(Application[UUID]):
             aggs.append(agg)
         return aggs
 
-    def _keep(self, aggs: Iterable[CronWorkflow]) -> None:
-        """Remember the scheduler's copies; beyond `hot_size`, the oldest are dropped (a
-        dict keeps insertion order, and a decision takes a copy out and puts it back)."""
-        hot = self._hot
-        for a in aggs:
-            hot[a.id] = a
-        while len(hot) > self.hot_size:
-            try:
-                del hot[next(iter(hot))]
-            except (RuntimeError, KeyError):
-                continue  # the deciding thread took one out meanwhile (commits run beside it)
-
-    def warm(self, versions: Mapping[UUID, int], limit: int = 5000) -> int:
-        """Load ahead of time the aggregates about to be due (`versions`: what the due index
-        shows), so the decision at the instant needs no store reads. Returns how many."""
-        todo = [
-            cron_id
-            for cron_id, seen in versions.items()
-            if (hot := self._hot.get(cron_id)) is None or hot.version < seen
-        ][:limit]
-        if todo:
-            loaded = self.load_many(dict.fromkeys(todo))
-            for agg in loaded.values():
-                agg.next_due()  # parses the spec and schedule now rather than at the instant
-            self._keep(loaded.values())
-        return len(todo)
-
-    def commit(self, aggs: Sequence[CronWorkflow], at: datetime) -> TickReport:
+    def commit_batch(self, aggs: Sequence[CronWorkflow], at: datetime) -> TickReport:
         """Save decided aggregates in one transaction. If any of them is stale the store
         refuses the whole batch; each is then re-decided on fresh state and saved on its own,
-        so one conflict costs one retry per aggregate of the batch, never a lost decision."""
+        so one conflict costs one retry per aggregate of the batch, never a lost decision.
+        `report.rejected` tells the caller its copies are not the saved state."""
         report = TickReport()
         pending = [a for a in aggs if a.pending_events]
-        if not pending:
-            self._keep(aggs)
-        else:
+        if pending:
             fires = sum(_count_fires(a) for a in pending)
             try:
                 self.save(*pending)
                 report.saved, report.fires = len(pending), fires
-                self._keep(aggs)
             except IntegrityError:
                 self.rejected_writes += 1
                 report.rejected += 1
-                for a in pending:
-                    self._hot.pop(a.id, None)
                 for a in pending:
                     report.fires += self.command(
                         a.id, lambda b: len(b.tick(at, self.late_tolerance))
@@ -596,14 +549,20 @@ class CronService(Application[UUID]):
         report.versions = {a.id: a.version for a in aggs}
         return report
 
-    def tick(
-        self,
-        cron_ids: Iterable[UUID],
-        at: datetime,
-        seen_versions: Mapping[UUID, int] | None = None,
-    ) -> TickReport:
+    def fast_forward(self, agg: CronWorkflow) -> CronWorkflow:
+        """A copy the caller holds (no pending events), brought to the latest version by
+        reading only the events after it: a copy made stale by a run completion costs one
+        short read instead of replaying a stream that grows with every tick."""
+        to_domain = self.mapper.to_domain_event
+        result: Any = agg
+        for stored in self.recorder.select_events(agg.id, gt=agg.version):
+            event: Any = to_domain(stored)
+            result = event.mutate(result)
+        return cast(CronWorkflow, result)
+
+    def tick(self, cron_ids: Iterable[UUID], at: datetime) -> TickReport:
         """Decide every due tick of these CronWorkflows as of `at`, in one transaction."""
-        return self.commit(self.decide(cron_ids, at, seen_versions), at)
+        return self.commit_batch(self.decide_batch(cron_ids, at), at)
 
 
 def _count_fires(agg: CronWorkflow) -> int:

@@ -747,12 +747,12 @@ def test_two_replicas_deciding_the_same_tick_fire_it_once(
     a, b = replicas
     cron_id = create(a, at("10:00:30"))
 
-    decided_a = a.decide([cron_id], at("10:01:00"))
-    decided_b = b.decide([cron_id], at("10:01:00"))
+    decided_a = a.decide_batch([cron_id], at("10:01:00"))
+    decided_b = b.decide_batch([cron_id], at("10:01:00"))
     winner, loser = (a, b) if winner_first else (b, a)
     w_aggs, l_aggs = (decided_a, decided_b) if winner_first else (decided_b, decided_a)
-    won = winner.commit(w_aggs, at("10:01:00"))
-    lost = loser.commit(l_aggs, at("10:01:00"))
+    won = winner.commit_batch(w_aggs, at("10:01:00"))
+    lost = loser.commit_batch(l_aggs, at("10:01:00"))
 
     assert fired(a, cron_id) == [(at("10:01:00"), child(at("10:01:00")), "schedule")]
     assert (won.fires, lost.fires) == (1, 0)
@@ -769,11 +769,11 @@ def test_a_stale_writer_is_rejected_and_last_scheduled_time_never_decreases(
     lastScheduledTime over a new one, nor start a second run."""
     a, b = replicas
     cron_id = create(a, at("10:00:30"))
-    stale = b.decide([cron_id], at("10:01:00"))  # b decides 10:01, then stalls
+    stale = b.decide_batch([cron_id], at("10:01:00"))  # b decides 10:01, then stalls
 
     a.tick([cron_id], at("10:01:00"))
     a.tick([cron_id], at("10:02:00"))
-    report = b.commit(stale, at("10:01:00"))
+    report = b.commit_batch(stale, at("10:01:00"))
 
     assert report.rejected == 1 and b.rejected_writes == 1
     assert [t for t, _, _ in fired(a, cron_id)] == [at("10:01:00"), at("10:02:00")]

@@ -515,11 +515,11 @@ class CronWorkflowMachine(RuleBasedStateMachine):
     def replicas_decide_the_same_instant(self, data: st.DataObject, peer_first: bool) -> None:
         """Both instances decide every live CronWorkflow at `now` before either saves."""
         streams = list(self.live.values())
-        mine = self.svc.decide(streams, self.now)
-        theirs = self.peer.decide(streams, self.now)
+        mine = self.svc.decide_batch(streams, self.now)
+        theirs = self.peer.decide_batch(streams, self.now)
         first, second = (self.peer, self.svc) if peer_first else (self.svc, self.peer)
         first_aggs, second_aggs = (theirs, mine) if peer_first else (mine, theirs)
-        self._race(first, lambda: first.commit(first_aggs, self.now), second_aggs)
+        self._race(first, lambda: first.commit_batch(first_aggs, self.now), second_aggs)
         self.audit()
         for n in self.live:
             self.check_decided_up_to_now(n)
@@ -532,7 +532,7 @@ class CronWorkflowMachine(RuleBasedStateMachine):
     def stale_peer_saves_after_a_command(self, data: st.DataObject, command: str) -> None:
         """The peer decides a tick, the first instance runs a command, then the peer saves."""
         streams = list(self.live.values())
-        stale = self.peer.decide(streams, self.now)
+        stale = self.peer.decide_batch(streams, self.now)
         name = data.draw(st.sampled_from(sorted(self.live)))
         stream = self.live[name]
 
@@ -567,7 +567,7 @@ class CronWorkflowMachine(RuleBasedStateMachine):
         won = {s: [event_key(e) for e in self.new_events(s, v)] for s, v in versions.items()}
         rejected_before = loser.rejected_writes
 
-        report = loser.commit(loser_aggs, self.now)
+        report = loser.commit_batch(loser_aggs, self.now)
 
         # One transaction for the batch: any stream written since the loser loaded it makes
         # the store refuse the whole batch.

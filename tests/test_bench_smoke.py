@@ -119,6 +119,19 @@ def test_peers_ours_only(store: str) -> None:
     assert res["ours"]["fires"] == 20
 
 
+def test_simulate() -> None:
+    """Both cases on both default stores over an hour: every tick fired once, by schedule."""
+    res = bench("bench.simulate", "--days", "0.05")
+    assert res["name"] == "simulate" and res["store"] == "default"
+    cases = {(c["crons"], c["store"]): c for c in res["cases"]}
+    assert set(cases) == {(1, "default"), (100, "default"), (1, "memory:"), (100, "memory:")}
+    for (crons, _), case in cases.items():
+        # 1.2 h: 72 minutely ticks of one; one top of the hour (01:00) for each of 100.
+        assert case["ticks"] == (72 if crons == 1 else 100), case
+        assert positive(case["seconds"], case["per_second"]) and case["rejected_writes"] == 0
+    assert res["n"] == cases[(1, "default")]["ticks"] and res["per_second"] > 0
+
+
 @pytest.mark.postgres
 def test_report_writes_the_document(pg_url: str, tmp_path: Path) -> None:
     from bench.report import BEGIN, END

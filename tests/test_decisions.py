@@ -4,26 +4,26 @@ from datetime import timedelta
 
 import pytest
 
-from domain.decisions import Fire, RunState, Skip, TickPolicy, decide
+from domain.decisions import Fire, RunState, Skip, TickPolicy, decide_ticks
 from tests.instants import at
 
 MINUTES = [at(f"10:0{i}:00") for i in range(1, 6)]  # 10:01 .. 10:05
 
 
 def test_on_time_tick_fires():
-    out = decide([at("10:01:00")], at("10:01:05"), TickPolicy(), RunState())
+    out = decide_ticks([at("10:01:00")], at("10:01:05"), TickPolicy(), RunState())
     assert out.decisions == [Fire(at("10:01:00"), "schedule")]
     assert out.decided_until == at("10:01:00")
 
 
 def test_missed_ticks_without_deadline_are_skipped_as_one_range():
-    out = decide(MINUTES, at("10:05:40"), TickPolicy(), RunState())
+    out = decide_ticks(MINUTES, at("10:05:40"), TickPolicy(), RunState())
     assert out.decisions == [Skip(at("10:01:00"), at("10:05:00"), 5, "DeadlineExceeded")]
 
 
 def test_deadline_runs_only_the_latest_missed_tick():
     pol = TickPolicy(deadline=timedelta(seconds=600))
-    out = decide(MINUTES, at("10:05:40"), pol, RunState())
+    out = decide_ticks(MINUTES, at("10:05:40"), pol, RunState())
     assert out.decisions == [
         Skip(at("10:01:00"), at("10:04:00"), 4, "CatchupLimit"),
         Fire(at("10:05:00"), "catchup"),
@@ -32,14 +32,14 @@ def test_deadline_runs_only_the_latest_missed_tick():
 
 def test_latest_missed_tick_past_its_deadline_is_not_run():
     pol = TickPolicy(deadline=timedelta(seconds=30))
-    out = decide(MINUTES, at("10:05:40"), pol, RunState())
+    out = decide_ticks(MINUTES, at("10:05:40"), pol, RunState())
     # Every missed tick gets a decision, and none runs: one folded skip for all five.
     assert out.decisions == [Skip(at("10:01:00"), at("10:05:00"), 5, "DeadlineExceeded")]
 
 
 def test_catchup_all_runs_the_k_most_recent_oldest_first():
     pol = TickPolicy(deadline=timedelta(seconds=600), catchup_all=True, max_catchup=2)
-    out = decide(MINUTES, at("10:05:40"), pol, RunState())
+    out = decide_ticks(MINUTES, at("10:05:40"), pol, RunState())
     assert out.decisions == [
         Skip(at("10:01:00"), at("10:03:00"), 3, "CatchupLimit"),
         Fire(at("10:04:00"), "catchup"),
@@ -48,7 +48,7 @@ def test_catchup_all_runs_the_k_most_recent_oldest_first():
 
 
 def test_forbid_without_deadline_skips_at_once_when_a_run_is_active():
-    out = decide(
+    out = decide_ticks(
         [at("10:01:00")], at("10:01:00"), TickPolicy(concurrency="Forbid"), RunState(("a",))
     )
     assert out.decisions == [Skip(at("10:01:00"), at("10:01:00"), 1, "ConcurrencyForbid")]
@@ -56,14 +56,14 @@ def test_forbid_without_deadline_skips_at_once_when_a_run_is_active():
 
 def test_forbid_with_deadline_waits_and_decides_nothing():
     pol = TickPolicy(concurrency="Forbid", deadline=timedelta(seconds=300))
-    out = decide([at("10:01:00")], at("10:01:00"), pol, RunState(("a",)))
+    out = decide_ticks([at("10:01:00")], at("10:01:00"), pol, RunState(("a",)))
     assert out.decisions == [] and out.waiting and out.decided_until is None
 
 
 def test_forbid_waiting_ticks_latest_runs_when_the_run_ends():
     pol = TickPolicy(concurrency="Forbid", deadline=timedelta(seconds=300))
     runs = RunState((), last_finished_at=at("10:03:30"))
-    out = decide(MINUTES[:3], at("10:03:30"), pol, runs)
+    out = decide_ticks(MINUTES[:3], at("10:03:30"), pol, runs)
     assert out.decisions == [
         Skip(at("10:01:00"), at("10:02:00"), 2, "ConcurrencyForbid"),
         Fire(at("10:03:00"), "catchup"),
@@ -71,7 +71,7 @@ def test_forbid_waiting_ticks_latest_runs_when_the_run_ends():
 
 
 def test_replace_names_the_active_runs():
-    out = decide(
+    out = decide_ticks(
         [at("10:01:00")], at("10:01:00"), TickPolicy(concurrency="Replace"), RunState(("a", "b"))
     )
     assert out.decisions == [Fire(at("10:01:00"), "schedule", ("a", "b"))]
@@ -95,12 +95,14 @@ def test_replace_names_the_active_runs():
 def test_resume_fires_at_most_one_catchup(deadline, expected):
     pol = TickPolicy(deadline=timedelta(seconds=deadline) if deadline else None, catchup_all=True)
     ticks = [at("06:06:00"), at("06:07:00"), at("06:08:00")]
-    out = decide(ticks, at("06:08:20"), pol, RunState(), suspension="Suspended")
+    out = decide_ticks(ticks, at("06:08:20"), pol, RunState(), suspension="Suspended")
     assert out.decisions == expected
 
 
 def test_when_false_skips_with_the_error_message():
-    out = decide([at("10:01:00")], at("10:01:00"), TickPolicy(), RunState(), when="cannot evaluate")
+    out = decide_ticks(
+        [at("10:01:00")], at("10:01:00"), TickPolicy(), RunState(), when="cannot evaluate"
+    )
     assert out.decisions == [
         Skip(at("10:01:00"), at("10:01:00"), 1, "WhenFalse", "cannot evaluate")
     ]

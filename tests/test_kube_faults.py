@@ -32,7 +32,7 @@ from adapters.kube import (
     build_kube_engine,
     connect,
 )
-from adapters.runtime import SchedulerLoop
+from adapters.runtime.loop import SchedulerLoop
 from adapters.shards import SoleOwner
 from domain.cronworkflow import workflow_name
 from domain.service import NotFound, event_type
@@ -74,7 +74,7 @@ def test_faults_between_client_and_server_lose_nothing_and_fire_nothing_twice(
     proxied = connect(str(proxy.kubeconfig))
     clock = FixedClock(T0)
     engine: Engine = build_kube_engine("memory:", proxied)
-    sync = KubeSync(engine, proxied, namespace=ns, clock=clock)
+    sync = KubeSync(engine, proxied, namespace=ns, clock=clock.now)
     loop = SchedulerLoop(engine, SoleOwner(), watcher=sync, clock=clock)
     sync.start(watch_seconds=2)
     try:
@@ -139,7 +139,7 @@ def test_faults_between_client_and_server_lose_nothing_and_fire_nothing_twice(
                 )
 
         for tick in ticks:
-            clock.now = tick
+            clock.set(tick)
             complete_children_before(tick)
             end = time.monotonic() + 0.6
             while time.monotonic() < end:
@@ -148,8 +148,8 @@ def test_faults_between_client_and_server_lose_nothing_and_fire_nothing_twice(
 
         # Faults off: everything converges.
         proxy.enabled = False
-        clock.now = ticks[-1] + timedelta(seconds=1)  # no new tick due
-        complete_children_before(clock.now + timedelta(seconds=5))
+        clock.set(ticks[-1] + timedelta(seconds=1))  # no new tick due
+        complete_children_before(clock.now() + timedelta(seconds=5))
         expected = {workflow_name(n, t): t for n in NAMES for t in ticks}
 
         def cluster_children() -> dict[str, str]:

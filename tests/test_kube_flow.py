@@ -17,7 +17,7 @@ import yaml
 from kubernetes import client
 
 from adapters.kube import CWF, GROUP, VERSION, WF, KubeSync, build_kube_engine, connect
-from adapters.runtime import SchedulerLoop
+from adapters.runtime.loop import SchedulerLoop
 from adapters.shards import SoleOwner
 from domain.cronworkflow import workflow_name
 from domain.service import NotFound, event_type
@@ -73,7 +73,7 @@ def test_four_ticks_completed_show_on_the_object_and_history_beyond_the_limits_i
     clock = FixedClock(T0)
     kube = connect(str(kube_apiserver.kubeconfig))
     engine = build_kube_engine("memory:", kube)
-    sync = KubeSync(engine, kube, namespace=ns, clock=clock)
+    sync = KubeSync(engine, kube, namespace=ns, clock=clock.now)
     loop = SchedulerLoop(engine, SoleOwner(), watcher=sync, clock=clock)
     sync.start(watch_seconds=1)
     try:
@@ -100,7 +100,7 @@ def test_four_ticks_completed_show_on_the_object_and_history_beyond_the_limits_i
             return {w["metadata"]["name"] for w in items}
 
         for i, tick in enumerate(ticks):
-            clock.now = tick
+            clock.set(tick)
             until(lambda i=i: children() >= set(names[: i + 1]), loop.turn, f"child {i}")
         until(
             lambda: [a["name"] for a in cwf().get("status", {}).get("active", [])] == names,
@@ -128,7 +128,7 @@ def test_four_ticks_completed_show_on_the_object_and_history_beyond_the_limits_i
                 name,
                 {"status": {"phase": phase, "finishedAt": z(ticks[-1] + timedelta(seconds=i))}},
             )
-        clock.now = ticks[-1] + timedelta(seconds=1)  # before the next tick: nothing new fires
+        clock.set(ticks[-1] + timedelta(seconds=1))  # before the next tick: nothing new fires
 
         def settled() -> bool:
             s = cwf().get("status") or {}

@@ -288,8 +288,8 @@ def test_seed_race_second_commit_is_rejected_and_retry_fires_nothing(engines: Ne
         at = minute(k, seconds=3)
         tick = minute(k)
         first, second = (s1, s2) if k % 2 else (s2, s1)  # alternate the winner
-        won = first.decide([cron_id], at)
-        lost = second.decide([cron_id], at)
+        won = first.decide_batch([cron_id], at)
+        lost = second.decide_batch([cron_id], at)
         for aggs in (won, lost):
             [agg] = aggs
             assert [type(e).__name__ for e in agg.pending_events] == ["ScheduleFired"]
@@ -297,9 +297,9 @@ def test_seed_race_second_commit_is_rejected_and_retry_fires_nothing(engines: Ne
         n_before = len(all_events(s1))
         rejected_before = second.rejected_writes
 
-        r1 = first.commit(won, at)
+        r1 = first.commit_batch(won, at)
         assert (r1.fires, r1.rejected) == (1, 0)
-        r2 = second.commit(lost, at)
+        r2 = second.commit_batch(lost, at)
         assert (r2.fires, r2.rejected) == (0, 1)
         assert second.rejected_writes == rejected_before + 1
         errors = refused[id(second)]
@@ -334,10 +334,10 @@ def test_stale_writer_behind_by_two_ticks_cannot_move_last_scheduled_time_back(
     refused and its retry (still at tick 1's instant) finds nothing to do."""
     e1, e2 = engines(), engines()
     cron_id, _ = e1.service.apply(manifest("behind"), T0)
-    stale = e2.service.decide([cron_id], minute(1, 1))
+    stale = e2.service.decide_batch([cron_id], minute(1, 1))
     assert e1.service.tick([cron_id], minute(1, 1)).fires == 1
     assert e1.service.tick([cron_id], minute(2, 1)).fires == 1
-    report = e2.service.commit(stale, minute(1, 1))
+    report = e2.service.commit_batch(stale, minute(1, 1))
     assert (report.fires, report.rejected) == (0, 1)
     assert e2.service.rejected_writes == 1
     events = all_events(e1.service)
@@ -504,9 +504,9 @@ def test_batch_commit_of_200_and_fallback_when_one_was_saved_first(engines: NewE
 
     # One instant, 200 due: one decide, one commit, one transaction.
     at1 = minute(1, 2)
-    decided = sa.decide(ids, at1)
+    decided = sa.decide_batch(ids, at1)
     started = time.perf_counter()
-    report = sa.commit(decided, at1)
+    report = sa.commit_batch(decided, at1)
     seconds = time.perf_counter() - started
     assert (report.saved, report.fires, report.rejected) == (200, 200, 0)
     print(f"\nbatch commit on PostgreSQL: 200 fires in {seconds * 1000:.1f} ms")
@@ -514,9 +514,9 @@ def test_batch_commit_of_200_and_fallback_when_one_was_saved_first(engines: NewE
     # Next instant: another service saves one of them first; the batch is refused as a
     # whole, falls back to one at a time, and every CronWorkflow still fires exactly once.
     at2 = minute(2, 2)
-    decided = sa.decide(ids, at2)
+    decided = sa.decide_batch(ids, at2)
     assert sb.tick([ids[123]], at2).fires == 1
-    report = sa.commit(decided, at2)
+    report = sa.commit_batch(decided, at2)
     assert report.rejected == 1 and sa.rejected_writes == 1
     assert report.fires == 199
     assert report.saved == 200

@@ -20,7 +20,7 @@ import pytest
 
 from adapters.engine import build_engine
 from adapters.probes import Probes
-from adapters.runtime import SchedulerLoop
+from adapters.runtime.loop import SchedulerLoop
 from adapters.shards import SoleOwner
 from tests.probe_helpers import EVERY_SECOND, RunProcess, ready_body, samples, total
 

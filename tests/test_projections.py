@@ -7,7 +7,8 @@ import pytest
 
 from adapters.engine import build_engine
 from adapters.localtarget import LocalTarget, WorkflowConflict
-from adapters.runtime import RunWatcher, Supervisor
+from adapters.runtime.runwatcher import RunWatcher
+from adapters.runtime.supervisor import Supervisor
 from domain.manifest import parse_manifest
 from tests.instants import T0
 

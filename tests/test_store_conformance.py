@@ -17,6 +17,8 @@ import pytest
 from eventsourcing.persistence import IntegrityError
 
 from adapters.engine import Engine, build_engine, migrate
+from adapters.runtime.scheduler import Scheduler
+from adapters.shards import SoleOwner
 from adapters.store import StoreConfig, StoreURLError
 from domain.manifest import CronWorkflowManifest, parse_manifest
 from domain.service import CronService, event_type
@@ -169,9 +171,9 @@ def test_stale_save_is_rejected_by_the_store(engine: Engine) -> None:
 def test_stale_commit_is_a_rejected_write_and_its_retry_records_nothing(engine: Engine) -> None:
     svc = engine.service
     cron_id, _ = svc.apply(manifest("seed"), T0)
-    stale = svc.decide([cron_id], minute(1, 1))  # decided, not saved
+    stale = svc.decide_batch([cron_id], minute(1, 1))  # decided, not saved
     assert svc.tick([cron_id], minute(1, 1)).fires == 1  # someone else saves first
-    report = svc.commit(stale, minute(1, 1))
+    report = svc.commit_batch(stale, minute(1, 1))
     assert (report.fires, report.rejected) == (0, 1)
     assert svc.rejected_writes == 1
     assert fired(svc, cron_id) == [minute(1)]
@@ -336,10 +338,10 @@ def test_a_replica_shares_the_store(engine: Engine) -> None:
     cron_id, _ = svc.apply(manifest("shared"), T0)
     replica = engine.replica()
     at = minute(1, 1)
-    mine, theirs = svc.decide([cron_id], at), replica.decide([cron_id], at)
+    mine, theirs = svc.decide_batch([cron_id], at), replica.decide_batch([cron_id], at)
     assert len(theirs) == 1, "the replica does not see the CronWorkflow"
-    assert svc.commit(mine, at).fires == 1
-    assert replica.commit(theirs, at).rejected == 1
+    assert svc.commit_batch(mine, at).fires == 1
+    assert replica.commit_batch(theirs, at).rejected == 1
     assert engine.rejected_writes == 1
     assert fired(svc, cron_id) == [minute(1)]
     assert topics(replica) == topics(svc)
@@ -375,22 +377,27 @@ def test_load_many_equals_loading_one_by_one(engine: Engine) -> None:
 def test_a_failed_commit_leaves_no_decided_copy_behind(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The scheduler decides on copies it keeps in memory; when the commit fails for a
-    reason other than a stale version (the store went away mid-insert), the next decision
-    must not build on the unsaved copy: it loads afresh and fires the lost tick once."""
+    """The scheduler decides on copies it keeps in memory (its DecisionCache); when the
+    commit fails for a reason other than a stale version (the store went away mid-insert),
+    the next decision must not build on the unsaved copy: it loads afresh and fires the lost
+    tick once."""
     svc = engine.service
     a, _ = svc.apply(manifest("a"), minute(0))
-    svc.tick([a], minute(1))
-    version = svc.load(a).version
+    engine.catch_up()
+    scheduler = Scheduler(svc, engine.view, SoleOwner())
+    assert scheduler.schedule_once(minute(1)) == 1
+    engine.catch_up()
+    assert len(scheduler.cache) == 1  # the saved copy is kept for the next decision
 
     def store_down(*args: Any, **kwargs: Any) -> Any:
         raise ConnectionError("store unreachable")
 
     monkeypatch.setattr(svc.recorder, "insert_events", store_down)
     with pytest.raises(ConnectionError):
-        svc.tick([a], minute(2), {a: version})
+        scheduler.schedule_once(minute(2))
     monkeypatch.undo()
-    assert svc.tick([a], minute(2), {a: version}).fires == 1
+    assert len(scheduler.cache) == 0
+    assert scheduler.schedule_once(minute(2)) == 1
     assert fired(svc, a) == [minute(1), minute(2)]
 
 

@@ -45,7 +45,7 @@ def build_kube_engine(
 class KubeSync:
     """Everything the cluster side needs beside the dispatcher, driven from the scheduler
     loop: `start()` begins both watches as tasks on the client's loop, `poll()` (the
-    RunPoller interface of adapters/runtime.py) applies what they saw on the caller's thread
+    RunPoller of adapters/runtime/runwatcher.py) applies what they saw on the caller's thread
     and writes changed statuses back."""
 
     def __init__(

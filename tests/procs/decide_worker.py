@@ -11,8 +11,8 @@ Protocol (one JSON object per line on stdout, one line per go-ahead on stdin):
 - `{"ready": NAME}` once the engine is built; then the process waits for a line on stdin,
   so the parent can start every worker's work at once (a barrier, no sleeping).
 - `--mode free`: after that one go-ahead, `svc.tick(ids, at)` for each instant in order.
-- `--mode lockstep`: for each instant, wait for a line, `svc.decide(ids, at)`, print
-  `{"decided": i}`, wait for a line, `svc.commit(aggs, at)`, print `{"committed": i}`.
+- `--mode lockstep`: for each instant, wait for a line, `svc.decide_batch(ids, at)`, print
+  `{"decided": i}`, wait for a line, `svc.commit_batch(aggs, at)`, print `{"committed": i}`.
   With the parent releasing every worker at each step, all of them decide on the same state
   before any saves: the worst interleaving (argoproj/argo-workflows#4558) at every instant.
 - Finally `{"done": NAME, "rejected_writes": N, "fires": N, "saved": N, "batch_rejected": N}`.
@@ -65,10 +65,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.mode == "lockstep":
                 if i:
                     wait_for_go()
-                aggs = svc.decide(ids, at)
+                aggs = svc.decide_batch(ids, at)
                 say({"decided": i})
                 wait_for_go()
-                report = svc.commit(aggs, at)
+                report = svc.commit_batch(aggs, at)
                 say({"committed": i})
             else:
                 report = svc.tick(ids, at)

@@ -10,6 +10,7 @@ Each scenario NAME.yaml has a sibling NAME.expect.yaml. Expectation keys (all op
   status:      {cron: {field: value}}    subset of the final status (`activeCount`: len(active))
   events_include: [{field: value}]       each must match some event (subset match)
   min_rejected_writes: N
+  max_rejected_writes: N                 (a decision on a stale copy costs a rejected write)
   exit_code:   N                         expected exit status (then nothing else is checked)
 Always checked: no two Workflows for one (cronWorkflow, scheduledTime); scheduled and catch-up
 Workflows are named <cron>-<unix seconds of scheduledTime>; one ScheduleFired event per Workflow.
@@ -87,6 +88,11 @@ def check(result: dict, exp: dict) -> list[str]:
         and result.get("rejectedWrites", 0) < exp["min_rejected_writes"]
     ):
         errs.append(f"rejectedWrites {result.get('rejectedWrites')} < {exp['min_rejected_writes']}")
+    if (
+        "max_rejected_writes" in exp
+        and result.get("rejectedWrites", 0) > exp["max_rejected_writes"]
+    ):
+        errs.append(f"rejectedWrites {result.get('rejectedWrites')} > {exp['max_rejected_writes']}")
     return errs
 
 

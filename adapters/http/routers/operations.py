@@ -32,7 +32,7 @@ async def healthz() -> dict[str, Any]:
 def readyz(
     response: Response, engine: EngineDep, settings: Settings, store_check: Integrity
 ) -> dict[str, Any]:
-    from adapters.runtime import lag
+    from adapters.runtime.projection import lag
 
     if (unreadable := store_check.problem()) is not None:
         response.status_code = 503

@@ -1,0 +1,235 @@
+"""`cronsource run`: the runtime's turn, sequenced on a clock.
+
+One loop per process, in this order each turn: rebalance the shards (now and then), project
+what is new (status, audit, due index, dispatch), decide what is due, project again (so
+Workflows are created right after their fire is committed), look at the runs, warm and
+prepare the next instant, log the heartbeat (now and then). The loop then waits on its clock
+until the next due time or until the log changes (PostgreSQL LISTEN/NOTIFY; polling on
+SQLite), whichever comes first. `cronsource simulate` runs the same turn on a virtual clock.
+
+Crash safety comes from the order of effects, not from this loop: a fire is committed before
+any Workflow exists, the dispatcher creates Workflows idempotently before it moves its position,
+and the read model moves its position in the same transaction as its rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from adapters.engine import Engine
+from adapters.runtime.clock import Clock, SystemClock
+from adapters.runtime.decision_cache import DecisionCache
+from adapters.runtime.dispatchworker import DispatchWorker
+from adapters.runtime.projection import ProjectionWorker, lag
+from adapters.runtime.runwatcher import RunPoller
+from adapters.runtime.scheduler import Scheduler
+from adapters.runtime.settings import REPORT_SECONDS, TURN_BUDGET
+from adapters.runtime.supervisor import Supervisor
+from adapters.runtime.waker import Waker
+from adapters.shards import REBALANCE_SECONDS, Ownership
+
+log = logging.getLogger("cronsource")
+
+
+class SchedulerLoop:
+    def __init__(
+        self,
+        engine: Engine,
+        ownership: Ownership,
+        role: str = "all",
+        watcher: RunPoller | None = None,
+        poll_seconds: float = 0.5,
+        clock: Clock | None = None,
+        stop_event: threading.Event | None = None,
+        *,
+        log_decisions: bool = True,
+        heartbeat: bool = True,
+    ) -> None:
+        self.engine = engine
+        self.ownership = ownership
+        self.role = role
+        self.watcher = watcher
+        self.poll_seconds = poll_seconds
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.stop_event = stop_event if stop_event is not None else threading.Event()
+        self.cache = DecisionCache(engine.service.load_many, engine.service.fast_forward)
+        self.scheduling = Scheduler(
+            engine.service, engine.view, ownership, self.cache, on_fired=self._wake_dispatch
+        )
+        self.projection = ProjectionWorker(
+            engine, self.clock, self.stop_event, log_decisions=log_decisions
+        )
+        self.projector = Supervisor("projections", self.clock)
+        self.scheduler = Supervisor("scheduler", self.clock)
+        self.watch = Supervisor("run watcher", self.clock)
+        self.shards = Supervisor("shards", self.clock)
+        self.warmer = Supervisor("warm-up", self.clock)
+        self.heartbeat = heartbeat  # the operator's log line every REPORT_SECONDS
+        self.dispatch_worker: DispatchWorker | None = None  # started by `run`
+        self._last_rebalance: float | None = None
+        self._last_report = self.clock.monotonic()
+        #: clock.monotonic() when the last turn finished; None before the first (the probe
+        #: server's readiness bounds its age: adapters/probes.py).
+        self.last_turn: float | None = None
+
+    # The scheduler step, as the benchmarks and tests drive it.
+
+    @property
+    def fires(self) -> int:
+        return self.scheduling.fires
+
+    @property
+    def last_warmed(self) -> int:
+        return self.scheduling.last_warmed
+
+    def schedule_once(self, now: datetime) -> int:
+        return self.scheduling.schedule_once(now)
+
+    def prepare_once(self, now: datetime) -> int:
+        return self.scheduling.prepare_once(now)
+
+    def warm_once(self, now: datetime) -> int:
+        return self.scheduling.warm_once(now)
+
+    @property
+    def runs_projections(self) -> bool:
+        return self.role in ("all", "projector") and self.ownership.is_projector()
+
+    @property
+    def runs_scheduler(self) -> bool:
+        return self.role in ("all", "scheduler")
+
+    def _wake_dispatch(self) -> None:
+        if self.dispatch_worker is not None:
+            self.dispatch_worker.wake.set()
+
+    def budget(self) -> float:
+        """Seconds the projections and the run watcher may take this turn: TURN_BUDGET, but
+        never past the next due instant, so a backlog of projection work does not delay a
+        fire (it waits for the turn after)."""
+        if not self.runs_scheduler:
+            return TURN_BUDGET
+        try:
+            nxt = self.engine.view.next_due()
+        except Exception:
+            return TURN_BUDGET
+        if nxt is None:
+            return TURN_BUDGET
+        return max(0.05, min(TURN_BUDGET, (nxt - self.clock.now()).total_seconds()))
+
+    def project_once(self, now: datetime) -> int:
+        worker = self.dispatch_worker
+        self._wake_dispatch()  # the dispatcher follows the log alongside the read model
+        n = self.projection.step(now, self.budget, dispatch=worker is None)
+        self._wake_dispatch()
+        return n
+
+    def turn(self) -> None:
+        clock = self.clock
+        if (
+            self._last_rebalance is None
+            or clock.monotonic() - self._last_rebalance >= REBALANCE_SECONDS
+        ):
+            self.shards.run(self.ownership.rebalance)
+            self._last_rebalance = clock.monotonic()
+        if self.runs_projections:
+            self.projector.run(lambda: self.project_once(clock.now()))
+        if self.runs_scheduler:
+            self.scheduler.run(lambda: self.schedule_once(clock.now()))
+        if self.runs_projections:
+            self.projector.run(lambda: self.project_once(clock.now()))
+            watcher = self.watcher
+            if watcher is not None:
+                self.watch.run(
+                    lambda: watcher.poll(clock.now(), self.budget(), self.stop_event.is_set)
+                )
+        if self.runs_scheduler:
+            # Last, after the projections moved the due index past this turn's decisions.
+            self.warmer.run(lambda: self.warm_once(clock.now()))
+            self.warmer.run(lambda: self.prepare_once(clock.now()))
+        if self.heartbeat and clock.monotonic() - self._last_report >= REPORT_SECONDS:
+            self._last_report = clock.monotonic()
+            self.projector.run(self.report)
+        self.last_turn = clock.monotonic()
+
+    @property
+    def supervisors(self) -> list[Supervisor]:
+        extra = [self.dispatch_worker.supervisor] if self.dispatch_worker is not None else []
+        return [self.projector, self.scheduler, self.watch, self.shards, self.warmer, *extra]
+
+    def report(self) -> None:
+        """The operator's heartbeat: what this replica owns, did, and how far behind it is."""
+        owned = getattr(self.ownership, "owned", None)
+        # Plain key=value words, not Python dictionaries: the line is read by people and
+        # by log queries, and neither knows Python's repr.
+        lags = lag(self.engine) if self.runs_projections else None
+        failures = [f"{s.name}:{s.failures}" for s in self.supervisors if s.failures]
+        log.info(
+            "fires=%d projector=%s shards=%s lag=%s failures=%s",
+            self.fires,
+            str(self.runs_projections).lower(),
+            len(owned) if owned is not None else "all",
+            ",".join(f"{k}:{v}" for k, v in lags.items()) if isinstance(lags, dict) else "-",
+            ",".join(failures) or "0",
+        )
+
+    def sleep_seconds(self) -> float:
+        """How long the loop would wait now: until the scheduler's next instant of work,
+        at most `poll_seconds` (the log may change without a wake-up)."""
+        try:
+            now = self.clock.now()
+            nxt = (
+                self.scheduling.next_wake(now)
+                if self.runs_scheduler
+                else self.engine.view.next_due()
+            )
+        except Exception:
+            return self.poll_seconds
+        if nxt is None:
+            return self.poll_seconds
+        return max(0.0, min(self.poll_seconds, (nxt - now).total_seconds()))
+
+    def run(self, waker: Waker | None = None, on_ready: Callable[[], None] | None = None) -> None:
+        """Turn until stopped; `on_ready` is called once, after the first turn (projections
+        caught up, what was due decided, the next minute's aggregates loaded)."""
+        projector = self.engine.projector
+        if self.engine.dispatcher is not None and self.role in ("all", "projector"):
+            self.dispatch_worker = DispatchWorker(self)
+            projector.dispatch_thread = True
+            self.dispatch_worker.start()
+        # Readers in this process (the probe server, the Kubernetes status writer) now wait
+        # for this loop's projection step instead of projecting themselves.
+        projector.worker_running = self.role in ("all", "projector")
+        while not self.stop_event.is_set():
+            self.turn()
+            if on_ready is not None:
+                on_ready()
+                on_ready = None
+            if self.stop_event.is_set():
+                break
+            delay = self.sleep_seconds()
+            wake = waker.event if waker is not None else self.stop_event
+            self.clock.wait(delay, wake)
+            if waker is not None:
+                waker.event.clear()
+        if self.dispatch_worker is not None:
+            self.dispatch_worker.stop()
+        projector.worker_running = projector.dispatch_thread = False
+        self.ownership.release()
+
+    def install_signal_handlers(self, waker: Waker | None = None) -> None:
+        """SIGTERM/SIGINT finish the turn in flight, release the shards and exit 0."""
+
+        def stop(signum: int, frame: Any) -> None:
+            log.info("signal %d: finishing the batch in flight", signum)
+            self.stop_event.set()
+            if waker is not None:
+                waker.event.set()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)

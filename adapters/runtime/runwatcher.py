@@ -1,0 +1,66 @@
+"""The run watcher: what the local target's runs did, reported to the service."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+from uuid import UUID
+
+from adapters.engine import Engine
+from adapters.localtarget import LocalTarget
+from adapters.runtime.clock import Clock, SystemClock
+
+
+@dataclass
+class RunWatcher:
+    """Reports what the local target's runs did: completed (with phase) or deleted by hand."""
+
+    engine: Engine
+    target: LocalTarget
+    clock: Clock = field(default_factory=SystemClock)
+
+    def poll(
+        self, now: datetime, budget: float | None = None, stop: Callable[[], bool] | None = None
+    ) -> int:
+        """Report ended and vanished runs; stops early when `budget` seconds are used up or
+        `stop()` says so (the rest is looked at next turn)."""
+        deadline = None if budget is None else self.clock.monotonic() + budget
+        view, svc = self.engine.view, self.engine.service
+        dispatched = view.max_tracking_id(svc.name, "dispatch") or 0
+        # While the dispatcher is behind the status view (a burst is being dispatched), a
+        # missing file is most likely a Workflow not yet created: look again next turn rather
+        # than ask the audit table about every one of them.
+        dispatch_behind = dispatched < (view.max_tracking_id(svc.name, "readmodel") or 0)
+        reported = 0
+        for cron_id, namespace, name in view.active_runs():
+            if (stop is not None and stop()) or (
+                deadline is not None and self.clock.monotonic() >= deadline
+            ):
+                break
+            obs = self.target.observe(namespace, name, now)
+            if obs is None:
+                continue
+            if obs.phase is None:
+                # Missing file: vanished only if the dispatcher already created it; a fire not
+                # yet dispatched has no file by design.
+                if dispatch_behind:
+                    continue
+                pos = view.fired_position(namespace, name)
+                if pos is None or pos > dispatched:
+                    continue
+                svc.run_vanished(UUID(cron_id), name, now)
+            else:
+                assert obs.finished_at is not None
+                svc.run_completed(UUID(cron_id), name, obs.phase, obs.finished_at, now)  # type: ignore[arg-type]
+            reported += 1
+        return reported
+
+
+class RunPoller(Protocol):
+    """Reports what runs did: the local target's RunWatcher, or the cluster's KubeSync."""
+
+    def poll(
+        self, now: datetime, budget: float | None = None, stop: Callable[[], bool] | None = None
+    ) -> int: ...

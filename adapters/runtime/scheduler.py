@@ -1,0 +1,197 @@
+"""The scheduler step: what is due, decided and committed; the next instant prepared and warmed.
+
+One per replica, over its own service instance and its own decision cache. Decisions go to
+the store through one committing thread, in order; several replicas deciding one tick are
+kept from firing it twice by the store's version check, not by this code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime
+from uuid import UUID
+
+from adapters.readside.model import ReadModel
+from adapters.runtime.decision_cache import DecisionCache
+from adapters.runtime.settings import (
+    BATCH,
+    PREPARE_AHEAD,
+    PREPARE_LIMIT,
+    PREPARED_MAX_DELAY,
+    WARM_AHEAD,
+    WARM_LIMIT,
+)
+from adapters.shards import Ownership
+from domain.cronworkflow import CronWorkflow
+from domain.service import CronService, TickReport
+
+
+class Scheduler:
+    def __init__(
+        self,
+        service: CronService,
+        view: ReadModel,
+        ownership: Ownership,
+        cache: DecisionCache | None = None,
+        on_fired: Callable[[], None] | None = None,
+    ) -> None:
+        self.service = service
+        self.view = view
+        self.ownership = ownership
+        self.cache = (
+            cache if cache is not None else DecisionCache(service.load_many, service.fast_forward)
+        )
+        #: Called once a batch with fires is committed (wakes the dispatch thread).
+        self.on_fired = on_fired
+        self.fires = 0
+        self.last_warmed = 0
+        #: What this replica last saved: version and next due instant, by id.
+        self._known_next: dict[UUID, tuple[int, datetime | None]] = {}
+        #: Decisions made in advance for one due instant: (instant, batches of aggregates).
+        self._prepared: tuple[datetime, list[list[CronWorkflow]]] | None = None
+
+    def due(self, now: datetime) -> dict[UUID, int]:
+        """What the due index shows due now and this replica owns, by id with the version
+        shown; left out: what it shows before our own last save of it."""
+        seen: dict[UUID, int] = {}
+        for raw, version in self.view.due_versions(now):
+            cron_id = UUID(raw)
+            if not self.ownership.owns(cron_id):
+                continue
+            known = self._known_next.get(cron_id)
+            if known is not None and version < known[0]:
+                # The due index has not yet seen our own last save: what we decided then is
+                # newer than what it shows. Once it has caught up, it is the one to trust
+                # (someone else may have changed the CronWorkflow since).
+                if known[1] is None or known[1] > now:
+                    continue
+            seen[cron_id] = version
+        return seen
+
+    def decide_batch(
+        self, ids: list[UUID], at: datetime, seen: dict[UUID, int]
+    ) -> list[CronWorkflow]:
+        """One batch decided on the cache's copies where they are current, else loaded."""
+        return self.service.decide_batch(ids, at, self.cache.take(seen, ids))
+
+    def _commit(self, batch: list[CronWorkflow], at: datetime) -> TickReport:
+        """On the committing thread: save, then put the saved copies back in the cache
+        (after a refusal they are not the saved state: the next decision loads afresh)."""
+        report = self.service.commit_batch(batch, at)
+        if not report.rejected:
+            self.cache.keep(batch)
+        return report
+
+    def schedule_once(self, now: datetime) -> int:
+        """Decide everything due now, BATCH CronWorkflows per transaction; returns fires.
+
+        What `prepare_once` decided in advance for an instant that has now come is committed
+        first, as it is: the store's version check refuses any of it whose CronWorkflow
+        changed since (that batch is then decided again on fresh state). The rest is decided
+        now. Batch k+1 is decided while batch k's transaction is on its way to the store (one
+        committing thread keeps the commits in order): the database's time and Python's
+        overlap instead of adding up. Batches hold distinct CronWorkflows, so the two never
+        touch the same aggregate.
+        """
+        prepared = self._take_prepared(now)
+        taken = {a.id for _, batch in prepared for a in batch}
+        seen = self.due(now)
+        due = [cron_id for cron_id in seen if cron_id not in taken]
+        if not prepared and not due:
+            return 0
+        fired = 0
+
+        def settle(report: TickReport) -> None:
+            nonlocal fired
+            fired += report.fires
+            if report.fires and self.on_fired is not None:
+                self.on_fired()  # its Workflows can be created right away
+            for cron_id, version in report.versions.items():
+                self._known_next[cron_id] = (version, report.next_due.get(cron_id))
+
+        def batches() -> Iterator[tuple[datetime, list[CronWorkflow]]]:
+            yield from prepared
+            for i in range(0, len(due), BATCH):
+                yield now, self.decide_batch(due[i : i + BATCH], now, seen)
+
+        if len(prepared) + len(due) <= BATCH and len(prepared) <= 1:
+            # One batch: nothing to overlap its commit with, so no committing thread either.
+            for at, batch in batches():
+                settle(self._commit(batch, at))
+        else:
+            with ThreadPoolExecutor(1, thread_name_prefix="commit") as committer:
+                in_flight: Future[TickReport] | None = None
+                for at, batch in batches():
+                    if in_flight is not None:
+                        settle(in_flight.result())
+                    in_flight = committer.submit(self._commit, batch, at)
+                if in_flight is not None:
+                    settle(in_flight.result())
+        self.fires += fired
+        return fired
+
+    def _take_prepared(self, now: datetime) -> list[tuple[datetime, list[CronWorkflow]]]:
+        """The batches decided in advance for an instant that has come, if it came no more
+        than PREPARED_MAX_DELAY ago; decisions for a later instant stay, stale ones go."""
+        if self._prepared is None or now < self._prepared[0]:
+            return []
+        instant, batches = self._prepared
+        self._prepared = None
+        if now - instant > PREPARED_MAX_DELAY:
+            return []  # their copies were taken out of the cache: the next decision reloads
+        return [(instant, batch) for batch in batches]
+
+    def prepare_once(self, now: datetime) -> int:
+        """Decide in advance the next due instant's CronWorkflows, when it is near.
+
+        A decision is a pure function of the aggregate and the instant, so it can be made
+        before the instant and committed at it (never before: `schedule_once` only commits
+        decisions for an instant that has come). A burst then costs the commits alone. If a
+        CronWorkflow changes in between (suspended, a run completed, its spec edited), the
+        store refuses the stale save and that batch is decided again on fresh state.
+        Returns how many were decided.
+        """
+        instant = self.view.next_due_after(now)
+        if (
+            instant is None
+            or instant - now > PREPARE_AHEAD
+            or (self._prepared is not None and self._prepared[0] == instant)
+        ):
+            return 0
+        seen = {
+            cron_id: version
+            for raw, version in self.view.due_versions(instant, PREPARE_LIMIT, after=now)
+            if self.ownership.owns(cron_id := UUID(raw))
+        }
+        ids = list(seen)
+        batches = [
+            self.decide_batch(ids[i : i + BATCH], instant, seen) for i in range(0, len(ids), BATCH)
+        ]
+        self._prepared = (instant, [b for b in batches if b])
+        return len(ids)
+
+    def warm_once(self, now: datetime) -> int:
+        """Load what is due within WARM_AHEAD and not yet in memory; returns how many."""
+        versions = {
+            cron_id: version
+            for raw, version in self.view.due_versions(now + WARM_AHEAD)
+            if self.ownership.owns(cron_id := UUID(raw))
+        }
+        self.last_warmed = self.cache.warm(versions, WARM_LIMIT)
+        return self.last_warmed
+
+    def next_wake(self, now: datetime) -> datetime | None:
+        """The next instant this step has work at: the next due instant (or that of the
+        decisions made in advance), or before it the moments it is warmed (WARM_AHEAD) and
+        decided in advance (PREPARE_AHEAD). A clock
+        that jumps (simulate) needs them; on the wall clock the loop turns more often."""
+        nxt = self.view.next_due()
+        if self._prepared is not None and (nxt is None or self._prepared[0] < nxt):
+            nxt = self._prepared[0]  # committed (or refused) at its instant
+        if nxt is None or nxt <= now:
+            return nxt
+        for ahead in (WARM_AHEAD, PREPARE_AHEAD):
+            if nxt - ahead > now:
+                return nxt - ahead
+        return nxt

@@ -1,0 +1,27 @@
+"""The runtime's tuning constants, in one place (the scheduler, the projection step and the
+dispatch thread all read them)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+#: Decisions saved per transaction. Large enough that a burst of 10,000 is 20 transactions,
+#: small enough that one conflict costs at most this many single re-decisions.
+BATCH = 500
+#: Seconds a projection or the run watcher may take per turn before yielding to the
+#: scheduler (and to SIGTERM); a backlog is worked off over several turns.
+TURN_BUDGET = 1.0
+#: How far ahead the scheduler loads the aggregates about to be due, so that at the instant it
+#: decides on copies in memory instead of reading 10,000 streams from the store.
+WARM_AHEAD = timedelta(seconds=60)
+#: Aggregates warmed per turn at most, so warming never holds up a turn for long.
+WARM_LIMIT = 5000
+#: How close the next due instant must be for the scheduler to decide it in advance (see
+#: `prepare_once`), and how many CronWorkflows it decides in advance at most.
+PREPARE_AHEAD = timedelta(seconds=5)
+PREPARE_LIMIT = 20_000
+#: A decision made in advance for instant T is committed only until T + this; later, it is
+#: dropped and decided again at the time it is actually made.
+PREPARED_MAX_DELAY = timedelta(seconds=1)
+#: How often a running replica logs its heartbeat (fires, shards, projection lag).
+REPORT_SECONDS = 30.0

@@ -1,0 +1,48 @@
+"""The runtime's clock port: the virtual clock jumps by the wait the runtime asks for."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from adapters.runtime.clock import SystemClock, VirtualClock
+
+T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
+
+
+def test_a_virtual_wait_moves_time_and_the_monotonic_counter_by_that_much() -> None:
+    clock = VirtualClock(T0)
+    assert clock.wait(59.999999) is False
+    assert clock.now() == T0 + timedelta(seconds=59, microseconds=999999)
+    assert clock.monotonic() == pytest.approx(59.999999)
+    due = T0 + timedelta(days=3, microseconds=7)
+    clock.wait((due - clock.now()).total_seconds())
+    assert clock.now() == due  # lands exactly on the instant it was asked to wait for
+
+
+def test_a_virtual_wait_already_woken_does_not_move_time() -> None:
+    clock = VirtualClock(T0)
+    wake = threading.Event()
+    wake.set()
+    assert clock.wait(30, wake) is True
+    assert clock.now() == T0
+    wake.clear()
+    assert clock.wait(30, wake) is False
+    assert clock.now() == T0 + timedelta(seconds=30)
+
+
+def test_the_system_clock_is_aware_utc_and_a_set_wake_ends_its_wait() -> None:
+    clock = SystemClock()
+    assert clock.now().tzinfo is UTC
+    wake = threading.Event()
+    wake.set()
+    before = clock.monotonic()
+    assert clock.wait(10, wake) is True
+    assert clock.monotonic() - before < 5
+
+
+def test_a_virtual_clock_needs_an_aware_start() -> None:
+    with pytest.raises(ValueError, match="aware"):
+        VirtualClock(datetime(2026, 5, 4))
