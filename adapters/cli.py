@@ -1159,7 +1159,6 @@ def run(
 
     from adapters.localtarget import LocalTarget
     from adapters.logs import configure_logging
-    from adapters.projector import RoleLock
     from adapters.runtime.loop import SchedulerLoop
     from adapters.runtime.runwatcher import RunWatcher
     from adapters.runtime.waker import Waker
@@ -1236,9 +1235,6 @@ def run(
         if config.kind == "postgresql"
         else SoleOwner(engine.projector.lock)
     )
-    if role != "scheduler":
-        # From here on this process projects only while its ownership holds the role.
-        engine.projector.lock = RoleLock(ownership.is_projector)
     watcher: Any
     if kube:
         from adapters.kube import KubeSync

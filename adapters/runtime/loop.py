@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from adapters.engine import Engine
+from adapters.projector import RoleLock
 from adapters.runtime.clock import Clock, SystemClock
 from adapters.runtime.decision_cache import DecisionCache
 from adapters.runtime.dispatchworker import DispatchWorker
@@ -64,6 +65,10 @@ class SchedulerLoop:
         self.projection = ProjectionWorker(
             engine, self.clock, self.stop_event, log_decisions=log_decisions
         )
+        if role != "scheduler":
+            # This process projects only while its ownership holds the projector role (a
+            # scheduler-only replica keeps the store's own lock: it never projects by reading).
+            engine.projector.lock = RoleLock(ownership.is_projector)
         self.projector = Supervisor("projections", self.clock)
         self.scheduler = Supervisor("scheduler", self.clock)
         self.watch = Supervisor("run watcher", self.clock)
