@@ -13,7 +13,7 @@ manifest per ScheduleFired. Its follower caches start empty, as after a restart.
 
 Lag (`p50_ms`, `p99_ms`): with the projections caught up, a projector runs in a separate
 process and this process appends more events in timed waves (`--rate` events/s, a wave every
-`--wave-ms`; each wave one `CronService.tick` transaction). A wave's commit time is taken
+`--wave-ms`; each wave one `CronService.commit_batch` transaction). A wave's commit time is taken
 when `save` returns (its notification ids come back with it); a thread here polls the two
 tracking positions every 5 ms, and an event counts as projected at the first poll that sees
 both the read model and the dispatcher past it. Lag = projected - committed, per event; the

@@ -9,7 +9,7 @@ then call `adapters.cli.main()` with the same arguments.
 
 Points:
 
-- `fire-committed`: `CronService.commit` has just saved a batch with at least one
+- `fire-committed`: `CronService.commit_batch` has just saved a batch with at least one
   ScheduleFired; nothing was projected or dispatched yet (between the append and the file).
 - `dispatch-before-create`: the dispatcher is about to create the Workflow file of a
   projected ScheduleFired (the read model shows the run active, no file exists).
@@ -78,7 +78,7 @@ class Fault:
 
 
 def install(fault: Fault) -> None:
-    commit = CronService.commit
+    commit = CronService.commit_batch
 
     def crashy_commit(self: CronService, aggs: Any, at: Any) -> Any:
         report = commit(self, aggs, at)
@@ -86,7 +86,7 @@ def install(fault: Fault) -> None:
             fault.reached("fire-committed")
         return report
 
-    CronService.commit = crashy_commit  # type: ignore[method-assign]
+    CronService.commit_batch = crashy_commit  # type: ignore[method-assign]
 
     create_many = LocalTarget.create_many
 
@@ -145,7 +145,7 @@ def record_stats(path: str) -> None:
 
     CronService.__init__ = tracked_init  # type: ignore[method-assign]
 
-    commit = CronService.commit
+    commit = CronService.commit_batch
     fires = [0]
 
     def counting_commit(self: CronService, aggs: Any, at: Any) -> Any:
@@ -153,7 +153,7 @@ def record_stats(path: str) -> None:
         fires[0] += report.fires
         return report
 
-    CronService.commit = counting_commit  # type: ignore[method-assign]
+    CronService.commit_batch = counting_commit  # type: ignore[method-assign]
 
     def write() -> None:
         stats = {"rejected_writes": sum(s.rejected_writes for s in services), "fires": fires[0]}
