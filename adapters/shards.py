@@ -82,7 +82,9 @@ class AdvisoryLockShards:
     def _members(self, conn: Any) -> int:
         row = conn.execute(
             "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory'"
-            " AND classid = %s AND granted",
+            " AND classid = %s AND granted"
+            # advisory locks are per database; another store's replicas are not members
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
             (_MEMBER_CLASS,),
         ).fetchone()
         return max(1, int(row[0]))
