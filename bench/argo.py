@@ -45,6 +45,7 @@ import contextlib
 import http.client
 import json
 import os
+import signal
 import socket
 import ssl
 import statistics
@@ -188,6 +189,25 @@ class Arrivals:
                 return ""  # expired: list-then-watch again (everything is re-ADDED, deduplicated)
         conn.close()
         return rv
+
+
+def requests_by_kind(server: Any) -> dict[str, int]:
+    """The server's own count of requests (apiserver_request_total) on Workflows and
+    CronWorkflows, by `verb resource`: what each side asked of it, watches and lists aside."""
+    text = server.request("GET", "/metrics", timeout=30)
+    counts: dict[str, int] = {}
+    for line in text.splitlines() if isinstance(text, str) else []:
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(
+            part.split("=", 1) for part in line[line.index("{") + 1 : line.rindex("}")].split(",")
+        )
+        resource = labels.get("resource", "").strip('"')
+        verb = labels.get("verb", "").strip('"')
+        if resource in ("workflows", "cronworkflows") and verb not in ("WATCH", "LIST"):
+            key = f"{verb} {resource}"
+            counts[key] = counts.get(key, 0) + int(float(line.rsplit(" ", 1)[1]))
+    return counts
 
 
 # ---------------------------------------------------------------------- the plain create loop
@@ -380,6 +400,7 @@ def run_side(
     limit_in_flight: int,
     max_wait: float,
     bar: Any,
+    profile: str | None = None,
 ) -> dict[str, Any]:
     from tests.argo import peer
     from tests.kube import apiserver
@@ -460,6 +481,28 @@ def run_side(
                 f"set-up took {loaded_s:.0f} s, past the instant: give a longer --lead"
             )
 
+        spy: subprocess.Popen[bytes] | None = None
+        if profile and side.kind == "ours" and proc is not None:
+            time.sleep(max(0.0, hts - 1 - time.time()))
+            spy = subprocess.Popen(
+                [
+                    str(Path(sys.executable).parent / "py-spy"),
+                    "record",
+                    "--pid",
+                    str(proc.pid),
+                    "--rate",
+                    "200",
+                    "--format",
+                    "raw",
+                    "--output",
+                    profile,
+                    "--threads",
+                    "--nonblocking",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        before = requests_by_kind(server)
         task = bar.add_task(f"{side.label}: Workflows after H", total=n)
         if side.kind == "limit":
             creator_wf = Creator(server.kubeconfig, limit_in_flight)
@@ -479,13 +522,18 @@ def run_side(
             if len(firsts) >= n:
                 break
             time.sleep(0.25)
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(60)
         time.sleep(SETTLE)
         seen = arrivals.names()
+        after = requests_by_kind(server)
+        asked = {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
         listed = len(
             server.request("GET", f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/workflows")["items"]
         )
         load_after = load()
-    return measure(
+    return {"requests_after_h": asked} | measure(
         side,
         n,
         h,
@@ -642,7 +690,15 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
                 if side.label == "argo" and k >= defaults_repeat:
                     continue
                 res = run_side(
-                    side, a.crons, pg, a.lead, a.in_flight, a.limit_in_flight, a.max_wait, bar
+                    side,
+                    a.crons,
+                    pg,
+                    a.lead,
+                    a.in_flight,
+                    a.limit_in_flight,
+                    a.max_wait,
+                    bar,
+                    f"{a.profile}.{k + 1}" if a.profile else None,
                 )
                 out.log(
                     f"run {k + 1}/{a.repeat} {side.label}: {res['per_second']}/s, p99"
@@ -728,6 +784,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--max-wait", type=float, default=1800.0, help="seconds after H to wait for all N"
+    )
+    ap.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="py-spy (raw, all threads) our cronsource process from H - 1 s to the last"
+        " Workflow, into FILE.<run>",
     )
     a = ap.parse_args(argv)
     if min(a.crons, a.repeat, a.in_flight, a.limit_in_flight) < 1:
