@@ -15,8 +15,8 @@ H - 30 s, decides in advance at H - 2 s); `cold`: none. All K start `schedule_on
 barrier; `seconds` runs from the barrier to the last replica's last commit, `per_second` =
 fires / seconds. While they run, this process samples `pg_stat_activity` every 2 ms:
 `lock_wait_share` is the share of samples in which at least one replica waited for the
-events table's lock. `commit_busy` is the sum of every replica's time inside commits over
-`seconds` (above 1 would mean commits overlapped; the lock keeps it at or below 1).
+events table's lock. `commit_busy` is the sum of every replica's time inside commits (waiting
+for the lock included) over `seconds`: above 1, the replicas' commits waited for each other.
 
 Beside it, `--log-baseline` measures what partitioning the log would buy on the same server:
 K writer threads insert N event-sized rows (307 bytes, 500 per transaction, `unnest` arrays as
