@@ -101,6 +101,7 @@ class Run:
     date: str = ""  # when the results were measured
     pg: str = ""  # the PostgreSQL server they were measured on
     machine: str = ""  # and the machine
+    source: str = ""  # how kept figures were put together, when not by one plain run
     count: int | None = None  # runs behind a stored median (None: len(results))
     stored_spread: dict[str, list[float]] = field(default_factory=dict)
 
@@ -328,6 +329,25 @@ ARGO_SIDES = (
 )
 
 
+def median_or_none(xs: list[Any]) -> float | None:
+    nums = [x for x in xs if isinstance(x, int | float)]
+    return statistics.median(nums) if nums else None
+
+
+def requests_per_workflow(rs: list[dict[str, Any]]) -> str:
+    """What the side asked of the server after H, per Workflow (median over its runs), by
+    request kind; '-' where the run did not count them."""
+    counted = [x for x in rs if x.get("requests_after_h")]
+    if not counted:
+        return "-"
+    kinds = sorted({k for x in counted for k in x["requests_after_h"]})
+    parts = []
+    for k in kinds:
+        m = statistics.median(x["requests_after_h"].get(k, 0) / x["n"] for x in counted)
+        parts.append(f"{m:.2f} {k}")
+    return ", ".join(parts)
+
+
 def argo_section(runs: dict[str, Run]) -> list[str]:
     """The comparison with Argo's cron controller: targets, then one table per N."""
     argos = sorted(
@@ -393,8 +413,8 @@ def argo_section(runs: dict[str, Run]) -> list[str]:
             f"N={fmt(res.get('n'))}: `{run.command()}`",
             "",
             "| side | flags | runs | Workflows/s | seconds to all N | p50 ms | p99 ms "
-            "| dup/miss (late) | load at H |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| creationTimestamp p99 s | requests per Workflow | dup/miss (late) | load at H |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         sides = res.get("sides") or {}
         each = res.get("each_run") or {}
@@ -415,9 +435,13 @@ def argo_section(runs: dict[str, Run]) -> list[str]:
                 f"| {title} | `{sm.get('args') or '-'}` | {len(rs)} | {shown} "
                 f"| {fmt(sm.get('seconds'), 2)} | {fmt(sm.get('p50_ms'))} "
                 f"| {fmt(sm.get('p99_ms'))} "
+                f"| {fmt(median_or_none([x.get('created_p99_s') for x in rs]))} "
+                f"| {requests_per_workflow(rs)} "
                 f"| {fmt(sm.get('duplicates'))}/{fmt(sm.get('misses'))} ({fmt(sm.get('late'))}) "
                 f"| {'; '.join(x['load'][1] for x in rs)} |"
             )
+        if run.source:
+            lines += ["", f"How these figures were taken: {run.source}."]
     lines.append("")
     return lines
 
@@ -764,6 +788,7 @@ def load_saved(run: Run, results_dir: Path) -> None:
     run.errors = record.get("errors") or []
     run.date, run.pg = record.get("date", ""), record.get("pg", "")
     run.machine = record.get("machine", "")
+    run.source = record.get("source", "")
     run.count = record.get("runs")
     run.stored_spread = record.get("spread") or {}
 
