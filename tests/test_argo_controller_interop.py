@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -30,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 
 from adapters.kube import CWF, GROUP, VERSION, WF
@@ -42,75 +40,20 @@ pytestmark = pytest.mark.k8s
 LABEL_INSTANCE = "workflows.argoproj.io/controller-instanceid"
 LABEL_CRON = "workflows.argoproj.io/cron-workflow"
 LABEL_WORKFLOW = "workflows.argoproj.io/workflow"
-GRACE = 5.0  # Argo's controller keeps running after SIGTERM: SIGKILL after this
-
-
-def _argo_crds() -> list[dict[str, Any]]:
-    crd_dir = peer.source_tree() / "manifests" / "base" / "crds" / "minimal"
-    crds = []
-    for path in sorted(crd_dir.glob("*.yaml")):
-        if path.name == "kustomization.yaml":
-            continue
-        crds += [d for d in yaml.safe_load_all(path.read_text()) if d]
-    assert len(crds) >= 8, f"Argo's CRDs not found in {crd_dir}"
-    return crds
 
 
 @pytest.fixture(scope="module")
 def argo_apiserver(tmp_path_factory: Any) -> Iterator[apiserver.ApiServer]:
     """A server of our own with Argo's CRDs (not cronsource's deploy/crds)."""
-    server = apiserver.start(tmp_path_factory.mktemp("argo-apiserver"), crds=_argo_crds())
+    server = apiserver.start(tmp_path_factory.mktemp("argo-apiserver"), crds=peer.argo_crds())
     try:
         yield server
     finally:
         server.stop(remove_data=True)
 
 
-def _stop(proc: subprocess.Popen[str], grace: float = GRACE) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def _tail(path: Path) -> str:
     return path.read_text(errors="replace")[-3000:] if path.exists() else ""
-
-
-def _start_argo(server: apiserver.ApiServer, ns: str, log: Path) -> subprocess.Popen[str]:
-    core = client.CoreV1Api(server.api_client())
-    # Argo reads its configuration here; metrics and telemetry off, so that no port is bound
-    # on a shared machine (the healthz port 6060 is fixed in Argo and only logs if taken).
-    core.create_namespaced_config_map(
-        ns,
-        {
-            "metadata": {"name": "workflow-controller-configmap"},
-            "data": {"metricsConfig": "enabled: false\n", "telemetryConfig": "enabled: false\n"},
-        },
-    )
-    core.create_namespaced_service_account(ns, {"metadata": {"name": "default"}})
-    out = log.open("w")
-    proc = subprocess.Popen(
-        [
-            str(peer.controller()),
-            "--kubeconfig",
-            str(server.kubeconfig),
-            "-n",
-            ns,
-            "--namespaced",
-            "--managed-namespace",
-            ns,
-        ],
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "LEADER_ELECTION_DISABLE": "true"},
-    )
-    out.close()
-    return proc
 
 
 def _start_cronsource(server: apiserver.ApiServer, store: str, log: Path) -> subprocess.Popen[str]:
@@ -199,7 +142,7 @@ def test_argo_and_cronsource_share_a_cluster_as_the_operator_guide_says(
     api = client.CustomObjectsApi(kube)
     core = client.CoreV1Api(kube)
     argo_log, cs_log = tmp_path / "argo.log", tmp_path / "cronsource.log"
-    argo = _start_argo(server, ns, argo_log)
+    argo = peer.start_argo(server, ns, argo_log)
     store = f"sqlite:///{tmp_path / 'cronsource.db'}"
     cronsource = _start_cronsource(server, store, cs_log)
 
@@ -299,6 +242,6 @@ def test_argo_and_cronsource_share_a_cluster_as_the_operator_guide_says(
         # The status Argo itself wrote decodes too (the oracle is not lenient with ours only).
         peer.cron_get(api.get_namespaced_custom_object(GROUP, VERSION, ns, CWF, "argo-own"))
     finally:
-        _stop(argo)
-        _stop(cronsource, grace=20)
+        peer.stop(argo)
+        peer.stop(cronsource, grace=20)
         kube.close()

@@ -1,30 +1,34 @@
-"""Shard ownership on PostgreSQL is per database: replicas of another database on the same
-server are not members, so they never leave shards of this one unowned."""
+"""Shard ownership on a PostgreSQL server that holds more than one cronsource store: the
+replicas of one store split its shards among themselves only. Advisory locks are per database,
+so the members of another store on the same server must not count (they would shrink each
+replica's share and leave shards, and so CronWorkflows, with no owner)."""
 
 from __future__ import annotations
 
+import pytest
+
 from adapters.shards import SHARDS, AdvisoryLockShards
 from adapters.store import StoreConfig
-from tests.pgserver import drop_database, fresh_database
+from tests import pgserver
+
+pytestmark = pytest.mark.postgres
 
 
-def test_replicas_of_another_database_on_the_server_take_no_share(
+def test_members_of_another_database_leave_a_sole_replica_every_shard(
     pg_url: str, pg_server_url: str
 ) -> None:
-    other_url = fresh_database(pg_server_url)
-    others = [
-        AdvisoryLockShards(StoreConfig.parse(other_url).pg_conninfo, want_projector=False)
-        for _ in range(3)
-    ]
-    ours = AdvisoryLockShards(StoreConfig.parse(pg_url).pg_conninfo, want_projector=False)
+    other = pgserver.fresh_database(pg_server_url)
+    ours = AdvisoryLockShards(StoreConfig.parse(pg_url).pg_conninfo)
+    theirs = [AdvisoryLockShards(StoreConfig.parse(other).pg_conninfo) for _ in range(2)]
     try:
-        for replica in others:
-            replica.rebalance()  # three members alive on the other database
+        for replica in theirs:
+            replica.rebalance()
         ours.rebalance()
-        # alone in its database, it holds every shard, whatever runs beside it on the server
+        for replica in theirs:
+            replica.rebalance()
         assert len(ours.owned) == SHARDS
+        assert sorted(len(r.owned) for r in theirs) == [SHARDS // 2, SHARDS // 2]
     finally:
-        ours.release()
-        for replica in others:
+        for replica in [ours, *theirs]:
             replica.release()
-        drop_database(other_url)
+        pgserver.drop_database(other)

@@ -12,11 +12,17 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+if TYPE_CHECKING:
+    from tests.kube.apiserver import ApiServer
 
 from tests.buildscript import built_paths
 
@@ -29,6 +35,7 @@ ENV_ORACLE = "CRONSOURCE_ARGO_ORACLE"
 ENV_CONTROLLER = "CRONSOURCE_ARGO_CONTROLLER"
 BUILD_TIMEOUT = 3600.0  # cold: module download and two large Go builds on 2 cores
 CALL_TIMEOUT = 300.0
+GRACE = 5.0  # Argo's controller keeps running after SIGTERM: SIGKILL after this
 
 
 class ArgoPeerError(RuntimeError):
@@ -124,3 +131,72 @@ def cron_get(cron_workflow: Mapping[str, Any]) -> dict[str, Any]:
     {"get": what `argo cron get` prints, "status": the status as Argo's types hold it}."""
     answer: dict[str, Any] = json.loads(_run(["status"], json.dumps(cron_workflow)))
     return answer
+
+
+def argo_crds() -> list[dict[str, Any]]:
+    """Argo's own CRDs (manifests/base/crds/minimal of its module), for a server that stands
+    in for a cluster running Argo."""
+    crd_dir = source_tree() / "manifests" / "base" / "crds" / "minimal"
+    crds = []
+    for path in sorted(crd_dir.glob("*.yaml")):
+        if path.name == "kustomization.yaml":
+            continue
+        crds += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    if len(crds) < 8:
+        raise ArgoPeerError(f"Argo's CRDs not found in {crd_dir}")
+    return crds
+
+
+def start_argo(
+    server: ApiServer, ns: str, log: Path, extra_args: Sequence[str] = ()
+) -> subprocess.Popen[str]:
+    """Argo's workflow-controller, namespaced to `ns` of `server`, its output in `log`;
+    `extra_args` go to the controller (e.g. `--qps 500`)."""
+    from kubernetes import client
+
+    api = server.api_client()
+    core = client.CoreV1Api(api)
+    # Argo reads its configuration here; metrics and telemetry off, so that no port is bound
+    # on a shared machine (the healthz port 6060 is fixed in Argo and only logs if taken).
+    core.create_namespaced_config_map(
+        ns,
+        client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(name="workflow-controller-configmap"),
+            data={"metricsConfig": "enabled: false\n", "telemetryConfig": "enabled: false\n"},
+        ),
+    )
+    core.create_namespaced_service_account(
+        ns, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="default"))
+    )
+    api.close()
+    out = log.open("w")
+    proc = subprocess.Popen(
+        [
+            str(controller()),
+            "--kubeconfig",
+            str(server.kubeconfig),
+            "-n",
+            ns,
+            "--namespaced",
+            "--managed-namespace",
+            ns,
+            *extra_args,
+        ],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "LEADER_ELECTION_DISABLE": "true"},
+    )
+    out.close()
+    return proc
+
+
+def stop(proc: subprocess.Popen[str], grace: float = GRACE) -> None:
+    """SIGTERM, then SIGKILL after `grace` seconds."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

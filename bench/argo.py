@@ -1,0 +1,830 @@
+"""Side by side with Argo's cron controller: `python -m bench.argo --crons N [--store URL]`.
+
+N CronWorkflows due at one instant H on the test kube-apiserver (tests/kube/apiserver.py, with
+Argo's own CRDs), fired by each side in turn, each on a fresh server with the others not running:
+
+- `argo`: Argo v4.0.5's real workflow-controller (tests/argo/peer.py) at its defaults
+  (client rate limit 20 requests/s, burst 30, 8 cron workers);
+- `argo-tuned`: the same with `--tuning` (default `--qps 500 --burst 1000
+  --cron-workflow-workers 32`; the option can be given more than once, the fastest is named);
+- `ours`: `cronsource run --kube` on a throwaway PostgreSQL database (`--store`);
+- `limit`: no scheduler; at H a plain asyncio loop (aiohttp, pre-encoded bodies,
+  `--limit-in-flight` requests at once) creates the same N Workflows: what the server takes.
+
+Argo runs with `--workflow-workers 0` (`--argo-workflow-workers`): its Workflow operator would
+otherwise start on the Workflows as they appear, creating a Pod for each and writing their status
+through the same client rate limiter the cron controller uses, work no other side does here.
+
+Set-up, not timed: the server, a metadata-only watch on the Workflows of the namespace (started
+first), the scheduler, then the N CronWorkflows (`m h d M *` in UTC: one tick a year, at H),
+created by the same concurrent loop. H is the first whole minute at least `--lead` seconds
+(default 20 s + 15 ms per CronWorkflow) after the server and the scheduler were started; the
+run fails, saying so, if the scheduler has not loaded all N by 2 s before H (Argo: its log says
+"CronWorkflow added" for each; ours: its store holds N CronWorkflowCreated events).
+
+Timed, from H: each Workflow's arrival is the wall-clock time this process read its ADDED event
+from the watch. `creationTimestamp` has whole-second resolution (an object created at H+0.9 s
+shows H), so the skew is taken from the arrival instead: skew = arrival - H, which includes the
+watch's delivery (a few ms) and is the same for every side. `seconds` is the last first
+arrival minus H, `per_second` = N / seconds. A duplicate is a second Workflow for one
+CronWorkflow (label `workflows.argoproj.io/cron-workflow`; the annotation
+`workflows.argoproj.io/scheduled-time` is recorded too); a miss is a CronWorkflow with no
+Workflow within 5 minutes of H. The run waits for all N (up to `--max-wait`), then 3 s more
+for late duplicates, and checks the watch against a final list.
+
+`--repeat K` runs all sides K times (a fresh server each time) and reports medians; the
+duplicates and misses are totals over the K runs. The last line of stdout is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import http.client
+import json
+import os
+import signal
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+from bench.common import (
+    BenchError,
+    console,
+    emit,
+    machine_note,
+    percentile,
+    progress,
+    r,
+    throwaway_store,
+)
+
+NS = "bench"
+GROUP, VERSION = "argoproj.io", "v1alpha1"
+LABEL_CRON = "workflows.argoproj.io/cron-workflow"
+ANNOTATION_SCHEDULED = "workflows.argoproj.io/scheduled-time"
+CREATED_TOPIC = "cronsource:CronWorkflowCreated/v1"
+DEFAULT_TUNING = "--qps 500 --burst 1000 --cron-workflow-workers 32"
+MISS_AFTER = 300.0  # a tick with no Workflow this long after H is a miss
+SETTLE = 3.0  # seconds to wait after the last first Workflow, for late duplicates
+SIDES = ("limit", "argo", "argo-tuned", "ours")
+
+
+# ---------------------------------------------------------------------- the server's Workflows
+
+
+@dataclass
+class Seen:
+    """A Workflow as the watch delivered it."""
+
+    name: str
+    cron: str
+    scheduled: str
+    created: str  # creationTimestamp (whole seconds)
+    arrival: float  # time.time() when its ADDED event was read
+
+
+class Arrivals:
+    """A metadata-only watch (PartialObjectMetadata) on the Workflows of one namespace, in a
+    thread of its own: it records when each ADDED event arrived. Metadata only, so that the
+    watch costs the server and this process as little as it can on a 2-core machine."""
+
+    def __init__(self, kubeconfig: Path, ns: str) -> None:
+        cfg = yaml.safe_load(kubeconfig.read_text())
+        cluster = cfg["clusters"][0]["cluster"]
+        ca = base64.b64decode(cluster["certificate-authority-data"]).decode()
+        self.ssl = ssl.create_default_context(cadata=ca)
+        self.token = cfg["users"][0]["user"]["token"]
+        url = urlsplit(cluster["server"])
+        self.host, self.port = url.hostname or "127.0.0.1", url.port or 443
+        self.path = f"/apis/{GROUP}/{VERSION}/namespaces/{ns}/workflows"
+        self.seen: list[Seen] = []
+        self.lock = threading.Lock()
+        self.ready = threading.Event()
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._conn: http.client.HTTPSConnection | None = None
+        self._thread = threading.Thread(target=self._run, name="arrivals", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        if not self.ready.wait(30):
+            raise BenchError(f"the watch on Workflows did not start: {self.error}")
+
+    def stop(self) -> None:
+        self._stop.set()
+        conn = self._conn
+        if conn is not None and conn.sock is not None:
+            with contextlib.suppress(OSError):
+                conn.sock.shutdown(socket.SHUT_RDWR)
+        self._thread.join(10)
+
+    def names(self) -> list[Seen]:
+        with self.lock:
+            return list(self.seen)
+
+    def _run(self) -> None:
+        rv = ""
+        while not self._stop.is_set():
+            try:
+                rv = self._watch(rv)
+            except Exception as e:  # reconnect from the last resourceVersion
+                if self._stop.is_set():
+                    return
+                self.error = e
+                time.sleep(0.2)
+
+    def _watch(self, rv: str) -> str:
+        conn = http.client.HTTPSConnection(self.host, self.port, context=self.ssl, timeout=None)
+        self._conn = conn
+        query = "?watch=1&timeoutSeconds=3600" + (f"&resourceVersion={rv}" if rv else "")
+        conn.request(
+            "GET",
+            self.path + query,
+            headers={
+                "Authorization": f"Bearer {self.token}",
+                "Accept": "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+            },
+        )
+        resp = conn.getresponse()
+        if resp.status != 200:
+            raise BenchError(f"watch on Workflows: HTTP {resp.status} {resp.read()[:300]!r}")
+        self.ready.set()
+        for line in resp:
+            arrival = time.time()
+            if not line.strip():
+                continue
+            ev = json.loads(line)
+            meta = ev["object"].get("metadata") or {}
+            rv = meta.get("resourceVersion") or rv
+            if ev["type"] == "ADDED":
+                labels = meta.get("labels") or {}
+                notes = meta.get("annotations") or {}
+                with self.lock:
+                    self.seen.append(
+                        Seen(
+                            meta["name"],
+                            labels.get(LABEL_CRON, ""),
+                            notes.get(ANNOTATION_SCHEDULED, ""),
+                            meta.get("creationTimestamp", ""),
+                            arrival,
+                        )
+                    )
+            elif ev["type"] == "ERROR":
+                return ""  # expired: list-then-watch again (everything is re-ADDED, deduplicated)
+        conn.close()
+        return rv
+
+
+def requests_by_kind(server: Any) -> dict[str, int]:
+    """The server's own count of requests (apiserver_request_total) on Workflows and
+    CronWorkflows, by `verb resource`: what each side asked of it, watches and lists aside."""
+    text = server.request("GET", "/metrics", timeout=30)
+    counts: dict[str, int] = {}
+    for line in text.splitlines() if isinstance(text, str) else []:
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(
+            part.split("=", 1) for part in line[line.index("{") + 1 : line.rindex("}")].split(",")
+        )
+        resource = labels.get("resource", "").strip('"')
+        verb = labels.get("verb", "").strip('"')
+        if resource in ("workflows", "cronworkflows") and verb not in ("WATCH", "LIST"):
+            key = f"{verb} {resource}"
+            counts[key] = counts.get(key, 0) + int(float(line.rsplit(" ", 1)[1]))
+    return counts
+
+
+# ---------------------------------------------------------------------- the plain create loop
+
+
+class Creator:
+    """Create objects with plain aiohttp, pre-encoded bodies, `in_flight` requests at once: the
+    cheapest client Python has, so that what it measures is the server."""
+
+    def __init__(self, kubeconfig: Path, in_flight: int) -> None:
+        cfg = yaml.safe_load(kubeconfig.read_text())
+        cluster = cfg["clusters"][0]["cluster"]
+        ca = base64.b64decode(cluster["certificate-authority-data"]).decode()
+        self.ssl = ssl.create_default_context(cadata=ca)
+        self.base = cluster["server"].rstrip("/")
+        self.headers = {
+            "Authorization": f"Bearer {cfg['users'][0]['user']['token']}",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+        }
+        self.in_flight = in_flight
+
+    def create(
+        self,
+        plural: str,
+        bodies: Sequence[dict[str, Any]],
+        advance: Callable[[], None],
+        at: float | None = None,
+    ) -> float:
+        """Seconds it took to create all `bodies` (every answer must be 201). With `at` (a
+        time.time()), the connections are opened first and the creations start at `at`, so
+        that the timed part pays no TLS handshakes, as a running controller would not."""
+        encoded = [json.dumps(b).encode() for b in bodies]
+        return asyncio.run(self._create(plural, encoded, advance, at))
+
+    async def _create(
+        self, plural: str, bodies: list[bytes], advance: Callable[[], None], at: float | None
+    ) -> float:
+        import aiohttp
+
+        url = f"{self.base}/apis/{GROUP}/{VERSION}/namespaces/{NS}/{plural}"
+        failures: list[str] = []
+        connector = aiohttp.TCPConnector(limit=self.in_flight, ssl=self.ssl)
+        async with aiohttp.ClientSession(connector=connector, headers=self.headers) as session:
+            queue = iter(bodies)
+            if at is not None:
+
+                async def warm() -> None:
+                    async with session.get(url + "?limit=1") as resp:
+                        await resp.read()
+
+                await asyncio.gather(*(warm() for _ in range(self.in_flight)))
+                await asyncio.sleep(max(0.0, at - time.time()))
+
+            async def worker() -> None:
+                for body in queue:
+                    for attempt in range(5):
+                        async with session.post(url, data=body) as resp:
+                            await resp.read()
+                            if resp.status == 201:
+                                break
+                            if resp.status == 429 or resp.status >= 500:
+                                await asyncio.sleep(0.1 * (attempt + 1))
+                                continue
+                            failures.append(f"HTTP {resp.status}")
+                            break
+                    advance()
+
+            began = time.perf_counter()
+            await asyncio.gather(*(worker() for _ in range(self.in_flight)))
+            seconds = time.perf_counter() - began
+        if failures:
+            raise BenchError(f"{len(failures)} creations of {plural} failed: {failures[:3]}")
+        return seconds
+
+
+def cron_name(i: int) -> str:
+    return f"cron-{i:06d}"
+
+
+def cron_manifest(i: int, at: datetime) -> dict[str, Any]:
+    """One tick a year, at `at` (UTC); concurrencyPolicy Allow, so no side looks at runs."""
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "CronWorkflow",
+        "metadata": {"name": cron_name(i), "namespace": NS},
+        "spec": {
+            "schedules": [f"{at.minute} {at.hour} {at.day} {at.month} *"],
+            "timezone": "UTC",
+            "concurrencyPolicy": "Allow",
+            "workflowSpec": {
+                "entrypoint": "main",
+                "templates": [
+                    {"name": "main", "container": {"image": "busybox", "command": ["true"]}}
+                ],
+            },
+        },
+    }
+
+
+def plain_workflow(i: int, at: datetime) -> dict[str, Any]:
+    """The Workflow a cron controller makes for `cron_name(i)` at `at`: name, label, annotation
+    and spec as Argo's and ours set them (less the owner reference, which needs the uid)."""
+    cron = cron_manifest(i, at)
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Workflow",
+        "metadata": {
+            "name": f"{cron_name(i)}-{int(at.timestamp())}",
+            "namespace": NS,
+            "labels": {LABEL_CRON: cron_name(i)},
+            "annotations": {ANNOTATION_SCHEDULED: at.strftime("%Y-%m-%dT%H:%M:%SZ")},
+        },
+        "spec": cron["spec"]["workflowSpec"],
+    }
+
+
+# ---------------------------------------------------------------------- one side
+
+
+@dataclass
+class Side:
+    """One scheduler (or none, for the limit) as it runs on a fresh server."""
+
+    kind: str  # "argo" | "ours" | "limit"
+    label: str  # "argo", "argo-tuned", "argo-tuned-2", "ours", "limit"
+    args: list[str] = field(default_factory=list)
+
+
+def load() -> str:
+    """The 1-, 5- and 15-minute load averages (the machine is shared)."""
+    with contextlib.suppress(OSError):
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    return "unknown"
+
+
+def default_lead(n: int) -> float:
+    """Enough for the creation of N CronWorkflows and their admission by `cronsource run
+    --kube`, the slower of the two loaders (about 80 a second at N=10,000 on the shared
+    2-core machine, where 20 s + 6 ms each fell short)."""
+    return 20.0 + 0.015 * n
+
+
+def next_minute(t: float) -> datetime:
+    return datetime.fromtimestamp((int(t) // 60 + 1) * 60, UTC)
+
+
+class ArgoLoaded:
+    """How many CronWorkflows Argo's cron controller has added to its schedule, from its log."""
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+        self.offset = 0
+        self.added: set[str] = set()
+
+    def count(self) -> int:
+        with contextlib.suppress(OSError), open(self.log, "rb") as f:
+            f.seek(self.offset)
+            chunk = f.read()
+            cut = chunk.rfind(b"\n") + 1
+            self.offset += cut
+            for line in chunk[:cut].decode(errors="replace").splitlines():
+                if 'msg="CronWorkflow added"' in line:
+                    for part in line.split():
+                        if part.startswith(f"cronWorkflow={NS}/"):
+                            self.added.add(part.split("/", 1)[1])
+        return len(self.added)
+
+
+class OursLoaded:
+    """How many CronWorkflows `cronsource run --kube` has admitted, from its log."""
+
+    def __init__(self, store: Any) -> None:
+        from adapters.engine import build_engine
+
+        self.engine = build_engine(store, create_tables=False)
+
+    def count(self) -> int:
+        from bench.common import count_topic
+
+        return len(count_topic(self.engine.service, CREATED_TOPIC))
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+def run_side(
+    side: Side,
+    n: int,
+    pg: str | None,
+    lead: float | None,
+    in_flight: int,
+    limit_in_flight: int,
+    max_wait: float,
+    bar: Any,
+    profile: str | None = None,
+) -> dict[str, Any]:
+    from tests.argo import peer
+    from tests.kube import apiserver
+
+    began = time.time()
+    load_before = load()
+    with contextlib.ExitStack() as stack:
+        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cronsource-argo-")))
+        task = bar.add_task(f"{side.label}: start the server", total=None)
+        server = apiserver.start(workdir / "server", crds=peer.argo_crds())
+        stack.callback(server.stop, remove_data=True)
+        server.create_namespace(NS)
+        arrivals = Arrivals(server.kubeconfig, NS)
+        arrivals.start()
+        stack.callback(arrivals.stop)
+        bar.update(task, total=1, completed=1)
+
+        log = workdir / f"{side.label}.log"
+        loaded: Callable[[], int] | None = None
+        proc: subprocess.Popen[str] | None = None
+        if side.kind == "argo":
+            proc = peer.start_argo(server, NS, log, side.args)
+            stack.callback(peer.stop, proc)
+            loaded = ArgoLoaded(log).count
+        elif side.kind == "ours":
+            t = stack.enter_context(throwaway_store(pg, "argo"))
+            exe = Path(sys.executable).parent / "cronsource"
+            with open(log, "w") as out:
+                proc = subprocess.Popen(
+                    [
+                        str(exe),
+                        "--store",
+                        t.url,
+                        "run",
+                        "--kube",
+                        "--kubeconfig",
+                        str(server.kubeconfig),
+                        *side.args,
+                    ],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                )
+            stack.callback(peer.stop, proc, 30.0)
+            ours = OursLoaded(t.config)
+            stack.callback(ours.close)
+            loaded = ours.count
+
+        def alive() -> None:
+            if proc is not None and proc.poll() is not None:
+                tail = log.read_text(errors="replace")[-3000:]
+                raise BenchError(f"{side.label} exited with {proc.returncode}:\n{tail}")
+
+        # H counts from now: the server and the scheduler's process are up
+        h = next_minute(time.time() + (lead if lead is not None else default_lead(n)))
+        hts = h.timestamp()
+        creator = Creator(server.kubeconfig, in_flight)
+        task = bar.add_task(f"{side.label}: create CronWorkflows (H {h:%H:%M:%S})", total=n)
+        create_s = creator.create(
+            "cronworkflows", [cron_manifest(i, h) for i in range(n)], lambda: bar.advance(task)
+        )
+        if loaded is not None:
+            task = bar.add_task(f"{side.label}: loaded by the scheduler", total=n)
+            while (k := loaded()) < n:
+                alive()
+                bar.update(task, completed=k)
+                if time.time() > hts - 2:
+                    raise BenchError(
+                        f"{side.label} had loaded {k} of {n} CronWorkflows 2 s before the"
+                        f" instant {h:%H:%M:%S}: give a longer --lead"
+                    )
+                time.sleep(0.5)
+            bar.update(task, completed=n)
+        loaded_s = time.time() - began
+        load_at = load()
+        if time.time() > hts - 1:
+            raise BenchError(
+                f"set-up took {loaded_s:.0f} s, past the instant: give a longer --lead"
+            )
+
+        spy: subprocess.Popen[bytes] | None = None
+        if profile and side.kind == "ours" and proc is not None:
+            time.sleep(max(0.0, hts - 1 - time.time()))
+            spy = subprocess.Popen(
+                [
+                    str(Path(sys.executable).parent / "py-spy"),
+                    "record",
+                    "--pid",
+                    str(proc.pid),
+                    "--rate",
+                    "200",
+                    "--format",
+                    "raw",
+                    "--output",
+                    profile,
+                    "--threads",
+                    "--nonblocking",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        before = requests_by_kind(server)
+        task = bar.add_task(f"{side.label}: Workflows after H", total=n)
+        if side.kind == "limit":
+            creator_wf = Creator(server.kubeconfig, limit_in_flight)
+            creator_wf.create(
+                "workflows", [plain_workflow(i, h) for i in range(n)], lambda: None, at=hts
+            )
+        deadline = hts + max_wait
+        firsts: dict[str, float] = {}
+        while time.time() < deadline:
+            alive()
+            seen = arrivals.names()
+            firsts = {}
+            for s in seen:
+                if s.cron not in firsts or s.arrival < firsts[s.cron]:
+                    firsts[s.cron] = s.arrival
+            bar.update(task, completed=len(firsts))
+            if len(firsts) >= n:
+                break
+            time.sleep(0.25)
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(60)
+        time.sleep(SETTLE)
+        seen = arrivals.names()
+        after = requests_by_kind(server)
+        asked = {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
+        listed = len(
+            server.request("GET", f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/workflows")["items"]
+        )
+        load_after = load()
+    return {"requests_after_h": asked} | measure(
+        side,
+        n,
+        h,
+        seen,
+        listed,
+        create_s,
+        loaded_s,
+        hts - began,
+        [load_before, load_at, load_after],
+        arrivals.error,
+    )
+
+
+def measure(
+    side: Side,
+    n: int,
+    h: datetime,
+    seen: list[Seen],
+    listed: int,
+    create_s: float,
+    loaded_s: float,
+    lead_s: float,
+    loads: list[str],
+    watch_error: BaseException | None,
+) -> dict[str, Any]:
+    hts = h.timestamp()
+    by_name: dict[str, Seen] = {}
+    for s in seen:  # a re-list after a watch error re-ADDs what was seen: one per name
+        by_name.setdefault(s.name, s)
+    if listed != len(by_name):
+        raise BenchError(
+            f"{side.label}: the watch saw {len(by_name)} Workflows, the server lists {listed}"
+            f" (watch error: {watch_error})"
+        )
+    per_cron: dict[str, list[Seen]] = {}
+    for s in by_name.values():
+        per_cron.setdefault(s.cron, []).append(s)
+    wanted = {cron_name(i) for i in range(n)}
+    stray = sorted(set(per_cron) - wanted)
+    if stray:
+        raise BenchError(f"{side.label}: Workflows of unknown CronWorkflows: {stray[:5]}")
+    firsts = {c: min(x.arrival for x in ws) for c, ws in per_cron.items()}
+    skews = [(t - hts) * 1000 for t in firsts.values()]
+    in_time = [c for c, t in firsts.items() if t - hts <= MISS_AFTER]
+    duplicates = sum(len(ws) - 1 for ws in per_cron.values())
+    misses = n - len(in_time)
+    seconds = max(firsts.values()) - hts if len(firsts) == n else float("nan")
+    scheduled = {x.scheduled for ws in per_cron.values() for x in ws}
+    created = [
+        datetime.strptime(x.created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp() - hts
+        for ws in per_cron.values()
+        for x in ws
+        if x.created
+    ]
+    return {
+        "side": side.label,
+        "args": " ".join(side.args),
+        "n": n,
+        "instant": h.isoformat(),
+        "seconds": r(seconds, 3),
+        "per_second": r(n / seconds if seconds == seconds and seconds > 0 else float("nan")),
+        "p50_ms": r(percentile(skews, 0.5)),
+        "p99_ms": r(percentile(skews, 0.99)),
+        "max_ms": r(max(skews) if skews else float("nan")),
+        "first_ms": r(min(skews) if skews else float("nan")),
+        # creationTimestamp - H, whole seconds as the server stores them
+        "created_p99_s": r(percentile(created, 0.99), 0),
+        "workflows": len(by_name),
+        "duplicates": duplicates,
+        "misses": misses,
+        "late": len(firsts) - len(in_time),
+        "scheduled_times": sorted(scheduled)[:3],
+        "create_crons_seconds": r(create_s, 2),
+        "setup_seconds": r(loaded_s, 1),
+        "lead_seconds": r(lead_s, 1),
+        "load": loads,  # /proc/loadavg at the start, at H, at the end
+    }
+
+
+# ---------------------------------------------------------------------- all sides
+
+
+def median(xs: list[float | None]) -> float | None:
+    nums = [x for x in xs if x is not None and x == x]
+    return statistics.median(nums) if nums else None
+
+
+def summarise(runs: dict[str, list[dict[str, Any]]], key: str) -> dict[str, Any]:
+    rs = runs.get(key) or []
+    return {
+        "per_second": r(median([x["per_second"] for x in rs])),
+        "seconds": r(median([x["seconds"] for x in rs]), 3),
+        "p50_ms": r(median([x["p50_ms"] for x in rs])),
+        "p99_ms": r(median([x["p99_ms"] for x in rs])),
+        # None, not 0, for a side that did not run: no figure is not a clean figure
+        "duplicates": sum(x["duplicates"] for x in rs) if rs else None,
+        "misses": sum(x["misses"] for x in rs) if rs else None,
+        "late": sum(x["late"] for x in rs) if rs else None,
+    }
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return r(a / b, 3) if a and b else None
+
+
+@contextlib.contextmanager
+def postgres(url: str | None) -> Iterator[str]:
+    """The given server, else $CRONSOURCE_BENCH_PG or $CRONSOURCE_TEST_PG, else a throwaway
+    one started by tests/pgserver.py."""
+    url = url or os.environ.get("CRONSOURCE_BENCH_PG") or os.environ.get("CRONSOURCE_TEST_PG")
+    if url:
+        yield url
+        return
+    from tests import pgserver
+
+    with pgserver.running_server() as (found, _handle):
+        yield found
+
+
+def peer_version() -> str:
+    from tests.argo import peer
+
+    out = subprocess.run(
+        [str(peer.controller()), "version"], capture_output=True, text=True, timeout=30
+    ).stdout
+    for line in out.splitlines():
+        if line.startswith("workflow-controller:"):
+            return line.split(":", 1)[1].strip()
+    return peer.ARGO_VERSION
+
+
+def run(a: argparse.Namespace) -> dict[str, Any]:
+    argo_base = ["--workflow-workers", str(a.argo_workflow_workers)]
+    tunings = a.tuning or [DEFAULT_TUNING]
+    sides: list[Side] = []
+    for name in a.sides.split(","):
+        if name == "limit":
+            sides.append(Side("limit", "limit"))
+        elif name == "argo":
+            sides.append(Side("argo", "argo", argo_base))
+        elif name == "argo-tuned":
+            for k, tuning in enumerate(tunings):
+                label = "argo-tuned" if k == 0 else f"argo-tuned-{k + 1}"
+                sides.append(Side("argo", label, argo_base + tuning.split()))
+        elif name == "ours":
+            sides.append(Side("ours", "ours", []))
+        else:
+            raise BenchError(f"--sides: unknown side {name!r} (one of {', '.join(SIDES)})")
+    runs: dict[str, list[dict[str, Any]]] = {}
+    errors: list[str] = []
+    out = console()
+    defaults_repeat = a.repeat if a.argo_defaults_repeat is None else a.argo_defaults_repeat
+    with postgres(a.store) as pg, progress() as bar:
+        for k in range(a.repeat):
+            for side in sides:
+                if side.label == "argo" and k >= defaults_repeat:
+                    continue
+                try:
+                    res = run_side(
+                        side,
+                        a.crons,
+                        pg,
+                        a.lead,
+                        a.in_flight,
+                        a.limit_in_flight,
+                        a.max_wait,
+                        bar,
+                        f"{a.profile}.{k + 1}" if a.profile else None,
+                    )
+                except BenchError as e:  # the other sides' figures are kept
+                    errors.append(f"run {k + 1} {side.label}: {e}")
+                    out.log(f"run {k + 1}/{a.repeat} {side.label} failed: {e}")
+                    continue
+                # every side's figures on stderr as they come, so none is lost with a later one
+                print("side-result: " + json.dumps(res), file=sys.stderr, flush=True)
+                out.log(
+                    f"run {k + 1}/{a.repeat} {side.label}: {res['per_second']}/s, p99"
+                    f" {res['p99_ms']} ms, dup {res['duplicates']}, miss {res['misses']},"
+                    f" load {res['load']}"
+                )
+                runs.setdefault(side.label, []).append(res)
+    ours, argo, limit = summarise(runs, "ours"), summarise(runs, "argo"), summarise(runs, "limit")
+    tuned_labels = [s for s in runs if s.startswith("argo-tuned")]
+    best = max(tuned_labels, key=lambda s: summarise(runs, s)["per_second"] or 0, default=None)
+    tuned = summarise(runs, best) if best else summarise(runs, "argo-tuned")
+    tuning_of = {s.label: " ".join(s.args) for s in sides}
+    return {
+        "name": "argo",
+        "n": a.crons,
+        "repeat": a.repeat,
+        "seconds": ours["seconds"],
+        "per_second": ours["per_second"],
+        "p50_ms": ours["p50_ms"],
+        "p99_ms": ours["p99_ms"],
+        "duplicates": ours["duplicates"],
+        "misses": ours["misses"],
+        "peer_per_second": argo["per_second"],
+        "ratio": ratio(ours["per_second"], argo["per_second"]),
+        "peer_tuned_per_second": tuned["per_second"],
+        "ratio_tuned": ratio(ours["per_second"], tuned["per_second"]),
+        "limit_per_second": limit["per_second"],
+        "ratio_limit": ratio(ours["per_second"], limit["per_second"]),
+        "peer_version": peer_version(),
+        "peer_seconds": argo["seconds"],
+        "peer_p50_ms": argo["p50_ms"],
+        "peer_p99_ms": argo["p99_ms"],
+        "peer_duplicates": argo["duplicates"],
+        "peer_misses": argo["misses"],
+        "peer_late": argo["late"],
+        "peer_tuned_seconds": tuned["seconds"],
+        "peer_tuned_p99_ms": tuned["p99_ms"],
+        "peer_tuned_duplicates": tuned["duplicates"],
+        "peer_tuned_misses": tuned["misses"],
+        "peer_tuning": tuning_of.get(best or "", ""),
+        "peer_defaults": tuning_of.get("argo", ""),
+        "limit_p99_ms": limit["p99_ms"],
+        "limit_in_flight": a.limit_in_flight,
+        "timing": "skew = arrival of the ADDED watch event at this process - H",
+        "sides": {label: summarise(runs, label) | {"args": tuning_of[label]} for label in runs},
+        "errors": errors,
+        "each_run": runs,
+        "store": "postgresql",
+        "machine": machine_note(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.argo", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--crons", type=int, default=1000, help="N CronWorkflows (default 1000)")
+    ap.add_argument("--store", default=None, help="PostgreSQL server URL for our side")
+    ap.add_argument("--repeat", type=int, default=1, help="K runs of every side; medians")
+    ap.add_argument(
+        "--sides", default=",".join(SIDES), help=f"comma-separated (default {','.join(SIDES)})"
+    )
+    ap.add_argument(
+        "--tuning",
+        action="append",
+        help=f"Argo's tuned flags (default {DEFAULT_TUNING!r}); repeat to try several",
+    )
+    ap.add_argument(
+        "--argo-workflow-workers",
+        type=int,
+        default=0,
+        help="Argo's --workflow-workers (default 0: its Workflow operator off, see above)",
+    )
+    ap.add_argument(
+        "--argo-defaults-repeat",
+        type=int,
+        default=None,
+        help="runs of Argo at its defaults (default --repeat; at 20 requests/s they are slow)",
+    )
+    ap.add_argument("--lead", type=float, default=None, help="seconds of set-up before H")
+    ap.add_argument(
+        "--in-flight", type=int, default=32, help="CronWorkflow creations at once (set-up)"
+    )
+    ap.add_argument(
+        "--limit-in-flight", type=int, default=64, help="the plain loop's creations at once"
+    )
+    ap.add_argument(
+        "--max-wait", type=float, default=1800.0, help="seconds after H to wait for all N"
+    )
+    ap.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="py-spy (raw, all threads) our cronsource process from H - 1 s to the last"
+        " Workflow, into FILE.<run>",
+    )
+    a = ap.parse_args(argv)
+    if min(a.crons, a.repeat, a.in_flight, a.limit_in_flight) < 1:
+        ap.error("--crons, --repeat, --in-flight and --limit-in-flight must be at least 1")
+    if a.max_wait < MISS_AFTER:
+        ap.error(f"--max-wait must be at least {MISS_AFTER:.0f} (a miss is 5 minutes late)")
+    from tests.argo.peer import ArgoPeerError
+    from tests.kube.apiserver import ApiServerError
+
+    try:
+        result = run(a)
+    except (BenchError, ArgoPeerError, ApiServerError) as e:
+        print(f"bench.argo: {e}", file=sys.stderr)
+        return 2
+    emit(result)
+    for error in result["errors"]:
+        print(f"bench.argo: {error}", file=sys.stderr)
+    if result["errors"]:
+        return 2
+    # None: our side was not among --sides (a failed side is in "errors" above)
+    return 0 if result["duplicates"] in (0, None) and result["misses"] in (0, None) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
