@@ -25,36 +25,36 @@ class ProjectionWorker:
         self.stop = stop
         self.log_decisions = log_decisions  # off in simulate: nobody reads those lines
         self.decision_log: DecisionLog | None = None  # created once this replica projects
-        #: The log's head when a catch-up last finished with nothing left over; while the
-        #: head stays there, there is nothing new to project (one query instead of a
-        #: round of reads per projection).
-        self._caught_up_to: int | None = None
 
-    def behind(self) -> bool:
-        """Whether the log has events the last catch-up did not see."""
-        head = self.engine.service.recorder.max_notification_id() or 0
-        return head != self._caught_up_to
+    def behind(self, *, dispatch: bool = True) -> bool:
+        """Whether the log has events past the read model's position (or, with `dispatch`,
+        past the dispatcher's): the test a catch-up itself makes, in two or three queries
+        instead of a round of reads per projection."""
+        engine = self.engine
+        app, view = engine.service, engine.view
+        head = app.recorder.max_notification_id() or 0
+        if (view.max_tracking_id(app.name, "readmodel") or 0) < head:
+            return True
+        return (
+            dispatch
+            and engine.dispatcher is not None
+            and (view.max_tracking_id(app.name, "dispatch") or 0) < head
+        )
 
     def step(self, now: datetime, budget: Callable[[], float | None], *, dispatch: bool) -> int:
         """Catch up for at most `budget()` seconds on the runtime's clock (asked only when
         there is something to project; a virtual clock does not move during a turn, so there
         it always catches up fully); returns how many events the read model took."""
         clock, stop = self.clock, self.stop
-        head = self.engine.service.recorder.max_notification_id() or 0
-        if head == self._caught_up_to:
+        if not self.behind(dispatch=dispatch):
             return 0
         seconds = budget()
         deadline = None if seconds is None else clock.monotonic() + seconds
-        out_of_time = False
 
         def enough() -> bool:
-            nonlocal out_of_time
-            out_of_time = stop.is_set() or (deadline is not None and clock.monotonic() >= deadline)
-            return out_of_time
+            return stop.is_set() or (deadline is not None and clock.monotonic() >= deadline)
 
         n = self.engine.projector.step(now, stop=enough, dispatch=dispatch)
-        # Caught up to `head` unless time ran out (then the rest is for the next turn).
-        self._caught_up_to = None if out_of_time else head
         # One structured line per committed decision (cronWorkflow, tick, version), written by
         # the projector only, so each decision is logged once across replicas.
         if self.log_decisions:
