@@ -67,7 +67,7 @@ class Engine:
         Without a `budget` it runs until caught up. The service loop passes a budget in
         seconds and a stop check, so a backlog never holds up SIGTERM or the scheduler for
         longer than that: the rest waits for the next turn. `dispatch=False` leaves the
-        dispatcher to its own thread (adapters/runtime.py).
+        dispatcher to its own thread (adapters/runtime/).
         """
         more_time = _time_left(budget, stop)
         done = self._drain("readmodel", self.readmodel.process_batch, batch, more_time)

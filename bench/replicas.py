@@ -8,7 +8,7 @@ reader never passes a gap that fills later): two replicas' commits cannot overla
 
 For each K, as bench/burst.py does for one: a throwaway database with N CronWorkflows
 (`0 * * * *`) created as of H - 30 min and projected (set-up, not timed). Then K processes,
-each the scheduler of `cronsource run --role scheduler` (adapters/runtime.py `SchedulerLoop`
+each the scheduler of `cronsource run --role scheduler` (adapters/runtime/loop.py `SchedulerLoop`
 with `AdvisoryLockShards`, on a virtual clock), rebalance until the K of them hold all 64
 shards. `warm` (default): each runs its turns before H as `cronsource run` does (loads at
 H - 30 s, decides in advance at H - 2 s); `cold`: none. All K start `schedule_once(H)` at one
