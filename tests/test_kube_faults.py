@@ -32,12 +32,12 @@ from adapters.kube import (
     build_kube_engine,
     connect,
 )
+from adapters.runtime.clock import VirtualClock
 from adapters.runtime.loop import SchedulerLoop
 from adapters.shards import SoleOwner
 from domain.cronworkflow import workflow_name
 from domain.service import NotFound, event_type
 from projections.dispatch import ANNOTATION_SCHEDULED
-from tests.fakes import FixedClock
 from tests.instants import T0
 from tests.kube.faultproxy import FaultProxy, Faults
 
@@ -72,7 +72,7 @@ def test_faults_between_client_and_server_lose_nothing_and_fire_nothing_twice(
     ns = kube_namespace
     direct = client.CustomObjectsApi(kube_api)  # the user and the "Argo executor": no faults
     proxied = connect(str(proxy.kubeconfig))
-    clock = FixedClock(T0)
+    clock = VirtualClock(T0)
     engine: Engine = build_kube_engine("memory:", proxied)
     sync = KubeSync(engine, proxied, namespace=ns, clock=clock.now)
     loop = SchedulerLoop(engine, SoleOwner(), watcher=sync, clock=clock)

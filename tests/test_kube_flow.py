@@ -17,11 +17,11 @@ import yaml
 from kubernetes import client
 
 from adapters.kube import CWF, GROUP, VERSION, WF, KubeSync, build_kube_engine, connect
+from adapters.runtime.clock import VirtualClock
 from adapters.runtime.loop import SchedulerLoop
 from adapters.shards import SoleOwner
 from domain.cronworkflow import workflow_name
 from domain.service import NotFound, event_type
-from tests.fakes import FixedClock
 from tests.instants import T0
 
 pytestmark = pytest.mark.k8s
@@ -70,7 +70,7 @@ def test_four_ticks_completed_show_on_the_object_and_history_beyond_the_limits_i
 ) -> None:
     ns = kube_namespace
     api = client.CustomObjectsApi(kube_api)  # the user and Argo's executor
-    clock = FixedClock(T0)
+    clock = VirtualClock(T0)
     kube = connect(str(kube_apiserver.kubeconfig))
     engine = build_kube_engine("memory:", kube)
     sync = KubeSync(engine, kube, namespace=ns, clock=clock.now)
