@@ -46,3 +46,26 @@ def test_the_system_clock_is_aware_utc_and_a_set_wake_ends_its_wait() -> None:
 def test_a_virtual_clock_needs_an_aware_start() -> None:
     with pytest.raises(ValueError, match="aware"):
         VirtualClock(datetime(2026, 5, 4))
+
+
+def test_a_supervisor_runs_its_step_when_the_clock_was_set_back_before_its_start() -> None:
+    """bench.burst steps a virtual clock back 30 s before the instant it was made at: its
+    monotonic time is then negative, and a supervisor that compared it with a retry time of
+    0.0 skipped every step (warming and deciding in advance never ran)."""
+    from adapters.runtime.supervisor import Supervisor
+
+    clock = VirtualClock(T0)
+    clock.set(T0 - timedelta(seconds=30))
+    ran: list[int] = []
+    sup = Supervisor("warm-up", clock)
+    sup.run(lambda: ran.append(1))
+    assert ran == [1]
+
+    def fail() -> None:
+        raise RuntimeError("store down")
+
+    sup.run(fail)
+    sup.run(lambda: ran.append(2))  # backing off: not yet
+    clock.wait(sup.backoff)
+    sup.run(lambda: ran.append(3))
+    assert ran == [1, 3] and sup.retry_at is None

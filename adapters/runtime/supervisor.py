@@ -21,10 +21,13 @@ class Supervisor:
     backoff: float = 0.0
     failures: int = 0
     last_error: str = ""
-    retry_at: float = 0.0
+    #: When a failed step may run again; None while nothing failed. (Not 0.0: a virtual
+    #: clock set back before its start reads a negative monotonic time, and every step
+    #: would then be skipped as if backing off.)
+    retry_at: float | None = None
 
     def run(self, step: Callable[[], Any]) -> Any:
-        if self.clock.monotonic() < self.retry_at:
+        if self.retry_at is not None and self.clock.monotonic() < self.retry_at:
             return None
         try:
             result = step()
@@ -36,4 +39,5 @@ class Supervisor:
             log.warning("%s failed (retry in %.1fs): %s", self.name, self.backoff, self.last_error)
             return None
         self.backoff = 0.0
+        self.retry_at = None
         return result
