@@ -9,12 +9,14 @@ imports the client; only `client.py` does.
 - `target`: KubeTarget, the WorkflowTarget of projections/dispatch.py, whose `create_many`
   creates a batch's Workflows concurrently.
 - `status`: StatusWriter, merge patches with resourceVersion precondition and sequence.
+- `seen`: SeenMetadata, the watch's copy of each CronWorkflow's metadata the writer patches from.
 - `watch`: CronWorkflowWatcher and WorkflowWatcher, list + watch into domain commands.
 - `sync`: KubeSync (what the scheduler loop polls) and build_kube_engine.
 """
 
 from adapters.kube.client import AioKube, connect
 from adapters.kube.port import CWF, GROUP, VERSION, WF, ApiError, KubeApi
+from adapters.kube.seen import SeenMetadata
 from adapters.kube.status import ANNOTATION_SEQUENCE, StatusWriter
 from adapters.kube.sync import KubeSync, build_kube_engine
 from adapters.kube.target import IN_FLIGHT, Backoff, KubeTarget, is_transient
@@ -45,6 +47,7 @@ __all__ = [
     "KubeApi",
     "KubeSync",
     "KubeTarget",
+    "SeenMetadata",
     "StatusWriter",
     "ViewProgress",
     "WorkflowWatcher",

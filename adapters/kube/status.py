@@ -7,6 +7,10 @@ a merge patch of the main resource (Argo's CRD has no /status subresource) with
 labels, another writer) makes it 409; it then re-reads, re-checks the sequence and tries again.
 It sends only `status`, its own annotation and Argo's completed label, never spec or other
 labels (Argo #15877).
+
+With a `SeenMetadata` (the CronWorkflow watch's copy, as Argo patches from its informer's),
+the first try takes the object's metadata from there instead of reading it: a burst's status
+writes then cost one request each, not two. A stale copy costs a 409 and one read.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from adapters.kube.port import CWF, ApiError, KubeApi
+from adapters.kube.seen import SeenMetadata
 from adapters.kube.target import Backoff, get_object
 from domain.cronworkflow import CronWorkflow
 from projections.readmodel import LABEL_COMPLETED, StatusRow, status_row
@@ -46,11 +51,19 @@ def status_patch(row: StatusRow, meta: dict[str, Any]) -> dict[str, Any]:
 
 
 class StatusWriter:
-    def __init__(self, kube: KubeApi, backoff: Backoff | None = None, max_conflicts: int = 10):
+    def __init__(
+        self,
+        kube: KubeApi,
+        backoff: Backoff | None = None,
+        max_conflicts: int = 10,
+        seen: SeenMetadata | None = None,
+    ):
         self.kube = kube
         self.backoff = backoff or Backoff()
         self.max_conflicts = max_conflicts
+        self.seen = seen
         self.conflicts = 0  # 409s absorbed, for tests and metrics
+        self.reads = 0  # GETs made before a write (none when `seen` had the object)
 
     def write_aggregate(self, agg: CronWorkflow) -> bool:
         return self.write(status_row(agg))
@@ -80,29 +93,47 @@ class StatusWriter:
         if row.deleted:
             return False
         uid = row.metadata.get("uid")
+        meta = None if self.seen is None else self.seen.get(row.namespace, row.name)
+        fresh = False
         for _ in range(self.max_conflicts):
-            try:
-                obj = await get_object(self.kube, self.backoff, row.namespace, CWF, row.name)
-            except ApiError as e:
-                if e.status == 404:
+            if meta is None:
+                meta, fresh = await self._read(row), True
+                if meta is None:
                     return False
-                raise
-            meta = obj["metadata"]
-            if uid and meta.get("uid") != uid:
-                return False  # another incarnation of the name
             shown = (meta.get("annotations") or {}).get(ANNOTATION_SEQUENCE, "")
-            if shown.isdigit() and int(shown) >= row.version:
-                return False
+            other = bool(uid) and meta.get("uid") != uid  # another incarnation of the name
+            if other or (shown.isdigit() and int(shown) >= row.version):
+                if fresh:
+                    return False
+                meta = None  # dropped only on what the API says, not on the watch's copy
+                continue
             body = status_patch(row, meta)
             try:
-                await self.backoff.call(
+                written = await self.backoff.call(
                     functools.partial(self.kube.patch, row.namespace, CWF, row.name, body)
                 )
-                return True
             except ApiError as e:
                 if e.status == 404:
                     return False
                 if e.status != 409:
                     raise
                 self.conflicts += 1
+                meta, fresh = None, False  # read it next try
+                continue
+            if self.seen is not None:
+                self.seen.saw(written)
+            return True
         raise RuntimeError(f"status of {row.namespace}/{row.name}: too many conflicts")
+
+    async def _read(self, row: StatusRow) -> dict[str, Any] | None:
+        """The object's metadata from the API; None when it is gone."""
+        self.reads += 1
+        try:
+            obj = await get_object(self.kube, self.backoff, row.namespace, CWF, row.name)
+        except ApiError as e:
+            if e.status == 404:
+                return None
+            raise
+        if self.seen is not None:
+            self.seen.saw(obj)
+        return dict(obj["metadata"])

@@ -12,6 +12,7 @@ from typing import Any
 
 from adapters.engine import Engine, build_engine
 from adapters.kube.port import KubeApi
+from adapters.kube.seen import SeenMetadata
 from adapters.kube.status import StatusWriter
 from adapters.kube.target import Backoff, KubeTarget
 from adapters.kube.watch import CronWorkflowWatcher, ViewProgress, WorkflowWatcher, utcnow
@@ -42,6 +43,15 @@ def build_kube_engine(
     )
 
 
+#: How long status writes wait for the dispatcher to catch up. While it is still creating the
+#: Workflows of fires the status view already shows, the API server's capacity goes to those
+#: creations first (a burst of N fires is N creations, then N status patches, as Argo's cron
+#: worker orders them per CronWorkflow), and a status rarely names an active Workflow that is
+#: not created yet. Bounded, so that a dispatcher stuck on a failing API does not also
+#: freeze every status.
+STATUS_WAITS_FOR_DISPATCH = timedelta(seconds=5)
+
+
 class KubeSync:
     """Everything the cluster side needs beside the dispatcher, driven from the scheduler
     loop: `start()` begins both watches as tasks on the client's loop, `poll()` (the
@@ -58,7 +68,10 @@ class KubeSync:
     ) -> None:
         self.engine = engine
         self.namespace = namespace
-        self.crons = CronWorkflowWatcher(kube, engine.service, namespace, instance_id, clock=clock)
+        seen = SeenMetadata()
+        self.crons = CronWorkflowWatcher(
+            kube, engine.service, namespace, instance_id, clock=clock, seen=seen
+        )
         self.runs = WorkflowWatcher(
             kube,
             engine.service,
@@ -66,8 +79,9 @@ class KubeSync:
             clock=clock,
             progress=ViewProgress(engine.view, engine.service.name),
         )
-        self.status = StatusWriter(kube)
+        self.status = StatusWriter(kube, seen=seen)
         self._written: dict[str, int] = {}
+        self._waiting_since: datetime | None = None  # status writes held back for dispatch
         self._stop = threading.Event()
         self.tasks: list[concurrent.futures.Future[None]] = []
 
@@ -85,11 +99,24 @@ class KubeSync:
             task.cancel()
         concurrent.futures.wait(self.tasks, timeout=timeout)
 
-    def write_statuses(self) -> int:
+    def dispatch_behind(self) -> bool:
+        """Whether the dispatcher has fires to create that the status view already shows."""
+        view, name = self.engine.view, self.engine.service.name
+        return (view.max_tracking_id(name, "dispatch") or 0) < (
+            view.max_tracking_id(name, "readmodel") or 0
+        )
+
+    def write_statuses(self, now: datetime | None = None) -> int:
         """Write the status of every CronWorkflow whose view row is newer than what this
         process last wrote (the writer itself drops what the object already shows), several
-        at a time. A failed write is retried next turn; the first failure is raised after
-        the others were recorded."""
+        at a time, once the dispatcher has caught up or STATUS_WAITS_FOR_DISPATCH has passed.
+        A failed write is retried next turn; the first failure is raised after the others
+        were recorded."""
+        if now is not None and self.dispatch_behind():
+            self._waiting_since = self._waiting_since or now
+            if now - self._waiting_since < STATUS_WAITS_FOR_DISPATCH:
+                return 0
+        self._waiting_since = None
         rows = [
             row
             for row in self.engine.view.statuses(self.namespace)
@@ -114,4 +141,4 @@ class KubeSync:
         n = self.crons.drain(now, budget, stop) + self.runs.drain(now, budget, stop)
         if n:
             self.engine.projector.step(now, budget=budget, stop=stop)
-        return n + self.write_statuses()
+        return n + self.write_statuses(now)

@@ -25,6 +25,7 @@ from typing import Any, Protocol, cast
 from uuid import UUID
 
 from adapters.kube.port import CWF, WF, ApiError, KubeApi
+from adapters.kube.seen import SeenMetadata
 from adapters.kube.status import ANNOTATION_SEQUENCE
 from adapters.kube.target import FINISHED, owner_uids
 from domain.cronworkflow import CronWorkflow
@@ -257,11 +258,13 @@ class CronWorkflowWatcher(_ListWatch):
         namespace: str | None = None,
         instance_id: str | None = None,
         clock: Callable[[], datetime] = utcnow,
+        seen: SeenMetadata | None = None,
     ) -> None:
         selector = f"{LABEL_INSTANCE}={instance_id}" if instance_id else f"!{LABEL_INSTANCE}"
         super().__init__(kube, namespace, selector, clock)
         self.service = service
         self.instance_id = instance_id
+        self.seen = seen  # the status writer's copy of each object's metadata
         self.known: dict[tuple[str, str], str] = {}  # (namespace, name) -> uid
         self.rejected: dict[tuple[str, str], str] = {}  # invalid objects never admitted
 
@@ -306,8 +309,12 @@ class CronWorkflowWatcher(_ListWatch):
         key = _key(obj)
         uid = str(obj["metadata"].get("uid") or "")
         if kind == "DELETED":
+            if self.seen is not None:
+                self.seen.forget(*key)
             self._delete(key, uid, at)
             return
+        if self.seen is not None:
+            self.seen.saw(obj)
         if self.known.get(key, uid) != uid:
             self._delete(key, self.known[key], at)
         self.known[key] = uid

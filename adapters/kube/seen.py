@@ -1,0 +1,55 @@
+"""What the CronWorkflow watch last saw of each object's metadata, for the status writer.
+
+Argo's controller patches a CronWorkflow's status from its informer's copy and never reads the
+object first; our writer used to GET every CronWorkflow before its PATCH, so a burst of N fires
+cost N reads on top of N creations and N patches, all through the same API server. The watch
+already delivers every change, so the writer can take `resourceVersion`, labels and our
+sequence annotation from here. Nothing here has to be fresh for correctness: the PATCH carries
+the resourceVersion as a precondition, so a stale copy is a 409, after which the writer reads
+the object and tries again.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+
+def _newer(candidate: str | None, held: str | None) -> bool:
+    """Whether `candidate` may replace `held`. resourceVersions are opaque by the API's
+    rules, but an etcd-backed server hands out increasing integers; where both are, an older
+    one (a watch event that arrives after our own PATCH's answer) does not replace a newer."""
+    if held is None or candidate is None:
+        return candidate is not None
+    if candidate.isdigit() and held.isdigit():
+        return int(candidate) >= int(held)
+    return True
+
+
+class SeenMetadata:
+    """(namespace, name) -> the metadata of the newest version seen: written by the watch (the
+    scheduler loop's thread) and by the writer's own PATCH answers (the client's loop)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._meta: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def saw(self, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        if not meta.get("name"):
+            return
+        key = (meta.get("namespace") or "default", meta["name"])
+        with self._lock:
+            held = self._meta.get(key)
+            if held is not None and held.get("uid") != meta.get("uid"):
+                self._meta[key] = meta  # a new object of that name
+            elif _newer(meta.get("resourceVersion"), (held or {}).get("resourceVersion")):
+                self._meta[key] = meta
+
+    def forget(self, namespace: str, name: str) -> None:
+        with self._lock:
+            self._meta.pop((namespace, name), None)
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self._meta.get((namespace, name))
