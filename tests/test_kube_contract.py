@@ -443,6 +443,30 @@ def test_status_writes_wait_for_the_dispatcher_but_not_longer_than_the_bound(
     assert sync.dispatch_behind() and shown("second") == "2026-05-04T10:02:00Z"
 
 
+def test_the_environments_proxy_is_honoured_and_read_once_at_connect(
+    kube_apiserver: Any, kube_namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")  # nothing listens there
+    proxied = connect(str(kube_apiserver.kubeconfig))
+    try:
+        with pytest.raises(ApiError) as failed:
+            proxied.run(proxied.get(kube_namespace, CWF, "absent"))
+        assert failed.value.status == 0  # no answer: the request went to the proxy
+    finally:
+        proxied.close()
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    direct = connect(str(kube_apiserver.kubeconfig))
+    try:
+        monkeypatch.delenv("NO_PROXY")  # read at connect, not per request
+        with pytest.raises(ApiError) as missing:
+            direct.run(direct.get(kube_namespace, CWF, "absent"))
+        assert missing.value.status == 404
+    finally:
+        direct.close()
+
+
 class EditsAfterRead:
     """The KubeApi port, with a user's edit landing between each read and the next call."""
 
