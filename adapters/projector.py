@@ -68,6 +68,10 @@ class ProjectorLock(Protocol):
 
     def release(self) -> None: ...
 
+    def close(self) -> None:
+        """Release, and let go of whatever holds the lock (a connection, a descriptor)."""
+        ...
+
 
 class InProcessLock:
     """`memory:` and simulations: the store lives in this process, so it is always ours."""
@@ -76,6 +80,9 @@ class InProcessLock:
         return True
 
     def release(self) -> None:
+        pass
+
+    def close(self) -> None:
         pass
 
 
@@ -103,6 +110,9 @@ class FileLock:
         if self._fd is not None:
             os.close(self._fd)  # closing the descriptor drops the flock
             self._fd = None
+
+    def close(self) -> None:
+        self.release()
 
 
 class AdvisoryLock:
@@ -162,6 +172,9 @@ class RoleLock:
 
     def release(self) -> None:
         pass
+
+    def close(self) -> None:
+        pass  # the ownership's own lock is the ownership's to close
 
 
 def lock_for(config: StoreConfig) -> ProjectorLock:
@@ -320,7 +333,4 @@ class Projector:
         return True
 
     def close(self) -> None:
-        self.lock.release()
-        closing = getattr(self.lock, "close", None)
-        if closing is not None:
-            closing()
+        self.lock.close()
