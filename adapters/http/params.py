@@ -5,9 +5,10 @@ what fails is a 422 naming the parameter (adapters/http/problems.py).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Header, Query
+from fastapi import Depends, Header, Query
 from fastapi import Path as PathParam
 
 #: A Kubernetes DNS subdomain name (namespaces use the label form, at most 63 characters).
@@ -49,3 +50,31 @@ Selector = Annotated[
         description="Kubernetes label selector, e.g. `team=data,tier in (a,b),!legacy`",
     ),
 ]
+
+
+@dataclass(frozen=True)
+class EventPage:
+    """The window, filters and page of an audit query, as the request gave them (parsed and
+    checked by the router's `event_filter`)."""
+
+    since: str | None
+    until: str | None
+    types: list[str] | None
+    reasons: list[str] | None
+    after: int
+    limit: int
+
+
+def event_page(
+    since: Since = None,
+    until: Until = None,
+    types: Types = None,
+    reasons: Reasons = None,
+    after: After = 0,
+    limit: Limit = 100,
+) -> EventPage:
+    return EventPage(since, until, types, reasons, after, limit)
+
+
+#: The six query parameters /history and /events share, declared once.
+EventPageQuery = Annotated[EventPage, Depends(event_page)]

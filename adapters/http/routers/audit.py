@@ -14,19 +14,7 @@ from adapters.engine import Engine
 from adapters.explain import explain
 from adapters.http.dependencies import TOKEN, Clock, EngineDep, Ops, Queries
 from adapters.http.models import Decision, EventList, Timeline
-from adapters.http.params import (
-    DNS,
-    After,
-    Buckets,
-    Days,
-    Limit,
-    Name,
-    Namespace,
-    Reasons,
-    Since,
-    Types,
-    Until,
-)
+from adapters.http.params import DNS, Buckets, Days, EventPage, EventPageQuery, Name, Namespace
 from adapters.http.problems import problem_responses
 from adapters.http.timeline import timeline, window_bounds
 from adapters.objects import event_object
@@ -49,16 +37,8 @@ def events_page(ops: Operations, queries: ReadQueries, f: EventFilter) -> dict[s
     }
 
 
-def event_filter(
-    namespace: str | None,
-    name: str | None,
-    since: str | None,
-    until: str | None,
-    types: list[str] | None,
-    reasons: list[str] | None,
-    after: int,
-    limit: int,
-) -> EventFilter:
+def event_filter(namespace: str | None, name: str | None, page: EventPage) -> EventFilter:
+    since, until, types, reasons = page.since, page.until, page.types, page.reasons
     for field, values in (
         ("namespace", [namespace or ""]),
         ("name", [name or ""]),
@@ -80,7 +60,7 @@ def event_filter(
     if s and u and u < s:
         raise FieldError("until", "is before since")
     return EventFilter(
-        namespace, name, s, u, tuple(types or ()), tuple(reasons or ()), after, limit
+        namespace, name, s, u, tuple(types or ()), tuple(reasons or ()), page.after, page.limit
     )
 
 
@@ -96,18 +76,12 @@ def history(
     name: Name,
     ops: Ops,
     queries: Queries,
-    since: Since = None,
-    until: Until = None,
-    types: Types = None,
-    reasons: Reasons = None,
-    after: After = 0,
-    limit: Limit = 100,
+    page: EventPageQuery,
 ) -> dict[str, Any]:
-    f = event_filter(namespace, name, since, until, types, reasons, after, limit)
-    page = events_page(ops, queries, f)
-    if not page["items"] and not queries.ever_existed(namespace, name):
+    found = events_page(ops, queries, event_filter(namespace, name, page))
+    if not found["items"] and not queries.ever_existed(namespace, name):
         raise NotFound(f"cronworkflow {namespace}/{name} not found")
-    return page
+    return found
 
 
 @router.get(
@@ -212,15 +186,8 @@ def timeline_one(
 def events(
     ops: Ops,
     queries: Queries,
+    page: EventPageQuery,
     namespace: Annotated[str | None, Query(max_length=253)] = None,
     name: Annotated[str | None, Query(max_length=253)] = None,
-    since: Since = None,
-    until: Until = None,
-    types: Types = None,
-    reasons: Reasons = None,
-    after: After = 0,
-    limit: Limit = 100,
 ) -> dict[str, Any]:
-    return events_page(
-        ops, queries, event_filter(namespace, name, since, until, types, reasons, after, limit)
-    )
+    return events_page(ops, queries, event_filter(namespace, name, page))
