@@ -43,12 +43,12 @@ def build_kube_engine(
     )
 
 
-#: How long status writes wait for the dispatcher to catch up. While it is still creating the
-#: Workflows of fires the status view already shows, the API server's capacity goes to those
-#: creations first (a burst of N fires is N creations, then N status patches, as Argo's cron
-#: worker orders them per CronWorkflow), and a status rarely names an active Workflow that is
-#: not created yet. Bounded, so that a dispatcher stuck on a failing API does not also
-#: freeze every status.
+#: How long status writes wait for a dispatcher that is behind and not moving. While it is
+#: still creating the Workflows of fires the status view already shows, the API server's
+#: capacity goes to those creations first (a burst of N fires is N creations, then N status
+#: patches, as Argo's cron worker orders them per CronWorkflow), and a status rarely names an
+#: active Workflow that is not created yet. A dispatcher whose position has not moved for this
+#: long (stuck on a failing API) no longer holds the statuses back.
 STATUS_WAITS_FOR_DISPATCH = timedelta(seconds=5)
 
 
@@ -81,7 +81,8 @@ class KubeSync:
         )
         self.status = StatusWriter(kube, seen=seen)
         self._written: dict[str, int] = {}
-        self._waiting_since: datetime | None = None  # status writes held back for dispatch
+        # The dispatcher's position when status writes last saw it move, and when.
+        self._dispatch_seen: tuple[int, datetime] | None = None
         self._stop = threading.Event()
         self.tasks: list[concurrent.futures.Future[None]] = []
 
@@ -101,22 +102,33 @@ class KubeSync:
 
     def dispatch_behind(self) -> bool:
         """Whether the dispatcher has fires to create that the status view already shows."""
+        return self._dispatch_position() is not None
+
+    def _dispatch_position(self) -> int | None:
+        """The dispatcher's position while it is behind the status view, else None."""
         view, name = self.engine.view, self.engine.service.name
-        return (view.max_tracking_id(name, "dispatch") or 0) < (
-            view.max_tracking_id(name, "readmodel") or 0
-        )
+        dispatched = view.max_tracking_id(name, "dispatch") or 0
+        return dispatched if dispatched < (view.max_tracking_id(name, "readmodel") or 0) else None
+
+    def _statuses_wait(self, now: datetime) -> bool:
+        """Whether status writes wait this turn: the dispatcher is behind, and moved less than
+        STATUS_WAITS_FOR_DISPATCH ago."""
+        position = self._dispatch_position()
+        if position is None:
+            self._dispatch_seen = None
+            return False
+        if self._dispatch_seen is None or self._dispatch_seen[0] != position:
+            self._dispatch_seen = (position, now)
+        return now - self._dispatch_seen[1] < STATUS_WAITS_FOR_DISPATCH
 
     def write_statuses(self, now: datetime | None = None) -> int:
         """Write the status of every CronWorkflow whose view row is newer than what this
         process last wrote (the writer itself drops what the object already shows), several
-        at a time, once the dispatcher has caught up or STATUS_WAITS_FOR_DISPATCH has passed.
-        A failed write is retried next turn; the first failure is raised after the others
-        were recorded."""
-        if now is not None and self.dispatch_behind():
-            self._waiting_since = self._waiting_since or now
-            if now - self._waiting_since < STATUS_WAITS_FOR_DISPATCH:
-                return 0
-        self._waiting_since = None
+        at a time, once the dispatcher has caught up or has not moved for
+        STATUS_WAITS_FOR_DISPATCH. A failed write is retried next turn; the first failure is
+        raised after the others were recorded."""
+        if now is not None and self._statuses_wait(now):
+            return 0
         rows = [
             row
             for row in self.engine.view.statuses(self.namespace)
