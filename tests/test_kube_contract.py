@@ -34,7 +34,7 @@ from adapters.kube import (
     build_kube_engine,
     connect,
 )
-from adapters.kube.sync import STATUS_WAITS_FOR_DISPATCH
+from adapters.kube.sync import STATUS_WAITS_AT_MOST, STATUS_WAITS_FOR_DISPATCH
 from domain.cronworkflow import workflow_name
 from domain.manifest import parse_manifest
 from domain.service import NotFound, event_type
@@ -445,6 +445,26 @@ def test_status_writes_wait_for_the_dispatcher_but_not_longer_than_the_bound(
     # ...and one that stopped moving holds them back for the bound, not for ever.
     assert sync.write_statuses(later + 2 * STATUS_WAITS_FOR_DISPATCH) == 2
     assert sync.dispatch_behind() and shown("second") == "2026-05-04T10:02:00Z"
+
+    # One that keeps moving but never catches up holds them back at most STATUS_WAITS_AT_MOST.
+    again = later + timedelta(minutes=1)
+    engine.service.tick([first, second], again)
+    engine.catch_up(again, dispatch=False)
+    step, waited, turn = STATUS_WAITS_FOR_DISPATCH / 2, timedelta(0), 0
+
+    def one_more_event_and_one_dispatched(at: datetime) -> None:
+        command = engine.service.suspend if turn % 2 == 0 else engine.service.resume
+        command(first, at)  # a new event in the log: the view moves ahead
+        engine.catch_up(at, dispatch=False)
+        engine.dispatch(at, batch=1, budget=0)  # the dispatcher moves, and stays behind
+        assert sync.dispatch_behind()
+
+    while waited < STATUS_WAITS_AT_MOST:
+        one_more_event_and_one_dispatched(again + waited)
+        assert sync.write_statuses(again + waited) == 0, waited
+        waited, turn = waited + step, turn + 1
+    one_more_event_and_one_dispatched(again + waited)
+    assert sync.write_statuses(again + waited) == 2
 
 
 def test_the_environments_proxy_is_honoured_and_read_once_at_connect(

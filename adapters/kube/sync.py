@@ -50,6 +50,9 @@ def build_kube_engine(
 #: active Workflow that is not created yet. A dispatcher whose position has not moved for this
 #: long (stuck on a failing API) no longer holds the statuses back.
 STATUS_WAITS_FOR_DISPATCH = timedelta(seconds=5)
+#: The longest status writes wait for a dispatcher that keeps moving but never catches up (more
+#: fires than the API server takes, for minutes): statuses are then at most this stale.
+STATUS_WAITS_AT_MOST = timedelta(seconds=60)
 
 
 class KubeSync:
@@ -81,8 +84,10 @@ class KubeSync:
         )
         self.status = StatusWriter(kube, seen=seen)
         self._written: dict[str, int] = {}
-        # The dispatcher's position when status writes last saw it move, and when.
+        # The dispatcher's position when status writes last saw it move, and when; and since
+        # when they have been waiting.
         self._dispatch_seen: tuple[int, datetime] | None = None
+        self._waiting_since: datetime | None = None
         self._stop = threading.Event()
         self.tasks: list[concurrent.futures.Future[None]] = []
 
@@ -111,15 +116,22 @@ class KubeSync:
         return dispatched if dispatched < (view.max_tracking_id(name, "readmodel") or 0) else None
 
     def _statuses_wait(self, now: datetime) -> bool:
-        """Whether status writes wait this turn: the dispatcher is behind, and moved less than
-        STATUS_WAITS_FOR_DISPATCH ago."""
+        """Whether status writes wait this turn: the dispatcher is behind, moved less than
+        STATUS_WAITS_FOR_DISPATCH ago, and they have waited less than STATUS_WAITS_AT_MOST."""
         position = self._dispatch_position()
         if position is None:
-            self._dispatch_seen = None
+            self._dispatch_seen = self._waiting_since = None
             return False
         if self._dispatch_seen is None or self._dispatch_seen[0] != position:
             self._dispatch_seen = (position, now)
-        return now - self._dispatch_seen[1] < STATUS_WAITS_FOR_DISPATCH
+        self._waiting_since = self._waiting_since or now
+        if (
+            now - self._dispatch_seen[1] < STATUS_WAITS_FOR_DISPATCH
+            and now - self._waiting_since < STATUS_WAITS_AT_MOST
+        ):
+            return True
+        self._waiting_since = None  # these are written now; a new wait starts from here
+        return False
 
     def write_statuses(self, now: datetime | None = None) -> int:
         """Write the status of every CronWorkflow whose view row is newer than what this
