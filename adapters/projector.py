@@ -207,6 +207,11 @@ class Projector:
         app = self.engine.service
         return self.engine.view.max_tracking_id(app.name, "readmodel") or 0
 
+    def dispatched(self) -> int:
+        """How far the dispatcher has followed the log (every fire up to it has its Workflow)."""
+        app = self.engine.service
+        return self.engine.view.max_tracking_id(app.name, "dispatch") or 0
+
     def head(self) -> int:
         return self.engine.service.recorder.max_notification_id() or 0
 

@@ -224,10 +224,10 @@ def env_proxy(url: str) -> str | None:
     environment per request, and aiohttp then re-reads the proxy variables and parses
     ~/.netrc for every call: a quarter of the client loop's time in a burst of creations
     (py-spy under bench.argo)."""
-    host = urllib.parse.urlsplit(url).hostname or ""
-    if not host or urllib.request.proxy_bypass(host):
+    parts = urllib.parse.urlsplit(url)
+    if not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
         return None
-    return urllib.request.getproxies().get(urllib.parse.urlsplit(url).scheme)
+    return urllib.request.getproxies().get(parts.scheme)
 
 
 def connect(kubeconfig: str | None = None) -> AioKube:

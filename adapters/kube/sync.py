@@ -111,9 +111,9 @@ class KubeSync:
 
     def _dispatch_position(self) -> int | None:
         """The dispatcher's position while it is behind the status view, else None."""
-        view, name = self.engine.view, self.engine.service.name
-        dispatched = view.max_tracking_id(name, "dispatch") or 0
-        return dispatched if dispatched < (view.max_tracking_id(name, "readmodel") or 0) else None
+        projector = self.engine.projector
+        dispatched = projector.dispatched()
+        return dispatched if dispatched < projector.position() else None
 
     def _statuses_wait(self, now: datetime) -> bool:
         """Whether status writes wait this turn: the dispatcher is behind, moved less than

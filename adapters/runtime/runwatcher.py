@@ -28,11 +28,11 @@ class RunWatcher:
         `stop()` says so (the rest is looked at next turn)."""
         deadline = None if budget is None else self.clock.monotonic() + budget
         view, svc = self.engine.view, self.engine.service
-        dispatched = view.max_tracking_id(svc.name, "dispatch") or 0
+        dispatched = self.engine.projector.dispatched()
         # While the dispatcher is behind the status view (a burst is being dispatched), a
         # missing file is most likely a Workflow not yet created: look again next turn rather
         # than ask the audit table about every one of them.
-        dispatch_behind = dispatched < (view.max_tracking_id(svc.name, "readmodel") or 0)
+        dispatch_behind = dispatched < self.engine.projector.position()
         reported = 0
         for cron_id, namespace, name in view.active_runs():
             if (stop is not None and stop()) or (
