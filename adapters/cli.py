@@ -71,6 +71,7 @@ def parse_time(value: str, flag: str) -> datetime:
     except TimestampError as e:
         fail(str(e))
 
+
 def read_input(path: str, code: int = 1) -> bytes:
     """The bytes of a file ('-' is stdin), at most MAX_INPUT_BYTES (exit `code` beyond: a
     huge file is refused before it is read into memory)."""

@@ -138,6 +138,21 @@ class Engine:
             if len(notes) < 1000:
                 return
 
+    def forget(self) -> None:
+        """Drop every copy of the log this engine keeps in memory: the services' aggregate
+        caches, the projections' aggregates and the names read ahead of the status view.
+        Called when the store may have lost what those copies were built from (its
+        connection was lost, or it is another server now: adapters/storeidentity.py); each
+        is rebuilt from what the log holds on its next use."""
+        for svc in [self.service, *self.extra_replicas]:
+            svc.forget()
+        self.readmodel.follower.forget()
+        if self.dispatcher is not None:
+            self.dispatcher.follower.forget()
+        with self._names_lock:
+            self._created_names.clear()
+            self._created_after = 0
+
     def replica(self) -> CronService:
         """Another service instance on the same store (its own cache), as a second process
         would have; `simulate` uses these to interleave replicas."""

@@ -1,32 +1,128 @@
-"""The event store's recorders, as eventsourcing ships them plus what a burst needs.
+"""The event store's recorders, as eventsourcing ships them plus what the log's truth and a
+burst need.
 
-A burst of 10,000 fires loaded each aggregate with its own query (10,000 round trips, most of
-a cold burst) and wrote each batch as an array of a composite type, whose client-side
-encoding cost more than the server's insert. These subclasses keep eventsourcing's tables,
-locking, notification and version check exactly as they are and add:
+The library's version check is a unique key on (stream, version): it refuses a writer that is
+behind, never one that is ahead. After a failover to an asynchronous standby the promoted log
+has lost its last commits, and a replica still holding a copy at version 12 of a stream the
+log now ends at 8 would write 13 on top of the hole: a stream nobody can replay again
+(`OriginatorVersionError: (9, 8)`), for every reader, for good. So every append here checks
+what Kubernetes' `resourceVersion` precondition checks: the stream's last version in the log
+is the one the writer read (`StaleAppend` otherwise, an IntegrityError like any stale save,
+so the writer reloads and decides again). Duplicates are still refused by the key.
+
+And for a burst of 10,000 fires, which loaded each aggregate with its own query and wrote each
+batch as an array of a composite type (whose client-side encoding cost more than the server's
+insert), they add:
 
 - `select_events_many(ids)`: the events of many streams in one query;
 - on PostgreSQL, the insert sends four plain arrays (`unnest(uuid[], bigint[], text[],
-  bytea[])`) instead of one array of a composite type: the same rows, the same statement
-  shape, the same IntegrityError on a stale version.
+  bytea[])`) instead of one array of a composite type, and checks the last versions in the
+  same statement.
 
-They are wired in through eventsourcing's own `APPLICATION_RECORDER_TOPIC` (adapters/store.py).
+The library retries a failed insert up to 10 times, each waiting for a connection: a decision
+made before an outage was committed 44 s later as an on-time fire. Here an insert is tried
+once; the caller decides again on what the store holds then (domain/service.py).
+
+They are wired in through eventsourcing's own `APPLICATION_RECORDER_TOPIC` (adapters/store.py),
+and for `memory:` through `MemoryFactory` (its `PERSISTENCE_MODULE`).
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, cast
 from uuid import UUID
 
-from eventsourcing.persistence import StoredEvent
+from eventsourcing.persistence import IntegrityError, OperationalError, StoredEvent
+from eventsourcing.popo import POPOApplicationRecorder, POPOFactory
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
-from eventsourcing.sqlite import SQLiteApplicationRecorder
+from eventsourcing.sqlite import SQLITE3_DEFAULT_LOCK_TIMEOUT, SQLiteApplicationRecorder
 from psycopg.sql import SQL, Identifier
 
 #: Streams per query: bounds the statement's parameter and the rows held at once.
 MANY_CHUNK = 1000
+#: (stream, first version) pairs per SQLite check query: two host parameters each, well
+#: below SQLite's default limit of 32,766.
+CHECK_CHUNK = 400
+
+
+class StaleAppend(IntegrityError):
+    """A save whose stream in the log does not end where the writer's copy did: the log is
+    ahead of the copy (another writer saved first) or behind it (the log lost its tail). Either
+    way the writer reloads and decides again; nothing of the save was written.
+
+    `stale` maps each such stream to (the save's first version, the log's last version), and
+    `streams` names them, so the writer drops exactly those cached copies."""
+
+    def __init__(self, stale: Mapping[UUID, tuple[int, int | None]]) -> None:
+        parts = [
+            f"stream {oid}: the log ends at version {last or 0}, the save starts at {first}"
+            for oid, (first, last) in list(stale.items())[:3]
+        ]
+        more = f" (and {len(stale) - 3} more)" if len(stale) > 3 else ""
+        super().__init__("stale append: " + "; ".join(parts) + more)
+        self.stale = dict(stale)
+        self.streams = frozenset(stale)
+
+
+class CommitTooLate(OperationalError):
+    """A save that could not be committed by its deadline (`commit_by`): it was not written,
+    and its decisions are to be made again on the time it is now."""
+
+
+_deadline = threading.local()
+
+
+@contextmanager
+def commit_by(deadline: float | None) -> Iterator[None]:
+    """Saves of this thread inside the block commit before `time.monotonic()` reaches
+    `deadline`, or not at all (CommitTooLate): a store that is slow, locked or reconnecting
+    cannot turn a decision made on time into a fire committed late as if it were on time.
+    None: no deadline."""
+    previous = getattr(_deadline, "value", None)
+    _deadline.value = deadline
+    try:
+        yield
+    finally:
+        _deadline.value = previous
+
+
+def _seconds_left() -> float | None:
+    """Seconds before this thread's commit deadline; CommitTooLate once it has passed."""
+    deadline: float | None = getattr(_deadline, "value", None)
+    if deadline is None:
+        return None
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise CommitTooLate(f"the commit deadline passed {-left:.1f}s ago; nothing was written")
+    return left
+
+
+def first_versions(stored_events: Sequence[StoredEvent]) -> dict[UUID, int]:
+    """The first new version of each stream in a save (a save holds consecutive versions)."""
+    firsts: dict[UUID, int] = {}
+    for e in stored_events:
+        oid = cast(UUID, e.originator_id)
+        if oid not in firsts or e.originator_version < firsts[oid]:
+            firsts[oid] = e.originator_version
+    return firsts
+
+
+def _unwrapped(method: Callable[..., Any]) -> Callable[..., Any]:
+    """The library method without its retry decorator (eventsourcing.utils.retry keeps the
+    original as `__wrapped__`)."""
+    return cast(Callable[..., Any], getattr(method, "__wrapped__", method))
+
+
+_PG_INSERT_ONCE = _unwrapped(PostgresApplicationRecorder.insert_events)
+
+
+class _NothingInserted(IntegrityError):
+    """The checked insert wrote no row; `PostgresRecorder.insert_events` names the streams."""
 
 
 class PostgresRecorder(PostgresApplicationRecorder):
@@ -36,26 +132,56 @@ class PostgresRecorder(PostgresApplicationRecorder):
             schema=Identifier(self.datastore.schema),
             table=Identifier(self.events_table_name),
         )
-        self._insert_arrays = (
-            SQL(
-                "INSERT INTO {table} (originator_id, originator_version, topic, state) "
-                "SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::text[], %s::bytea[]) "
-                "RETURNING notification_id"
-            ).format(table=table)
-            if self.datastore.originator_id_type == "uuid"
-            else None
-        )
+        id_type = Identifier(self.datastore.originator_id_type)
+        # One statement: the new rows, each stream's first new version, and the insert only
+        # if every stream's last version in the log is the one before it. The table lock the
+        # library takes first (EXCLUSIVE: inserts queue, reads go on) keeps anyone from
+        # appending between the check and the insert. WITH ORDINALITY keeps the rows in the
+        # order given, so notification ids follow the versions within a stream.
+        self._insert_arrays = SQL(
+            "WITH new AS (SELECT * FROM unnest(%s::{id_type}[], %s::bigint[], %s::text[],"
+            " %s::bytea[]) WITH ORDINALITY AS n(originator_id, originator_version, topic,"
+            " state, ord)), "
+            "firsts AS (SELECT originator_id, min(originator_version) AS v FROM new"
+            " GROUP BY originator_id), "
+            "stale AS (SELECT 1 FROM firsts f WHERE f.v - 1 <> COALESCE((SELECT"
+            " max(e.originator_version) FROM {table} e WHERE e.originator_id ="
+            " f.originator_id), 0) LIMIT 1) "
+            "INSERT INTO {table} (originator_id, originator_version, topic, state) "
+            "SELECT originator_id, originator_version, topic, state FROM new"
+            " WHERE NOT EXISTS (SELECT 1 FROM stale) ORDER BY ord "
+            "RETURNING notification_id"
+        ).format(table=table, id_type=id_type)
+        self._last_versions = SQL(
+            "SELECT originator_id, max(originator_version) AS v FROM {table}"
+            " WHERE originator_id = ANY(%s) GROUP BY originator_id"
+        ).format(table=table)
         self._select_many = SQL(
             "SELECT originator_id, originator_version, topic, state FROM {table} "
             "WHERE originator_id = ANY(%s) ORDER BY originator_id, originator_version"
         ).format(table=table)
 
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """Insert once, checking each stream's last version (StaleAppend) and this thread's
+        commit deadline (CommitTooLate); never retried here (see the module docstring)."""
+        _seconds_left()
+        try:
+            return cast(Sequence[int] | None, _PG_INSERT_ONCE(self, stored_events, **kwargs))
+        except _NothingInserted:
+            raise StaleAppend(self._stale(stored_events)) from None
+
     def _insert_stored_events(
         self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> None:
-        if self._insert_arrays is None:
-            super()._insert_stored_events(curs, stored_events, **kwargs)
-            return
+        left = _seconds_left()
+        if left is not None:
+            # Bounds the wait for the table lock and the insert itself; the commit that
+            # follows is the server's own, short, work.
+            ms = max(1, int(left * 1000))
+            curs.execute(SQL("SET LOCAL statement_timeout = {0}").format(ms))
+            curs.execute(SQL("SET LOCAL lock_timeout = {0}").format(ms))
         self._lock_table(curs)
         self._notify_channel(curs)
         curs.execute(
@@ -68,6 +194,28 @@ class PostgresRecorder(PostgresApplicationRecorder):
             ),
             prepare=True,
         )
+
+    def _fetch_ids_after_insert_events(
+        self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        ids = super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
+        if ids is not None and len(ids) < len(stored_events):
+            # The statement inserted nothing: a stream's last version was not the one the
+            # save follows (the transaction commits no row; its NOTIFY is a harmless wake-up).
+            raise _NothingInserted
+
+        return ids
+
+    def _stale(self, stored_events: Sequence[StoredEvent]) -> dict[UUID, tuple[int, int | None]]:
+        """Which streams did not end where the save began (a query on the failure path only:
+        the log may have moved since, so this names what it holds now)."""
+        firsts = first_versions(stored_events)
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(self._last_versions, (list(firsts),))
+            last = {row["originator_id"]: row["v"] for row in curs.fetchall()}
+        return {
+            oid: (v, last.get(oid)) for oid, v in firsts.items() if (last.get(oid) or 0) != v - 1
+        }
 
     def select_events_many(self, originator_ids: Sequence[UUID]) -> dict[UUID, list[StoredEvent]]:
         """Every event of these streams, in version order, by stream."""
@@ -87,6 +235,50 @@ class PostgresRecorder(PostgresApplicationRecorder):
 
 
 class SqliteRecorder(SQLiteApplicationRecorder):
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """Insert, then check each stream's last version before the new ones inside the same
+        transaction: the insert holds SQLite's write lock, so nobody appends in between, and a
+        stale save rolls back whole (StaleAppend)."""
+        left = _seconds_left()
+        with self.datastore.get_connection(commit=True) as conn:
+            if left is not None:
+                # The wait for another process's write lock, bounded by the commit deadline.
+                conn.cursor().execute(f"PRAGMA busy_timeout = {max(1, int(left * 1000))}")
+            try:
+                with conn.transaction(commit=True) as c:
+                    ids = self._insert_events(c, stored_events, **kwargs)
+                    stale = self._stale(c, stored_events)
+                    if stale:
+                        raise StaleAppend(stale)
+                    return ids
+            finally:
+                if left is not None:
+                    seconds = self.datastore.pool.lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT
+                    conn.cursor().execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+
+    def _stale(
+        self, c: Any, stored_events: Sequence[StoredEvent]
+    ) -> dict[UUID, tuple[int, int | None]]:
+        firsts = list(first_versions(stored_events).items())
+        stale: dict[UUID, tuple[int, int | None]] = {}
+        for i in range(0, len(firsts), CHECK_CHUNK):
+            chunk = firsts[i : i + CHECK_CHUNK]
+            values = ",".join("(?, ?)" for _ in chunk)
+            c.execute(
+                f"WITH firsts(oid, v) AS (VALUES {values}) "  # noqa: S608
+                f"SELECT oid, v, (SELECT max(originator_version) FROM {self.events_table_name} e"
+                " WHERE e.originator_id = f.oid AND e.originator_version < f.v) AS last"
+                " FROM firsts f",
+                [x for oid, v in chunk for x in (oid.hex, v)],
+            )
+            for row in c.fetchall():
+                if (row["last"] or 0) != row["v"] - 1:
+                    oid = cast(UUID, self.convert_originator_id(row["oid"]))
+                    stale[oid] = (row["v"], row["last"])
+        return stale
+
     def select_events_many(self, originator_ids: Sequence[UUID]) -> dict[UUID, list[StoredEvent]]:
         """Every event of these streams, in version order, by stream."""
         out: dict[UUID, list[StoredEvent]] = defaultdict(list)
@@ -108,3 +300,29 @@ class SqliteRecorder(SQLiteApplicationRecorder):
                         StoredEvent(oid, row["originator_version"], row["topic"], row["state"])
                     )
         return out
+
+
+class MemoryRecorder(POPOApplicationRecorder):
+    """`memory:`: the library's in-process recorder with the same last-version check."""
+
+    def _assert_uniqueness(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
+        super()._assert_uniqueness(stored_events, **kwargs)
+        stale: dict[UUID, tuple[int, int | None]] = {}
+        for oid, first in first_versions(stored_events).items():
+            versions = self._stored_events_index[str(oid)]
+            last = max((v for v in versions if v < first), default=None)
+            if (last or 0) != first - 1:
+                stale[oid] = (first, last)
+        if stale:
+            raise StaleAppend(stale)
+
+    def select_events_many(self, originator_ids: Sequence[UUID]) -> dict[UUID, list[StoredEvent]]:
+        """Every event of these streams, in version order, by stream."""
+        return {oid: list(events) for oid in originator_ids if (events := self.select_events(oid))}
+
+
+class MemoryFactory(POPOFactory):
+    """eventsourcing's in-process persistence with `MemoryRecorder` as the event store."""
+
+    def application_recorder(self) -> MemoryRecorder:
+        return MemoryRecorder()

@@ -79,7 +79,7 @@ class StoreConfig:
     def env(self, create_table: bool = True) -> dict[str, str]:
         """The eventsourcing environment for this store."""
         if self.kind == "memory":
-            return {"PERSISTENCE_MODULE": "eventsourcing.popo"}
+            return {"PERSISTENCE_MODULE": "adapters.recorders:MemoryFactory"}
         if self.kind == "sqlite":
             return {
                 "PERSISTENCE_MODULE": "eventsourcing.sqlite",

@@ -127,15 +127,20 @@ def decide_ticks(
             )
         )
 
-    if suspension is not None:
-        missed, on_time = list(ticks), []
+    # Only the latest due tick can be on time: the late tolerance says how late the latest
+    # may be. Several ticks due at one decision (a stall shorter than the tolerance, of a
+    # schedule faster than it) are otherwise missed ticks, as Argo and Kubernetes count
+    # them: the older ones follow the missed-tick rules, so a stall never fires a burst.
+    if suspension is None and now - ticks[-1] < policy.late_tolerance:
+        missed, on_time = list(ticks[:-1]), [ticks[-1]]
     else:
-        missed = [t for t in ticks if now - t >= policy.late_tolerance]
-        on_time = [t for t in ticks if now - t < policy.late_tolerance]
+        missed, on_time = list(ticks), []
 
     eligible = [t for t in missed if within_deadline(t)]
     if suspension is None and policy.catchup_all:
         chosen = eligible[-policy.max_catchup :]
+    elif on_time:
+        chosen = []  # a later tick runs: the missed ones before it are CatchupLimit
     else:
         chosen = eligible[-1:]
     chosen_set = set(chosen)

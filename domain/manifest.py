@@ -117,6 +117,7 @@ class _OpenMeta(_Model):
 
 class ObjectMeta(_OpenMeta):
     """Kubernetes metadata."""
+
     name: str
     namespace: str = "default"
     uid: str | None = None
@@ -194,6 +195,7 @@ class StopStrategy(_Model):
 
 class WorkflowMetadata(_OpenMeta):
     """Argo's `workflowMetadata` is an ObjectMeta too (labels, annotations, finalizers...)."""
+
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
 

@@ -16,7 +16,13 @@ from datetime import datetime
 from typing import Any, TypeVar, cast
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
+from eventsourcing.application import (
+    AggregateNotFoundError,
+    Application,
+    Cache,
+    LRUCache,
+    ProcessingEvent,
+)
 from eventsourcing.persistence import ApplicationRecorder, IntegrityError
 
 from domain.backfill import BackfillPlan, Overlap, plan_backfill
@@ -218,13 +224,36 @@ class CronService(Application[UUID]):
 
     # ------------------------------------------------------------------ the retry loop
 
-    def _retrying(self, attempt: Callable[[], T]) -> T:
+    def _retrying(self, attempt: Callable[[], T], cron_id: UUID | None = None) -> T:
         for _ in range(MAX_RETRIES):
             try:
                 return attempt()
-            except IntegrityError:
+            except IntegrityError as e:
                 self.rejected_writes += 1
+                self.forget(_streams_of(e) | ({cron_id} if cron_id is not None else set()))
         raise Conflict("gave up after repeated version conflicts")
+
+    def forget(self, cron_ids: Iterable[UUID] | None = None) -> None:
+        """Drop the repository's cached copies of these aggregates (None: of all).
+
+        A refused save means the copy was not the log's state. Usually the log is ahead and
+        the cache catches up by reading what follows its copy; but when the log is behind
+        (it lost its tail in a failover) there is nothing to read after a copy that is ahead
+        of it, and a cached copy would be decided on and refused again forever. So a refused
+        save, a lost connection and a changed store all drop the copies, and the next load
+        reads what the log holds now."""
+        cache = self.repository.cache
+        if cache is None:
+            return
+        if cron_ids is None:
+            maxsize = getattr(cache, "maxsize", None)
+            self.repository.cache = LRUCache(maxsize) if maxsize else Cache()
+            return
+        for cron_id in cron_ids:
+            try:
+                cache.get(cron_id, evict=True)
+            except KeyError:
+                pass
 
     # ------------------------------------------------------------------ admission
 
@@ -315,10 +344,11 @@ class CronService(Application[UUID]):
             return result
 
         if expected_version is None:
-            return self._retrying(attempt)
+            return self._retrying(attempt, cron_id)
         try:
             return attempt()
         except IntegrityError:
+            self.forget([cron_id])
             now = self.load(cron_id)
             raise StaleVersion(expected_version, None if now.deleted else now.version) from None
 
@@ -536,7 +566,8 @@ class CronService(Application[UUID]):
             try:
                 self.save(*pending)
                 report.saved, report.fires = len(pending), fires
-            except IntegrityError:
+            except IntegrityError as e:
+                self.forget(_streams_of(e))
                 self.rejected_writes += 1
                 report.rejected += 1
                 for a in pending:
@@ -563,6 +594,12 @@ class CronService(Application[UUID]):
     def tick(self, cron_ids: Iterable[UUID], at: datetime) -> TickReport:
         """Decide every due tick of these CronWorkflows as of `at`, in one transaction."""
         return self.commit_batch(self.decide_batch(cron_ids, at), at)
+
+
+def _streams_of(error: Exception) -> set[UUID]:
+    """The streams a refused save names (`StaleAppend.streams` of adapters/recorders.py; any
+    other IntegrityError names none)."""
+    return set(getattr(error, "streams", ()))
 
 
 def _count_fires(agg: CronWorkflow) -> int:

@@ -263,6 +263,11 @@ class AggregateFollower:
         self._remember(cron_id, agg)
         return agg
 
+    def forget(self) -> None:
+        """Drop every evolved aggregate: the next event of each stream replays it from the
+        store (the log may have lost what they were built from)."""
+        self._cache.clear()
+
     def _remember(self, cron_id: UUID, agg: CronWorkflow) -> None:
         self._cache[cron_id] = agg
         self._cache.move_to_end(cron_id)

@@ -106,3 +106,35 @@ def test_when_false_skips_with_the_error_message():
     assert out.decisions == [
         Skip(at("10:01:00"), at("10:01:00"), 1, "WhenFalse", "cannot evaluate")
     ]
+
+
+# A stall shorter than the late tolerance (issue 27, item 4): several ticks of one schedule
+# are due at one decision, all less than 30 s late. Only the latest is on time.
+EVERY_10S = [at("10:00:10"), at("10:00:20"), at("10:00:30")]
+
+
+def test_after_a_stall_only_the_latest_due_tick_fires_on_time():
+    out = decide_ticks(EVERY_10S, at("10:00:38"), TickPolicy(), RunState())
+    assert out.decisions == [
+        Skip(at("10:00:10"), at("10:00:20"), 2, "DeadlineExceeded"),
+        Fire(at("10:00:30"), "schedule"),
+    ]
+
+
+def test_after_a_stall_a_deadline_does_not_add_a_catchup_beside_the_latest_tick():
+    pol = TickPolicy(deadline=timedelta(seconds=600))
+    out = decide_ticks(EVERY_10S, at("10:00:38"), pol, RunState())
+    assert out.decisions == [
+        Skip(at("10:00:10"), at("10:00:20"), 2, "CatchupLimit"),
+        Fire(at("10:00:30"), "schedule"),
+    ]
+
+
+def test_after_a_stall_catchup_all_runs_the_capped_catchups_then_the_latest():
+    pol = TickPolicy(deadline=timedelta(seconds=600), catchup_all=True, max_catchup=1)
+    out = decide_ticks(EVERY_10S, at("10:00:38"), pol, RunState())
+    assert out.decisions == [
+        Skip(at("10:00:10"), at("10:00:10"), 1, "CatchupLimit"),
+        Fire(at("10:00:20"), "catchup"),
+        Fire(at("10:00:30"), "schedule"),
+    ]

@@ -24,10 +24,10 @@ from uuid import UUID
 
 import psycopg
 import pytest
-from eventsourcing.persistence import IntegrityError
 from eventsourcing.utils import strtobool
 
 from adapters.engine import Engine, build_engine, migrate
+from adapters.recorders import StaleAppend
 from adapters.store import StoreConfig
 from domain.cronworkflow import CronWorkflow
 from domain.manifest import CronWorkflowManifest, parse_manifest
@@ -303,8 +303,11 @@ def test_seed_race_second_commit_is_rejected_and_retry_fires_nothing(engines: Ne
         assert (r2.fires, r2.rejected) == (0, 1)
         assert second.rejected_writes == rejected_before + 1
         errors = refused[id(second)]
-        assert len(errors) == 1 and isinstance(errors[0], IntegrityError), errors
-        assert isinstance(errors[0].__cause__, psycopg.errors.UniqueViolation)
+        assert len(errors) == 1 and isinstance(errors[0], StaleAppend), errors
+        # The server refused it: the stream's last version in the log is the version the
+        # lost save starts at (the winner wrote it), not the one before.
+        top = s1.load(cron_id).version
+        assert errors[0].stale == {cron_id: (top, top)}
         errors.clear()
         assert refused[id(first)] == []
 

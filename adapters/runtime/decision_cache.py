@@ -63,6 +63,10 @@ class DecisionCache:
                 out[fresh.id] = fresh
         return out
 
+    def clear(self) -> None:
+        with self._lock:
+            self._copies.clear()
+
     def keep(self, aggs: Iterable[CronWorkflow]) -> None:
         """Remember saved (or freshly loaded) aggregates; beyond the size, the oldest go (a
         dict keeps insertion order, and a decision takes a copy out and puts it back)."""

@@ -29,10 +29,11 @@ from adapters.runtime.dispatchworker import DispatchWorker
 from adapters.runtime.projection import ProjectionWorker, lag
 from adapters.runtime.runwatcher import RunPoller
 from adapters.runtime.scheduler import Scheduler
-from adapters.runtime.settings import REPORT_SECONDS, TURN_BUDGET
+from adapters.runtime.settings import IDENTITY_SECONDS, REPORT_SECONDS, TURN_BUDGET
 from adapters.runtime.supervisor import Supervisor
 from adapters.runtime.waker import Waker
 from adapters.shards import REBALANCE_SECONDS, Ownership
+from adapters.storeidentity import store_identity
 
 log = logging.getLogger("cronsource")
 
@@ -74,6 +75,12 @@ class SchedulerLoop:
         self.watch = Supervisor("run watcher", self.clock)
         self.shards = Supervisor("shards", self.clock)
         self.warmer = Supervisor("warm-up", self.clock)
+        self.store = Supervisor("store", self.clock)
+        #: What the store was at the last look (adapters/storeidentity.py), when that was,
+        #: and whether a step failed since (a lost connection): see `check_store`.
+        self._identity: str | None = None
+        self._identity_at: float | None = None
+        self._store_lost = False
         self.heartbeat = heartbeat  # the operator's log line every REPORT_SECONDS
         self.dispatch_worker: DispatchWorker | None = None  # started by `run`
         self._last_rebalance: float | None = None
@@ -134,8 +141,44 @@ class SchedulerLoop:
         self._wake_dispatch()
         return n
 
+    def check_store(self) -> None:
+        """Drop every cached copy of the log when the store may have lost what they were
+        built from: it is another server or file now (a failover, a restore, a restart), or
+        a step failed since the last look (a lost connection). The version check already
+        refuses a save built on such a copy; dropping them means the next decision is made
+        on what the log holds instead of being refused again. Looks at most once every
+        IDENTITY_SECONDS while nothing failed."""
+        now = self.clock.monotonic()
+        if (
+            not self._store_lost
+            and self._identity_at is not None
+            and now - self._identity_at < IDENTITY_SECONDS
+        ):
+            return
+        self._identity_at = now
+        identity = store_identity(self.engine)
+        if self._identity is not None and (identity != self._identity or self._store_lost):
+            why = "is another store now" if identity != self._identity else "was unreachable"
+            log.warning(
+                "the store %s (was: %s; now: %s): cached copies dropped, the next decisions"
+                " read what the log holds",
+                why,
+                self._identity,
+                identity,
+            )
+            self.forget()
+        self._identity = identity
+        self._store_lost = False
+
+    def forget(self) -> None:
+        self.engine.forget()
+        self.scheduling.forget()
+
     def turn(self) -> None:
         clock = self.clock
+        failures = sum(s.failures for s in self.supervisors)
+        if self.store.run(self.check_store) is None and self.store.failures:
+            self._store_lost = True
         if (
             self._last_rebalance is None
             or clock.monotonic() - self._last_rebalance >= REBALANCE_SECONDS
@@ -160,12 +203,22 @@ class SchedulerLoop:
         if self.heartbeat and clock.monotonic() - self._last_report >= REPORT_SECONDS:
             self._last_report = clock.monotonic()
             self.projector.run(self.report)
+        if sum(s.failures for s in self.supervisors) > failures:
+            self._store_lost = True  # looked at again, and copies dropped, once it answers
         self.last_turn = clock.monotonic()
 
     @property
     def supervisors(self) -> list[Supervisor]:
         extra = [self.dispatch_worker.supervisor] if self.dispatch_worker is not None else []
-        return [self.projector, self.scheduler, self.watch, self.shards, self.warmer, *extra]
+        return [
+            self.projector,
+            self.scheduler,
+            self.watch,
+            self.shards,
+            self.warmer,
+            self.store,
+            *extra,
+        ]
 
     def report(self) -> None:
         """The operator's heartbeat: what this replica owns, did, and how far behind it is."""

@@ -51,6 +51,13 @@ class Scheduler:
         #: Decisions made in advance for one due instant: (instant, batches of aggregates).
         self._prepared: tuple[datetime, list[list[CronWorkflow]]] | None = None
 
+    def forget(self) -> None:
+        """Drop what this step holds between instants (copies, the versions it saved, the
+        decisions made in advance): the store may no longer hold what they were made on."""
+        self.cache.clear()
+        self._known_next.clear()
+        self._prepared = None
+
     def due(self, now: datetime) -> dict[UUID, int]:
         """What the due index shows due now and this replica owns, by id with the version
         shown; left out: what it shows before our own last save of it."""
