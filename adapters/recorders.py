@@ -37,10 +37,17 @@ from contextlib import contextmanager
 from typing import Any, cast
 from uuid import UUID
 
-from eventsourcing.persistence import IntegrityError, OperationalError, StoredEvent
+from eventsourcing.persistence import (
+    IntegrityError,
+    InterfaceError,
+    Notification,
+    OperationalError,
+    StoredEvent,
+)
 from eventsourcing.popo import POPOApplicationRecorder, POPOFactory
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.sqlite import SQLITE3_DEFAULT_LOCK_TIMEOUT, SQLiteApplicationRecorder
+from eventsourcing.utils import retry
 from psycopg.sql import SQL, Identifier
 
 #: Streams per query: bounds the statement's parameter and the rows held at once.
@@ -102,6 +109,26 @@ def _seconds_left() -> float | None:
     return left
 
 
+def _past_deadline() -> bool:
+    """Whether this thread's commit deadline has passed (give or take the 50 ms a timeout
+    set from it may fire early by rounding)."""
+    deadline: float | None = getattr(_deadline, "value", None)
+    return deadline is not None and time.monotonic() >= deadline - 0.05
+
+
+@contextmanager
+def _deadline_errors() -> Iterator[None]:
+    """A store error once the deadline has passed is the deadline's doing (a statement or
+    lock timeout, SQLite's busy timeout): say so, so that the caller decides again instead of
+    backing off as from a broken store."""
+    try:
+        yield
+    except OperationalError as e:
+        if _past_deadline():
+            raise CommitTooLate(f"not committed by its deadline ({e}); nothing was written") from e
+        raise
+
+
 def first_versions(stored_events: Sequence[StoredEvent]) -> dict[UUID, int]:
     """The first new version of each stream in a save (a save holds consecutive versions)."""
     firsts: dict[UUID, int] = {}
@@ -119,6 +146,20 @@ def _unwrapped(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 _PG_INSERT_ONCE = _unwrapped(PostgresApplicationRecorder.insert_events)
+#: Reads are tried twice (one fresh connection after a broken one), not the library's ten
+#: times: a loop step that reads must give up within seconds while the store is down, so
+#: that SIGTERM stops a replica promptly and the supervisor's backoff takes over.
+_READ_ATTEMPTS = 2
+_READ_WAIT = 0.2
+_select_events = retry(
+    (InterfaceError, OperationalError), max_attempts=_READ_ATTEMPTS, wait=_READ_WAIT
+)(_unwrapped(PostgresApplicationRecorder.select_events))
+_select_notifications = retry(
+    (InterfaceError, OperationalError), max_attempts=_READ_ATTEMPTS, wait=_READ_WAIT
+)(_unwrapped(PostgresApplicationRecorder.select_notifications))
+_max_notification_id = retry(
+    (InterfaceError, OperationalError), max_attempts=_READ_ATTEMPTS, wait=_READ_WAIT
+)(_unwrapped(PostgresApplicationRecorder.max_notification_id))
 
 
 class _NothingInserted(IntegrityError):
@@ -168,9 +209,43 @@ class PostgresRecorder(PostgresApplicationRecorder):
         commit deadline (CommitTooLate); never retried here (see the module docstring)."""
         _seconds_left()
         try:
-            return cast(Sequence[int] | None, _PG_INSERT_ONCE(self, stored_events, **kwargs))
+            with _deadline_errors():
+                return cast(Sequence[int] | None, _PG_INSERT_ONCE(self, stored_events, **kwargs))
         except _NothingInserted:
             raise StaleAppend(self._stale(stored_events)) from None
+
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        return cast(
+            Sequence[StoredEvent],
+            _select_events(self, originator_id, gt=gt, lte=lte, desc=desc, limit=limit),
+        )
+
+    def select_notifications(
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]:
+        return cast(
+            Sequence[Notification],
+            _select_notifications(
+                self, start, limit, stop, topics, inclusive_of_start=inclusive_of_start
+            ),
+        )
+
+    def max_notification_id(self) -> int | None:
+        return cast(int | None, _max_notification_id(self))
 
     def _insert_stored_events(
         self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -242,7 +317,7 @@ class SqliteRecorder(SQLiteApplicationRecorder):
         transaction: the insert holds SQLite's write lock, so nobody appends in between, and a
         stale save rolls back whole (StaleAppend)."""
         left = _seconds_left()
-        with self.datastore.get_connection(commit=True) as conn:
+        with _deadline_errors(), self.datastore.get_connection(commit=True) as conn:
             if left is not None:
                 # The wait for another process's write lock, bounded by the commit deadline.
                 conn.cursor().execute(f"PRAGMA busy_timeout = {max(1, int(left * 1000))}")

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 from uuid import UUID
 
@@ -600,6 +600,28 @@ def _streams_of(error: Exception) -> set[UUID]:
     """The streams a refused save names (`StaleAppend.streams` of adapters/recorders.py; any
     other IntegrityError names none)."""
     return set(getattr(error, "streams", ()))
+
+
+def commit_deadline(aggs: Iterable[CronWorkflow], late_tolerance: timedelta) -> datetime | None:
+    """The latest instant these decided aggregates may be committed and still be what was
+    decided: an on-time fire within the late tolerance of its tick, a catch-up within its
+    tick's deadline (startingDeadlineSeconds). Later, the fire would be a late run recorded
+    as on time, so the commit is refused and the ticks decided again (adapters/recorders.py
+    `commit_by`). None: nothing in them has a deadline (skips are as true later as now)."""
+    deadline: datetime | None = None
+    for agg in aggs:
+        for ev in agg.pending_events:
+            if event_type(ev) != "ScheduleFired":
+                continue
+            trigger, tick = getattr(ev, "trigger"), getattr(ev, "scheduled_time")  # noqa: B009
+            if trigger == "schedule":
+                by = tick + late_tolerance
+            elif trigger == "catchup":
+                by = tick + (agg.policy(late_tolerance).deadline or late_tolerance)
+            else:
+                continue
+            deadline = by if deadline is None else min(deadline, by)
+    return deadline
 
 
 def _count_fires(agg: CronWorkflow) -> int:

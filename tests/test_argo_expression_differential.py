@@ -183,9 +183,7 @@ def test_argos_own_expressions_agree() -> None:
 def test_constant_operands_fold_as_expr_lang_folds_them(source: str) -> None:
     """expr-lang's optimizer folds `x && false` before evaluating x (which may fail, as
     `lastScheduledTime` does before the first run): the same outcome in both."""
-    _compare(
-        [("stop", source, _variables(last=None)), ("stop", source, _variables())]
-    )
+    _compare([("stop", source, _variables(last=None)), ("stop", source, _variables())])
 
 
 # ------------------------------------------------------------------------- generated

@@ -377,7 +377,7 @@ def test_restarting_run_does_not_undo_a_cli_suspend(store, tmp_path):
         while time.monotonic() < deadline + 45 and "fires=" not in beat:
             beat = p.stderr.readline()
         assert "fires=0" in beat and "lag=readmodel:" in beat and "failures=0" in beat, beat
-        assert "{'" not in beat and "{\\\"" not in beat
+        assert "{'" not in beat and '{\\"' not in beat
     finally:
         p.terminate()
         p.wait(timeout=30)

@@ -315,6 +315,7 @@ def test_backfill_dry_run_lists_then_fires_each_skipped_tick_once(api: Api) -> N
     body = {"start": "2026-05-04T10:30:00Z", "end": "2026-05-04T12:00:00Z"}
     dry = api.http.post(f"{CW}/hourly/backfill", json={**body, "dryRun": True})
     assert dry.status_code == 200, dry.text
+
     def items(action: str) -> list[dict[str, str]]:
         return [
             {"scheduledTime": rfc3339(t), "workflow": wf("hourly", t), "action": action}

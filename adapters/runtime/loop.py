@@ -61,7 +61,12 @@ class SchedulerLoop:
         self.stop_event = stop_event if stop_event is not None else threading.Event()
         self.cache = DecisionCache(engine.service.load_many, engine.service.fast_forward)
         self.scheduling = Scheduler(
-            engine.service, engine.view, ownership, self.cache, on_fired=self._wake_dispatch
+            engine.service,
+            engine.view,
+            ownership,
+            self.cache,
+            on_fired=self._wake_dispatch,
+            clock=self.clock,
         )
         self.projection = ProjectionWorker(
             engine, self.clock, self.stop_event, log_decisions=log_decisions

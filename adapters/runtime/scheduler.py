@@ -13,6 +13,8 @@ from datetime import datetime
 from uuid import UUID
 
 from adapters.readside.model import ReadModel
+from adapters.recorders import CommitTooLate, commit_by
+from adapters.runtime.clock import Clock
 from adapters.runtime.decision_cache import DecisionCache
 from adapters.runtime.settings import (
     BATCH,
@@ -24,7 +26,7 @@ from adapters.runtime.settings import (
 )
 from adapters.shards import Ownership
 from domain.cronworkflow import CronWorkflow
-from domain.service import CronService, TickReport
+from domain.service import CronService, TickReport, commit_deadline
 
 
 class Scheduler:
@@ -35,6 +37,7 @@ class Scheduler:
         ownership: Ownership,
         cache: DecisionCache | None = None,
         on_fired: Callable[[], None] | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.service = service
         self.view = view
@@ -44,6 +47,9 @@ class Scheduler:
         )
         #: Called once a batch with fires is committed (wakes the dispatch thread).
         self.on_fired = on_fired
+        #: The runtime's clock, for commit deadlines; None (tests driving instants by hand):
+        #: commits have no deadline.
+        self.clock = clock
         self.fires = 0
         self.last_warmed = 0
         #: What this replica last saved: version and next due instant, by id.
@@ -84,11 +90,34 @@ class Scheduler:
 
     def _commit(self, batch: list[CronWorkflow], at: datetime) -> TickReport:
         """On the committing thread: save, then put the saved copies back in the cache
-        (after a refusal they are not the saved state: the next decision loads afresh)."""
-        report = self.service.commit_batch(batch, at)
-        if not report.rejected:
-            self.cache.keep(batch)
-        return report
+        (after a refusal they are not the saved state: the next decision loads afresh).
+
+        The save must land while its fires are still what was decided (`commit_deadline`):
+        an on-time fire within the late tolerance of its tick. A store that is slow, locked
+        or reconnecting past that refuses the commit (CommitTooLate, or the statement and
+        lock timeouts it sets), and the batch is decided again on the time it is then, where
+        those ticks are missed ticks and follow the deadline rules."""
+        while True:
+            try:
+                with commit_by(self._monotonic_deadline(batch)):
+                    report = self.service.commit_batch(batch, at)
+            except CommitTooLate:
+                assert self.clock is not None  # no deadline without a clock
+                at = self.clock.now()
+                batch = self.service.decide_batch([a.id for a in batch], at)
+                continue
+            if not report.rejected:
+                self.cache.keep(batch)
+            return report
+
+    def _monotonic_deadline(self, batch: list[CronWorkflow]) -> float | None:
+        """`commit_deadline` of the batch on this clock's monotonic counter."""
+        if self.clock is None:
+            return None
+        by = commit_deadline(batch, self.service.late_tolerance)
+        if by is None:
+            return None
+        return self.clock.monotonic() + (by - self.clock.now()).total_seconds()
 
     def schedule_once(self, now: datetime) -> int:
         """Decide everything due now, BATCH CronWorkflows per transaction; returns fires.
