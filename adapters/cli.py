@@ -35,6 +35,7 @@ from rich.table import Table
 from adapters.api import EVENT_TYPES, SKIP_REASONS, FieldError
 from adapters.engine import Engine, build_engine, migrate
 from adapters.explain import explain
+from adapters.loggaps import Gap, find_gaps, repair_gaps
 from adapters.objects import backfill_result, next_fire_times
 from adapters.selectors import parse_label_selector, select
 from adapters.store import StoreConfig, StoreURLError
@@ -506,6 +507,49 @@ def migrate_cmd() -> None:
     except StoreUnavailable as e:
         fail(str(e))
     click.echo(f"store {config.url} ready")
+    with obj.engine(catch_up=False) as engine:
+        gaps = find_gaps(engine)
+    if gaps:
+        click.echo(
+            f"warning: {_holes(gaps)}: run `cronsource check` to see them and"
+            " `cronsource check --repair` to record the missing versions as lost",
+            err=True,
+        )
+
+
+def _holes(gaps: list[Gap]) -> str:
+    streams = len({g.stream for g in gaps})
+    return f"{len(gaps)} hole(s) in {streams} stream(s) of the log"
+
+
+@cli.command(name="check")
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="Record each missing version as lost (a VersionsLost event), so the stream replays.",
+)
+@global_options(output=False, all_namespaces=False, selector=False)
+def check_cmd(repair: bool) -> None:
+    """Find streams with missing versions in the log.
+
+    An older cronsource could save on top of a log that had lost its tail (a failover to an
+    asynchronous standby); such a stream cannot be replayed. Exits 1 when there are holes
+    and --repair was not given.
+    """
+    obj = _obj()
+    with obj.engine(catch_up=False) as engine:
+        gaps = find_gaps(engine)
+        if not gaps:
+            click.echo("no stream in the log has missing versions")
+            return
+        for gap in gaps:
+            click.echo(gap.describe())
+        if not repair:
+            fail(f"{_holes(gaps)}: run `cronsource check --repair` to record them as lost")
+        n = repair_gaps(engine, gaps, now())
+        click.echo(
+            f"recorded {n} missing version(s) as lost (VersionsLost); {_holes(gaps)} repaired"
+        )
 
 
 # ---------------------------------------------------------------------- reading

@@ -217,6 +217,26 @@ class LocalTarget:
             with contextlib.suppress(FileNotFoundError):
                 p.unlink()
 
+    def workflows(self) -> list[dict[str, Any]]:
+        """The metadata of every Workflow in the directory, each with its creation time as
+        `creationTimestamp` (as the cluster would give it): what exists, for the recovery of
+        runs the log lost (adapters/runtime/recovery.py). Unreadable files are left out."""
+        out = []
+        for path in self.root.glob("*/*.yaml"):
+            try:
+                text = path.read_text()
+                doc = (
+                    json.loads(text)
+                    if text.lstrip().startswith("{")
+                    else yaml.load(text, Loader=_Loader)
+                )
+                meta = dict(doc["metadata"])
+                meta["creationTimestamp"] = meta["annotations"][ANNOTATION_CREATED]
+            except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError):
+                continue
+            out.append(meta)
+        return out
+
     def exists(self, namespace: str, name: str) -> bool:
         return self.manifest_path(namespace, name).exists()
 

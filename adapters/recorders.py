@@ -57,6 +57,18 @@ MANY_CHUNK = 1000
 CHECK_CHUNK = 400
 
 
+#: Versions missing inside a stream: (stream, the version before the hole, the one after it).
+#: A hole can only come from a writer of an older cronsource (before every append checked the
+#: last version) saving on top of a log that had lost its tail; `cronsource check` reports
+#: them and `--repair` records the missing versions as lost (adapters/loggaps.py).
+_GAPS = (
+    "SELECT originator_id, prev, v FROM (SELECT originator_id, originator_version AS v,"
+    " lag(originator_version, 1, 0) OVER (PARTITION BY originator_id"
+    " ORDER BY originator_version) AS prev FROM {table}) g WHERE v - prev > 1"
+    " ORDER BY originator_id, v"
+)
+
+
 class StaleAppend(IntegrityError):
     """A save whose stream in the log does not end where the writer's copy did: the log is
     ahead of the copy (another writer saved first) or behind it (the log lost its tail). Either
@@ -77,7 +89,7 @@ class StaleAppend(IntegrityError):
 
 
 class CommitTooLate(OperationalError):
-    """A save that could not be committed by its deadline (`commit_by`): it was not written,
+    """A save that could not be committed by its deadline (`commit_within`): it was not written,
     and its decisions are to be made again on the time it is now."""
 
 
@@ -85,13 +97,13 @@ _deadline = threading.local()
 
 
 @contextmanager
-def commit_by(deadline: float | None) -> Iterator[None]:
-    """Saves of this thread inside the block commit before `time.monotonic()` reaches
-    `deadline`, or not at all (CommitTooLate): a store that is slow, locked or reconnecting
-    cannot turn a decision made on time into a fire committed late as if it were on time.
-    None: no deadline."""
+def commit_within(seconds: float | None) -> Iterator[None]:
+    """Saves of this thread inside the block commit within `seconds` from now, or not at all
+    (CommitTooLate): a store that is slow, locked or reconnecting cannot turn a decision made
+    on time into a fire committed late as if it were on time. None: no deadline. (Counted on
+    this process's monotonic clock, which the store's timeouts count in too.)"""
     previous = getattr(_deadline, "value", None)
-    _deadline.value = deadline
+    _deadline.value = None if seconds is None else time.monotonic() + seconds
     try:
         yield
     finally:
@@ -193,6 +205,10 @@ class PostgresRecorder(PostgresApplicationRecorder):
             " WHERE NOT EXISTS (SELECT 1 FROM stale) ORDER BY ord "
             "RETURNING notification_id"
         ).format(table=table, id_type=id_type)
+        self._insert_plain = SQL(
+            "INSERT INTO {table} (originator_id, originator_version, topic, state) "
+            "SELECT * FROM unnest(%s::{id_type}[], %s::bigint[], %s::text[], %s::bytea[])"
+        ).format(table=table, id_type=id_type)
         self._last_versions = SQL(
             "SELECT originator_id, max(originator_version) AS v FROM {table}"
             " WHERE originator_id = ANY(%s) GROUP BY originator_id"
@@ -292,6 +308,29 @@ class PostgresRecorder(PostgresApplicationRecorder):
             oid: (v, last.get(oid)) for oid, v in firsts.items() if (last.get(oid) or 0) != v - 1
         }
 
+    def gaps(self) -> list[tuple[UUID, int, int]]:
+        """Holes inside streams: (stream, version before, version after); a full scan."""
+        table = f'"{self.datastore.schema}"."{self.events_table_name}"'
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(_GAPS.format(table=table))
+            return [(r["originator_id"], r["prev"], r["v"]) for r in curs.fetchall()]
+
+    def insert_into_gaps(self, stored_events: Sequence[StoredEvent]) -> None:
+        """Insert events at versions a stream is missing, without the last-version check
+        (which refuses exactly that); the key still refuses a version that exists."""
+        with self.datastore.transaction(commit=True) as curs:
+            self._lock_table(curs)
+            self._notify_channel(curs)
+            curs.execute(
+                self._insert_plain,
+                (
+                    [e.originator_id for e in stored_events],
+                    [e.originator_version for e in stored_events],
+                    [e.topic for e in stored_events],
+                    [e.state for e in stored_events],
+                ),
+            )
+
     def select_events_many(self, originator_ids: Sequence[UUID]) -> dict[UUID, list[StoredEvent]]:
         """Every event of these streams, in version order, by stream."""
         out: dict[UUID, list[StoredEvent]] = defaultdict(list)
@@ -354,6 +393,20 @@ class SqliteRecorder(SQLiteApplicationRecorder):
                     stale[oid] = (row["v"], row["last"])
         return stale
 
+    def gaps(self) -> list[tuple[UUID, int, int]]:
+        """Holes inside streams: (stream, version before, version after); a full scan."""
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(_GAPS.format(table=self.events_table_name))
+            return [
+                (cast(UUID, self.convert_originator_id(r["originator_id"])), r["prev"], r["v"])
+                for r in c.fetchall()
+            ]
+
+    def insert_into_gaps(self, stored_events: Sequence[StoredEvent]) -> None:
+        """Insert events at versions a stream is missing, without the last-version check."""
+        with self.datastore.transaction(commit=True) as c:
+            self._insert_events(c, stored_events)
+
     def select_events_many(self, originator_ids: Sequence[UUID]) -> dict[UUID, list[StoredEvent]]:
         """Every event of these streams, in version order, by stream."""
         out: dict[UUID, list[StoredEvent]] = defaultdict(list)
@@ -394,6 +447,18 @@ class MemoryRecorder(POPOApplicationRecorder):
     def select_events_many(self, originator_ids: Sequence[UUID]) -> dict[UUID, list[StoredEvent]]:
         """Every event of these streams, in version order, by stream."""
         return {oid: list(events) for oid in originator_ids if (events := self.select_events(oid))}
+
+    def gaps(self) -> list[tuple[UUID, int, int]]:
+        """Holes inside streams (none can arise in one process's memory, but say so)."""
+        out = []
+        with self._database_lock:
+            for key, versions in self._stored_events_index.items():
+                prev = 0
+                for v in sorted(versions):
+                    if v - prev > 1:
+                        out.append((UUID(key), prev, v))
+                    prev = v
+        return out
 
 
 class MemoryFactory(POPOFactory):

@@ -320,6 +320,10 @@ class SimRunWatcher:
                 self.service.run_completed(cron_id, wf.name, phase, wf.finished_at, now)
         return len(ended)
 
+    def recover(self, now: datetime) -> int | None:
+        """Nothing to recover: the simulated target and the store live and die together."""
+        return 0
+
 
 class Simulation:
     """`cronsource run`'s runtime (adapters/runtime/) turned on a virtual clock.

@@ -309,6 +309,7 @@ class CronWorkflow(Aggregate):
         *,
         until: datetime | None = None,
         catch_up: bool = True,
+        superseded: bool = False,
     ) -> list[Fire]:
         """Decide every tick up to `until` (default `at`); an already decided tick is a no-op.
 
@@ -334,6 +335,7 @@ class CronWorkflow(Aggregate):
             RunState(tuple(self.active), self.last_finished_at),
             when=when,
             run_name=lambda t: workflow_name(self.name, t),
+            superseded=superseded,
         )
         return self._record(outcome, at)
 
@@ -526,6 +528,49 @@ class CronWorkflow(Aggregate):
         fires = self.tick(at) if self.is_live else []
         self._start_queued(at)
         return fires
+
+    def recover_run(
+        self,
+        workflow: str,
+        scheduled_time: datetime,
+        trigger: str,
+        created_at: datetime,
+        reason: str,
+        at: datetime,
+        late_tolerance: timedelta = DEFAULT_LATE_TOLERANCE,
+    ) -> bool:
+        """A Workflow of ours exists that the log has no fire for (the log lost it in a
+        failover, after its Workflow was created): record it, so the log matches the world.
+
+        Its tick is decided by it and never fired again: ticks before it that are undecided
+        are decided first, by the usual rules (as the scheduler would decide them now), then
+        the recovered run is the decision of its own tick. A tick the log had already decided
+        otherwise (a skip recorded on the log that had lost the fire) keeps that decision, and
+        the recovery says the run exists all the same. The run counts as active until the run
+        watcher reports it ended. Returns whether anything was recorded (False: the log knows
+        this run)."""
+        if self.deleted or workflow in self.active or workflow in self.manual_runs:
+            return False
+        if any(f[0] == workflow for f in self.finished):
+            return False
+        ticks_rule = trigger in ("schedule", "catchup")
+        if ticks_rule and scheduled_time > self.decided_until:
+            if self.is_live:
+                self.tick(at, late_tolerance, until=scheduled_time - _TICK, superseded=True)
+            else:
+                self._close_ticks(
+                    scheduled_time,
+                    "Stopped" if self.stopped else "Suspended" if self.suspended else "SpecError",
+                )
+        self._run_recovered(
+            scheduled_time=scheduled_time,
+            workflow_name=workflow,
+            trigger=trigger,
+            created_at=created_at,
+            reason=reason,
+            timestamp=at,
+        )
+        return True
 
     def submission_failed(
         self, workflow: str, scheduled_time: datetime, message: str, transient: bool, at: datetime
@@ -757,6 +802,26 @@ class CronWorkflow(Aggregate):
         self.backfill_running.discard(workflow_name)
         self.finished = [f for f in self.finished if f[0] != workflow_name]
 
+    @event("RunRecovered", topic="cronsource:RunRecovered/v1")
+    def _run_recovered(
+        self,
+        scheduled_time: datetime,
+        workflow_name: str,
+        trigger: str,
+        created_at: datetime,
+        reason: str,
+        timestamp: datetime,
+    ) -> None:
+        self.active[workflow_name] = scheduled_time
+        if trigger in ("schedule", "catchup"):
+            self.decided_until = max(self.decided_until, scheduled_time)
+            if self.last_scheduled_time is None or scheduled_time > self.last_scheduled_time:
+                self.last_scheduled_time = scheduled_time
+        elif trigger == "manual":
+            self.manual_runs.add(workflow_name)
+        elif trigger == "backfill":
+            self.backfill_running.add(workflow_name)
+
     @event("SubmissionFailed", topic="cronsource:SubmissionFailed/v1")
     def _submission_failed(
         self,
@@ -801,6 +866,15 @@ class CronWorkflow(Aggregate):
     def _deleted(self, at: datetime, timestamp: datetime) -> None:
         self.deleted = True
 
+    @event("VersionsLost", topic="cronsource:VersionsLost/v1")
+    def _versions_lost(self, first: int, last: int, note: str, timestamp: datetime) -> None:
+        """Versions `first`..`last` were lost from the log (a writer of an older cronsource
+        saved on top of a log that had lost its tail); `cronsource check --repair` records
+        each missing version with this event so the stream can be replayed again. Nothing of
+        what they held can be known, so nothing changes."""
+
 
 #: The event class `@event("ScheduleFired")` made for `_fired` (see `_record`).
 _SCHEDULE_FIRED: type[Any] = CronWorkflow.ScheduleFired  # type: ignore[attr-defined]
+#: The event `cronsource check --repair` writes at each version a stream lost.
+VERSIONS_LOST: type[Any] = CronWorkflow.VersionsLost  # type: ignore[attr-defined]

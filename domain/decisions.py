@@ -100,6 +100,7 @@ def decide_ticks(
     suspension: Literal["Suspended", "Stopped"] | None = None,
     when: bool | str = True,
     run_name: Callable[[datetime], str] = lambda t: t.isoformat(),
+    superseded: bool = False,
 ) -> Outcome:
     """Decide every undecided tick in `ticks` (ascending, all <= now) as of `now`.
 
@@ -131,7 +132,9 @@ def decide_ticks(
     # may be. Several ticks due at one decision (a stall shorter than the tolerance, of a
     # schedule faster than it) are otherwise missed ticks, as Argo and Kubernetes count
     # them: the older ones follow the missed-tick rules, so a stall never fires a burst.
-    if suspension is None and now - ticks[-1] < policy.late_tolerance:
+    # `superseded`: a later tick than these is due and already decided (a recovered run): none
+    # of them is the latest, so none is on time, and none runs as the latest missed one.
+    if suspension is None and not superseded and now - ticks[-1] < policy.late_tolerance:
         missed, on_time = list(ticks[:-1]), [ticks[-1]]
     else:
         missed, on_time = list(ticks), []
@@ -139,7 +142,7 @@ def decide_ticks(
     eligible = [t for t in missed if within_deadline(t)]
     if suspension is None and policy.catchup_all:
         chosen = eligible[-policy.max_catchup :]
-    elif on_time:
+    elif on_time or superseded:
         chosen = []  # a later tick runs: the missed ones before it are CatchupLimit
     else:
         chosen = eligible[-1:]

@@ -372,6 +372,24 @@ class CronService(Application[UUID]):
     def run_vanished(self, cron_id: UUID, workflow: str, at: datetime) -> None:
         self.command(cron_id, lambda a: a.run_vanished(workflow, at))
 
+    def recover_run(
+        self,
+        cron_id: UUID,
+        workflow: str,
+        scheduled_time: datetime,
+        trigger: str,
+        created_at: datetime,
+        reason: str,
+        at: datetime,
+    ) -> bool:
+        """Record a Workflow of ours that the log has no fire for (CronWorkflow.recover_run)."""
+        return self.command(
+            cron_id,
+            lambda a: a.recover_run(
+                workflow, scheduled_time, trigger, created_at, reason, at, self.late_tolerance
+            ),
+        )
+
     def submission_failed(
         self,
         cron_id: UUID,
@@ -607,7 +625,7 @@ def commit_deadline(aggs: Iterable[CronWorkflow], late_tolerance: timedelta) -> 
     decided: an on-time fire within the late tolerance of its tick, a catch-up within its
     tick's deadline (startingDeadlineSeconds). Later, the fire would be a late run recorded
     as on time, so the commit is refused and the ticks decided again (adapters/recorders.py
-    `commit_by`). None: nothing in them has a deadline (skips are as true later as now)."""
+    `commit_within`). None: nothing in them has a deadline (skips are as true later as now)."""
     deadline: datetime | None = None
     for agg in aggs:
         for ev in agg.pending_events:

@@ -18,7 +18,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import Tracking
 
-from domain.cronworkflow import CronWorkflow
+from domain.cronworkflow import VERSIONS_LOST, CronWorkflow
 from domain.service import event_type
 
 
@@ -186,6 +186,7 @@ _DETAIL_FIELDS = {
     "transient": "transient",
     "overlap": "overlap",
     "parallel": "parallel",
+    "created_at": "createdAt",
 }
 
 
@@ -253,6 +254,14 @@ class AggregateFollower:
     def follow(self, ev: Any) -> CronWorkflow:
         cron_id = ev.originator_id
         agg = self._cache.get(cron_id)
+        if (
+            isinstance(ev, VERSIONS_LOST)
+            and agg is not None
+            and agg.version > ev.originator_version
+        ):
+            # A hole filled in after the stream went on (`cronsource check --repair`): it
+            # changes nothing, and the state to show is still the latest one.
+            return agg
         if agg is not None and agg.version == ev.originator_version - 1:
             ev.mutate(agg)
         elif agg is None and ev.originator_version == 1:

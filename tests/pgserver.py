@@ -33,6 +33,7 @@ import os
 import pwd
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -427,6 +428,97 @@ def start_server() -> PgHandle:
             _pg_ctl_stop(find_bindir(), datadir, server_user())
         shutil.rmtree(datadir, ignore_errors=True)
         raise
+
+
+def start_standby(primary: PgHandle, *, synchronous: bool = False) -> PgHandle:
+    """A hot standby streaming from `primary` (a base backup with `-R`), on a port of its own.
+
+    With `synchronous`, the primary waits for the standby on every commit
+    (`synchronous_standby_names = '*'`, `synchronous_commit = on`): what a client was told is
+    committed is on the standby too, as Patroni's and CloudNativePG's synchronous modes give.
+    Without it the standby is asynchronous (their default): it may lag, and a failover loses
+    what it had not received.
+    """
+    bindir, user = find_bindir(), server_user()
+    datadir = new_datadir()
+    if user is not None:
+        shutil.chown(datadir, user, user)
+    argv = [
+        os.path.join(bindir, "pg_basebackup"),
+        *("-D", datadir, "-R", "-X", "stream", "-c", "fast", "--no-sync"),
+        *("-h", "127.0.0.1", "-p", str(primary.port), "-U", SUPERUSER),
+    ]
+    _run(argv, user, 120, "pg_basebackup")
+    # The data directory is also the socket directory: the copy carries the primary's socket
+    # lock file, which would stop this server from ever taking the primary's port.
+    for lock in glob.glob(os.path.join(datadir, ".s.PGSQL.*.lock")):
+        os.unlink(lock)
+    _write_conf(datadir, free_port(), user)  # the copy carries the primary's port
+    _pg_ctl_start(bindir, datadir, user)
+    standby = PgHandle(datadir, server_url(datadir))
+    wait_until_ready(server_url(datadir, "postgres"))
+    with psycopg.connect(server_url(primary.datadir, "postgres"), autocommit=True) as conn:
+        if synchronous:
+            conn.execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
+            conn.execute("ALTER SYSTEM SET synchronous_commit = 'on'")
+            conn.execute("SELECT pg_reload_conf()")
+        want = "sync" if synchronous else "async"
+        deadline = time.monotonic() + READY_TIMEOUT
+        while True:
+            row = conn.execute(
+                "SELECT sync_state FROM pg_stat_replication WHERE state = 'streaming'"
+            ).fetchone()
+            if row is not None and row[0] == want:
+                break
+            if time.monotonic() >= deadline:
+                raise PgServerError(f"standby in {datadir} is not streaming ({want}): {row}")
+            time.sleep(0.05)
+    return standby
+
+
+def kill_postmaster(datadir: str) -> None:
+    """SIGKILL the server's postmaster, as a crash of its machine would end it: nothing is
+    shut down, no checkpoint is written, the clients' connections break. Returns once
+    nothing listens on its port any more (its backends exit by themselves when they notice)."""
+    port = server_port(datadir)
+    with open(os.path.join(datadir, "postmaster.pid")) as f:
+        pid = int(f.readline())
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + READY_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                pass
+        except OSError:
+            break
+        time.sleep(0.05)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(datadir, "postmaster.pid"))  # dead: `stop` just removes it
+
+
+def stop_server(datadir: str) -> None:
+    """`pg_ctl stop -m fast`, keeping the data directory (see `stop` to remove it)."""
+    _pg_ctl_stop(find_bindir(), datadir, server_user())
+
+
+def take_over(standby: PgHandle, primary: PgHandle) -> str:
+    """Make `standby` the primary at the primary's address: stopped if running, moved to the
+    primary's port (the address clients have, as a service or a virtual IP moves), started and
+    promoted. The old primary must be down. Returns the URL, the same as the primary's."""
+    bindir, user = find_bindir(), server_user()
+    port = primary.port
+    _pg_ctl_stop(bindir, standby.datadir, user)
+    _write_conf(standby.datadir, port, user)
+    _pg_ctl_start(bindir, standby.datadir, user)
+    _run(
+        [os.path.join(bindir, "pg_ctl"), "promote", "-D", standby.datadir, "-w"],
+        user,
+        60,
+        "promote",
+    )
+    standby.url = server_url(standby.datadir)
+    wait_until_ready(standby.url)
+    return standby.url
 
 
 @contextlib.contextmanager

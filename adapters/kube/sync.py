@@ -11,13 +11,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from adapters.engine import Engine, build_engine
-from adapters.kube.port import KubeApi
+from adapters.kube.port import WF, KubeApi
 from adapters.kube.seen import SeenMetadata
 from adapters.kube.status import StatusWriter
 from adapters.kube.target import Backoff, KubeTarget
 from adapters.kube.watch import CronWorkflowWatcher, ViewProgress, WorkflowWatcher, utcnow
+from adapters.runtime.recovery import recover_lost_runs
 from adapters.store import StoreConfig
 from domain.decisions import DEFAULT_LATE_TOLERANCE
+from projections.dispatch import LABEL_CRON
 
 
 def build_kube_engine(
@@ -158,6 +160,21 @@ class KubeSync:
         if failure is not None:
             raise failure
         return written
+
+    def recover(self, now: datetime) -> int | None:
+        """Record the cluster's Workflows of ours that the log has no fire for
+        (adapters/runtime/recovery.py): one list of the labelled Workflows, at start-up and
+        after the store changed. Those that already ended are then reported as completed by
+        the run watch's next list or event, as any active run is."""
+        if self.engine.projector.position() < self.engine.projector.head():
+            return None
+        listed = self.runs.kube.run(self.runs.kube.list(self.namespace, WF, LABEL_CRON))
+        recorded = recover_lost_runs(
+            self.engine, [o["metadata"] for o in listed.get("items") or []], now
+        )
+        if recorded:
+            self.runs.report_ended(listed.get("items") or [], now)
+        return recorded
 
     def poll(
         self, now: datetime, budget: float | None = None, stop: Callable[[], bool] | None = None

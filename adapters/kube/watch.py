@@ -419,6 +419,13 @@ class WorkflowWatcher(_ListWatch):
         else:
             self.seen[key] = obj
 
+    def report_ended(self, items: list[dict[str, Any]], at: datetime) -> None:
+        """Report the runs among `items` that already ended (a recovered run that ended
+        before the log knew of it)."""
+        for obj in items:
+            if (obj.get("status") or {}).get("phase") in FINISHED:
+                self._handle("ADDED", obj, at)
+
     def _vanished(self, obj: dict[str, Any], at: datetime) -> None:
         agg = self._cron(obj)
         name = obj["metadata"]["name"]

@@ -109,13 +109,30 @@ class Queries:
         return [(r[0], int(r[1])) for r in rows]
 
     def fired_position(self, namespace: str, workflow: str) -> int | None:
-        """Log position of the ScheduleFired that made this Workflow (None: not projected)."""
+        """Log position of the ScheduleFired that made this Workflow, or of the RunRecovered
+        that recorded it after the log had lost its fire (None: not projected)."""
         rows = self._query(
-            "SELECT MIN(notification_id) FROM cronsource_audit"
-            " WHERE namespace = ? AND workflow = ? AND type = 'ScheduleFired'",
+            "SELECT MIN(notification_id) FROM cronsource_audit WHERE namespace = ?"
+            " AND workflow = ? AND type IN ('ScheduleFired', 'RunRecovered')",
             (namespace, workflow),
         )
         return int(rows[0][0]) if rows and rows[0][0] is not None else None
+
+    def recorded_workflows(self, namespace: str, workflows: Sequence[str]) -> set[str]:
+        """Which of these Workflows the log records (a fire, or a recovery): the others exist
+        without an event (adapters/runtime/recovery.py)."""
+        found: set[str] = set()
+        names = list(workflows)
+        for i in range(0, len(names), 500):
+            chunk = names[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._query(
+                "SELECT DISTINCT workflow FROM cronsource_audit WHERE namespace = ?"  # noqa: S608
+                f" AND workflow IN ({marks}) AND type IN ('ScheduleFired', 'RunRecovered')",
+                (namespace, *chunk),
+            )
+            found.update(r[0] for r in rows)
+        return found
 
     def active_runs(self) -> list[tuple[str, str, str]]:
         """(cron id, namespace, workflow) of every run the status view shows as active."""

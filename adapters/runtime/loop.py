@@ -86,6 +86,8 @@ class SchedulerLoop:
         self._identity: str | None = None
         self._identity_at: float | None = None
         self._store_lost = False
+        #: Whether the runs that exist are still to be held against the log (`recover_once`).
+        self._recover_pending = True
         self.heartbeat = heartbeat  # the operator's log line every REPORT_SECONDS
         self.dispatch_worker: DispatchWorker | None = None  # started by `run`
         self._last_rebalance: float | None = None
@@ -178,6 +180,17 @@ class SchedulerLoop:
     def forget(self) -> None:
         self.engine.forget()
         self.scheduling.forget()
+        self._recover_pending = True
+
+    def recover_once(self, now: datetime) -> int | None:
+        """Record the runs that exist and that the log has no fire for (after start-up and
+        after the store changed: adapters/runtime/recovery.py), before the scheduler decides
+        their ticks again. Done once the read model is at the head of the log."""
+        assert self.watcher is not None
+        found = self.watcher.recover(now)
+        if found is not None:
+            self._recover_pending = False
+        return found
 
     def turn(self) -> None:
         clock = self.clock
@@ -192,6 +205,8 @@ class SchedulerLoop:
             self._last_rebalance = clock.monotonic()
         if self.runs_projections:
             self.projector.run(lambda: self.project_once(clock.now()))
+            if self._recover_pending and self.watcher is not None:
+                self.watch.run(lambda: self.recover_once(clock.now()))
         if self.runs_scheduler:
             self.scheduler.run(lambda: self.schedule_once(clock.now()))
         if self.runs_projections:

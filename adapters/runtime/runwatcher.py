@@ -11,6 +11,7 @@ from uuid import UUID
 from adapters.engine import Engine
 from adapters.localtarget import LocalTarget
 from adapters.runtime.clock import Clock, SystemClock
+from adapters.runtime.recovery import recover_lost_runs
 
 
 @dataclass
@@ -57,6 +58,11 @@ class RunWatcher:
             reported += 1
         return reported
 
+    def recover(self, now: datetime) -> int | None:
+        """Record the target's Workflows the log has no fire for (None: not yet, the read
+        model is behind the log)."""
+        return recover_lost_runs(self.engine, self.target.workflows(), now)
+
 
 class RunPoller(Protocol):
     """Reports what runs did: the local target's RunWatcher, or the cluster's KubeSync."""
@@ -64,3 +70,8 @@ class RunPoller(Protocol):
     def poll(
         self, now: datetime, budget: float | None = None, stop: Callable[[], bool] | None = None
     ) -> int: ...
+
+    def recover(self, now: datetime) -> int | None:
+        """Record the runs that exist and that the log has no fire for
+        (adapters/runtime/recovery.py); None: not yet (the read model is behind the log)."""
+        ...

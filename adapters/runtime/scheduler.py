@@ -13,7 +13,7 @@ from datetime import datetime
 from uuid import UUID
 
 from adapters.readside.model import ReadModel
-from adapters.recorders import CommitTooLate, commit_by
+from adapters.recorders import CommitTooLate, commit_within
 from adapters.runtime.clock import Clock
 from adapters.runtime.decision_cache import DecisionCache
 from adapters.runtime.settings import (
@@ -99,25 +99,28 @@ class Scheduler:
         those ticks are missed ticks and follow the deadline rules."""
         while True:
             try:
-                with commit_by(self._monotonic_deadline(batch)):
+                with commit_within(self._time_left(batch)):
                     report = self.service.commit_batch(batch, at)
             except CommitTooLate:
                 assert self.clock is not None  # no deadline without a clock
-                at = self.clock.now()
+                now = self.clock.now()
+                if now <= at:
+                    raise  # the clock stands still (a virtual one): deciding again is no use
+                at = now
                 batch = self.service.decide_batch([a.id for a in batch], at)
                 continue
             if not report.rejected:
                 self.cache.keep(batch)
             return report
 
-    def _monotonic_deadline(self, batch: list[CronWorkflow]) -> float | None:
-        """`commit_deadline` of the batch on this clock's monotonic counter."""
+    def _time_left(self, batch: list[CronWorkflow]) -> float | None:
+        """Seconds until `commit_deadline` of the batch, on the runtime's clock."""
         if self.clock is None:
             return None
         by = commit_deadline(batch, self.service.late_tolerance)
         if by is None:
             return None
-        return self.clock.monotonic() + (by - self.clock.now()).total_seconds()
+        return (by - self.clock.now()).total_seconds()
 
     def schedule_once(self, now: datetime) -> int:
         """Decide everything due now, BATCH CronWorkflows per transaction; returns fires.

@@ -1,0 +1,145 @@
+"""Runs the world has and the log lost are recorded (issue 27, item 2; recovery.py).
+
+Given/when/then over a real SQLite store and the local target's directory: a Workflow file of
+ours with a tick's name and no fire in the log (as a failover to an asynchronous standby leaves
+it) is recorded as RunRecovered, its tick is decided by it and never fired again, and the run is
+reported when it ends. Someone else's Workflow, or one the log knows, is left alone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.engine import Engine, build_engine
+from adapters.localtarget import ANNOTATION_CREATED, LocalTarget
+from adapters.runtime.recovery import recover_lost_runs
+from adapters.runtime.runwatcher import RunWatcher
+from domain.cronworkflow import workflow_name
+from domain.manifest import parse_manifest
+from domain.service import event_type
+from projections.dispatch import build_workflow
+from projections.readmodel import rfc3339
+from tests.instants import T0
+
+
+def at(seconds: float) -> Any:
+    return T0 + timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[tuple[Engine, LocalTarget]]:
+    target = LocalTarget(tmp_path / "workflows", run_duration=timedelta(seconds=5))
+    engine = build_engine(f"sqlite:///{tmp_path}/cs.db", target=target)
+    yield engine, target
+    engine.close()
+
+
+def apply(engine: Engine, name: str = "lost") -> Any:
+    manifest = parse_manifest(
+        {
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "CronWorkflow",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"schedules": ["@every 10s"], "workflowSpec": {"entrypoint": "main"}},
+        }
+    )
+    cron_id, _ = engine.service.apply(manifest, T0)
+    engine.catch_up(T0)
+    return cron_id
+
+
+def leave_workflow(
+    target: LocalTarget, engine: Engine, cron_id: Any, tick: Any, **meta: Any
+) -> str:
+    """A Workflow file as our dispatcher would have written it, with no fire in the log."""
+    agg = engine.service.load(cron_id)
+    name = workflow_name(agg.name, tick)
+    wf = build_workflow(agg, name, tick)
+    wf["metadata"].update(meta)
+    wf["metadata"]["annotations"][ANNOTATION_CREATED] = rfc3339(tick)
+    path = target.manifest_path("default", name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(wf))
+    return name
+
+
+def events(engine: Engine, cron_id: Any) -> list[Any]:
+    return list(engine.service.events.get(cron_id))
+
+
+def test_a_workflow_without_a_fire_is_recovered_and_its_tick_never_fires(
+    world: tuple[Engine, LocalTarget],
+) -> None:
+    engine, target = world
+    cron_id = apply(engine)
+    lost = leave_workflow(target, engine, cron_id, at(20))
+
+    assert recover_lost_runs(engine, target.workflows(), at(22)) == 1
+    agg = engine.service.load(cron_id)
+    assert lost in agg.active and agg.last_scheduled_time == at(20)
+    kinds = [(event_type(e), getattr(e, "reason", None)) for e in events(engine, cron_id)]
+    # The tick before it was undecided: decided first, by the usual rules (missed), then the
+    # recovered run is the decision of its own tick.
+    assert [k[0] for k in kinds] == ["CronWorkflowCreated", "ScheduleSkipped", "RunRecovered"]
+    assert kinds[1][1] == "DeadlineExceeded"  # 12 s late, but not the latest due tick
+    recovered = events(engine, cron_id)[-1]
+    assert recovered.scheduled_time == at(20) and recovered.trigger == "schedule"
+    assert "log had no fire" in recovered.reason
+
+    engine.catch_up(at(22))
+    assert recover_lost_runs(engine, target.workflows(), at(23)) == 0  # recorded once
+    assert (
+        engine.service.tick(
+            [cron_id],
+            at(
+                30,
+            ),
+        ).fires
+        == 1
+    )  # the next tick, not 20 s again
+    fired = [e.scheduled_time for e in events(engine, cron_id) if event_type(e) == "ScheduleFired"]
+    assert fired == [at(30)]
+
+    # The run watcher reports its end like any active run's.
+    engine.catch_up(at(30))
+    assert RunWatcher(engine, target).poll(at(40)) >= 1
+    completed = [e for e in events(engine, cron_id) if event_type(e) == "RunCompleted"]
+    assert lost in [e.workflow_name for e in completed]
+
+
+def test_someone_elses_workflow_is_not_recovered(world: tuple[Engine, LocalTarget]) -> None:
+    engine, target = world
+    cron_id = apply(engine)
+    leave_workflow(
+        target,
+        engine,
+        cron_id,
+        at(20),
+        ownerReferences=[{"kind": "CronWorkflow", "name": "lost", "uid": "another-uid"}],
+    )
+    assert recover_lost_runs(engine, target.workflows(), at(22)) == 0
+    assert [event_type(e) for e in events(engine, cron_id)] == ["CronWorkflowCreated"]
+
+
+def test_nothing_is_recovered_while_the_read_model_is_behind_the_log(
+    world: tuple[Engine, LocalTarget],
+) -> None:
+    """A fire committed and not yet projected is not a lost one: look again later."""
+    engine, target = world
+    cron_id = apply(engine)
+    engine.service.tick(
+        [cron_id],
+        at(
+            10,
+        ),
+    )  # committed, not projected
+    engine.dispatch(at(10))  # its Workflow exists
+    assert recover_lost_runs(engine, target.workflows(), at(11)) is None
+    engine.catch_up(at(11))
+    assert recover_lost_runs(engine, target.workflows(), at(11)) == 0
