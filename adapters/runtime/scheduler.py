@@ -78,6 +78,7 @@ class Scheduler:
     def _commit(self, batch: list[CronWorkflow], at: datetime) -> TickReport:
         """On the committing thread: save, then put the saved copies back in the cache
         (after a refusal they are not the saved state: the next decision loads afresh)."""
+        self.ownership.check_lease()  # a replica frozen past its lease writes nothing
         report = self.service.commit_batch(batch, at)
         if not report.rejected:
             self.cache.keep(batch)
