@@ -7,9 +7,9 @@ them, which also holds the projector role, freezes itself exactly where it holds
 must not act on later (the stall hooks of crashy_run.py), and the test sends SIGCONT later:
 
 1. frozen for 75 s with a decided batch in hand, just before its commit: the other takes its
-   shards and the projector role within the lease plus a rebalance; the metric shows the
-   lapsed shards meanwhile; the woken replica commits nothing it decided before, and nothing is
-   lost or decided twice;
+   shards and the projector role within the lease plus a rebalance; between the lapse and the
+   take-over the metrics count its shards as lapsed and unowned; the woken replica commits
+   nothing it decided before, and nothing is lost or decided twice;
 2. frozen inside the read model's write transaction (lease 3 s, 12 s stop): the other's
    projections go on past the frozen batch during the stop, and the frozen transaction never
    commits.
@@ -27,10 +27,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
-from adapters.engine import build_engine
+from adapters.engine import Engine, build_engine
 from adapters.leases import LEASE_SECONDS
+from adapters.metrics import Metrics
 from adapters.shards import REBALANCE_SECONDS, SHARDS
 from domain.decisions import DEFAULT_LATE_TOLERANCE
 from tests.faults.harness import (
@@ -74,6 +78,30 @@ def taken_over(locks: Locks) -> bool:
         and len(locks.shards.get(SURVIVOR, ())) == SHARDS
         and locks.projector == SURVIVOR
     )
+
+
+def seconds_until_lapse(url: str, r: Replica) -> float:
+    """Until the replica's lease lapses, by the server's clock (its row names host:pid)."""
+    assert r.proc is not None
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT extract(epoch FROM renewed_at + lease_seconds * interval '1 second' - now())"
+            " FROM cronsource_leases WHERE holder LIKE %s",
+            (f"%:{r.proc.pid}",),
+        ).fetchone()
+    assert row is not None, f"{r.name} has no lease"
+    return float(row[0])
+
+
+def store_metrics(engine: Engine) -> dict[str, float]:
+    """The store-wide gauges (unlabelled samples), as any process's /metrics computes them."""
+    text = generate_latest(Metrics(engine, utcnow).registry).decode()
+    return {
+        s.name: s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if not s.labels
+    }
 
 
 @pytest.fixture
@@ -190,25 +218,36 @@ def test_a_replica_frozen_for_75s_before_a_commit_is_fenced(
     stalled = time.monotonic()
     wait_for("the victim to be stopped", victim.stopped, 5, 0.01)
 
+    before_lapse = survivor.metrics()
+    # The lapsed window lasts from the moment the lease lapses (by the server's clock) to the
+    # survivor's next rebalance, at most a second: to see it every time, the survivor is held
+    # (SIGSTOP) from just before that moment until the metric, computed from the store by the
+    # same collector every process's /metrics runs, has shown it.
+    time.sleep(max(0.0, seconds_until_lapse(pg_url, victim) - 0.3))
+    assert survivor.proc is not None
+    survivor.proc.send_signal(signal.SIGSTOP)
+    held_at = time.monotonic()
+    engine = build_engine(pg_url)
+    try:
+        during = wait_for(
+            "cronsource_shards_lapsed to show the frozen replica's shards",
+            lambda: (m := store_metrics(engine))["cronsource_shards_lapsed"] > 0 and m,
+            5,
+            0.01,
+        )
+    finally:
+        engine.close()
+        survivor.proc.send_signal(signal.SIGCONT)
+    survivor_held = time.monotonic() - held_at
+
     takeover: float | None = None
-    lapsed_max, lapsed_samples, samples = 0.0, 0, 0
     after_takeover: dict[str, float] = {}
     while time.monotonic() < stalled + STOP_SECONDS:
-        if takeover is None:
-            metrics = survivor.metrics()
-            samples += 1
-            if metrics["cronsource_shards_lapsed"] > 0:
-                lapsed_samples += 1
-                lapsed_max = max(lapsed_max, metrics["cronsource_shards_lapsed"])
-                # Counted as unowned, never as owned by the frozen replica.
-                assert metrics["cronsource_shards_unowned"] >= metrics["cronsource_shards_lapsed"]
-            if taken_over(advisory_locks(pg_url)):
-                takeover = time.monotonic() - stalled
-                after_takeover = survivor.metrics()
-            time.sleep(0.02)
-        else:
-            assert victim.stopped(), "the victim ran before SIGCONT"
-            time.sleep(0.5)
+        if takeover is None and taken_over(advisory_locks(pg_url)):
+            takeover = time.monotonic() - stalled
+            after_takeover = survivor.metrics()
+        assert victim.stopped(), "the victim ran before SIGCONT"
+        time.sleep(0.05 if takeover is None else 0.5)
     assert victim.proc is not None
     victim.proc.send_signal(signal.SIGCONT)
     woke = time.monotonic()
@@ -228,10 +267,14 @@ def test_a_replica_frozen_for_75s_before_a_commit_is_fenced(
         f"the survivor held every shard and the projector role {takeover}s after the stall"
         f" (limit {TAKEOVER_LIMIT}s)"
     )
-    assert lapsed_max == len(held[VICTIM]), (
-        f"cronsource_shards_lapsed showed at most {lapsed_max} of the victim's"
-        f" {len(held[VICTIM])} shards in {samples} scrapes before the take-over"
-    )
+    assert before_lapse["cronsource_shards_lapsed"] == 0
+    assert before_lapse["cronsource_shards_unowned"] == 0
+    # While the lease has lapsed and before the take-over: the frozen replica's shards are
+    # lapsed, and counted as unowned; it is no live replica and no live projector.
+    assert during["cronsource_shards_lapsed"] == len(held[VICTIM])
+    assert during["cronsource_shards_unowned"] == len(held[VICTIM])
+    assert during["cronsource_replicas_lapsed"] == 1 and during["cronsource_replicas"] == 1
+    assert during["cronsource_projector_replicas"] == 0
     assert after_takeover["cronsource_shards_lapsed"] == 0
     assert after_takeover["cronsource_shards_unowned"] == 0
     assert after_takeover["cronsource_projector_replicas"] == 1
@@ -243,9 +286,11 @@ def test_a_replica_frozen_for_75s_before_a_commit_is_fenced(
     say(
         f"75 s stop: {CRONS} x @every 10s, lease {LEASE_SECONDS:g}s; shards before the stall "
         f"{ {k: len(v) for k, v in sorted(held.items())} }; survivor held all {SHARDS} and the "
-        f"projector role {takeover:.2f}s after the stall (limit {TAKEOVER_LIMIT:g}s); "
-        f"cronsource_shards_lapsed {lapsed_max:g} in {lapsed_samples} of {samples} scrapes "
-        f"before it; victim held shards again {handback:.2f}s after SIGCONT; victim "
+        f"projector role {takeover:.2f}s after the stall (limit {TAKEOVER_LIMIT:g}s; the "
+        f"survivor was held {survivor_held:.2f}s of it while the metric was read: "
+        f"cronsource_shards_lapsed {during['cronsource_shards_lapsed']:g}, unowned "
+        f"{during['cronsource_shards_unowned']:g}); victim held shards again "
+        f"{handback:.2f}s after SIGCONT; victim "
         f"leases lost {victim_metrics['cronsource_leases_lost_total']:g}, stats {victim.stats()}"
     )
     say(f"75 s stop: {figures}; test took {time.monotonic() - t_test:.0f}s")
