@@ -173,7 +173,7 @@ def stop_and_check(url: str, tmp: Path, pair: list[Replica]) -> dict[str, object
         "skipped ticks by reason": dict(summary.skipped_ticks_by_reason),
         "Workflow files": files,
         "streams without gaps": streams,
-        "read model rows compared with a rebuild": compared,
+        "read model equal to a rebuild, events": compared,
         "read model/dispatch behind at SIGTERM": behind,
         "fire lateness p50/p99/max ms": (
             round(summary.percentile(0.5) * 1000),
