@@ -1180,6 +1180,14 @@ def _backfill_out(obj: Ctx, data: dict[str, Any], summary: str, name: str) -> No
     show_default=True,
     help="/healthz and /readyz fail when the scheduler loop finished no turn for this long",
 )
+@click.option(
+    "--lease-duration",
+    default="15s",
+    show_default=True,
+    envvar="CRONSOURCE_LEASE_DURATION",
+    help="PostgreSQL: a replica that has not renewed its lease for this long (frozen,"
+    " partitioned) has its shards and projector role taken by the others",
+)
 @click.option("-v", "--verbose", is_flag=True)
 @global_options(output=False, all_namespaces=False, selector=False)
 def run(
@@ -1195,6 +1203,7 @@ def run(
     http_host: str,
     http_token_file: str | None,
     max_turn_age: str,
+    lease_duration: str,
     verbose: bool,
 ) -> None:
     """The main job: apply PATHS, then schedule and project until SIGTERM."""
@@ -1202,6 +1211,7 @@ def run(
 
     started = time.monotonic()
 
+    from adapters.leases import MIN_LEASE_SECONDS, LeaseTableMissing, check_table
     from adapters.localtarget import LocalTarget
     from adapters.logs import configure_logging
     from adapters.runtime.loop import SchedulerLoop
@@ -1224,6 +1234,15 @@ def run(
         turn_age = parse_duration(max_turn_age).total_seconds()
     except ValueError as e:
         fail(f"--max-turn-age: {e}")
+    try:
+        lease_seconds = parse_duration(lease_duration).total_seconds()
+    except ValueError as e:
+        fail(f"--lease-duration: {e}")
+    if lease_seconds < MIN_LEASE_SECONDS:
+        fail(
+            f"--lease-duration: {lease_duration!r} is shorter than {MIN_LEASE_SECONDS:g}s"
+            " (a replica renews every 2s at most and needs room for a slow round trip)"
+        )
     http_token: str | None = None
     if http_port is not None:
         from adapters.http import ServeError, load_token
@@ -1245,8 +1264,12 @@ def run(
     config = obj.store_config()
     try:
         check_store(config)
-    except StoreUnavailable as e:
+        if config.kind == "postgresql":
+            check_table(config.pg_conninfo, config.pg_schema)
+    except (StoreUnavailable, LeaseTableMissing) as e:
         fail(str(e))
+    except Exception as e:
+        fail(describe(e, config))
     api_client: Any = None
     target: Any
     if kube:
@@ -1273,13 +1296,21 @@ def run(
     for m in manifests:
         _, what = engine.service.apply(m, now())
         click.echo(f"{KIND}/{m.metadata.name} {what}", err=True)
-    ownership: Ownership = (
-        AdvisoryLockShards(
-            config.pg_conninfo, want_projector=role != "scheduler", schema=config.pg_schema
+    ownership: Ownership
+    if config.kind == "postgresql":
+        shards = AdvisoryLockShards(
+            config.pg_conninfo,
+            want_projector=role != "scheduler",
+            schema=config.pg_schema,
+            lease_seconds=lease_seconds,
         )
-        if config.kind == "postgresql"
-        else SoleOwner(engine.projector.lock)
-    )
+        if role != "scheduler":
+            # The projections write on the session that holds the projector lock, so that a
+            # replica whose role was taken while it was frozen cannot write (adapters/shards.py).
+            engine.view.write_through(shards.projector_transaction)
+        ownership = shards
+    else:
+        ownership = SoleOwner(engine.projector.lock)
     watcher: Any
     if kube:
         from adapters.kube import KubeSync

@@ -276,6 +276,29 @@ class _EngineCollector(Collector):
                 "1 if this process runs the projections",
                 value=float(self.loop.runs_projections),
             )
+            lease = getattr(self.loop.ownership, "lease", None)
+            if lease is not None:  # PostgreSQL: this replica's lease (adapters/leases.py)
+                age = lease.age()
+                yield GaugeMetricFamily(
+                    "cronsource_lease_age_seconds",
+                    "Seconds since this replica last renewed its lease (NaN while it holds none)",
+                    value=float("nan") if age is None else age,
+                )
+                yield CounterMetricFamily(
+                    "cronsource_leases_lost",
+                    "Times this replica gave up its shards and projector role because its lease"
+                    " lapsed or its lock session was lost",
+                    value=float(self.loop.ownership.leases_lost),
+                )
+                takeovers = CounterMetricFamily(
+                    "cronsource_lease_takeovers",
+                    "Lapsed replicas whose PostgreSQL backends this replica terminated, and"
+                    " terminations the server refused for want of privilege",
+                    labels=["result"],
+                )
+                takeovers.add_metric(["terminated"], float(self.loop.ownership.takeovers))
+                takeovers.add_metric(["refused"], float(self.loop.ownership.takeovers_refused))
+                yield takeovers
             failures = CounterMetricFamily(
                 "cronsource_worker_failures",
                 "Failed turns of this process's workers (each retried with backoff)",
@@ -289,16 +312,26 @@ class _EngineCollector(Collector):
         rows = self.engine.view.advisory_locks(
             (shards._MEMBER_CLASS, shards._SHARD_CLASS, PROJECTOR_LOCK_CLASS)
         )
+        # Locks held by a replica whose lease lapsed (frozen, or cut off) count as nobody's:
+        # its CronWorkflows are decided by nobody until the others terminate its session.
+        lapsed = self.engine.view.lapsed_lease_pids()
         members = {int(pid) for cls, _, pid in rows if int(cls) == shards._MEMBER_CLASS}
         by_pid: dict[int, int] = defaultdict(int)
         for cls, _, pid in rows:
             if int(cls) == shards._SHARD_CLASS:
                 by_pid[int(pid)] += 1
         projector = [int(pid) for cls, _, pid in rows if int(cls) == PROJECTOR_LOCK_CLASS]
+        live = members - lapsed
         yield GaugeMetricFamily(
             "cronsource_replicas",
-            "Scheduler replicas alive on this database (holding the member lock)",
-            value=float(len(members)),
+            "Scheduler replicas alive on this database (holding the member lock, lease renewed)",
+            value=float(len(live)),
+        )
+        yield GaugeMetricFamily(
+            "cronsource_replicas_lapsed",
+            "Replicas holding the member lock whose lease lapsed (frozen or cut off: the others"
+            " terminate their sessions)",
+            value=float(len(members & lapsed)),
         )
         per = GaugeMetricFamily(
             "cronsource_shards_owned",
@@ -308,15 +341,23 @@ class _EngineCollector(Collector):
         for pid in sorted(members | set(by_pid)):
             per.add_metric([str(pid)], float(by_pid.get(pid, 0)))
         yield per
+        held_lapsed = sum(n for pid, n in by_pid.items() if pid in lapsed)
+        held_live = sum(n for pid, n in by_pid.items() if pid not in lapsed)
         yield GaugeMetricFamily(
             "cronsource_shards_unowned",
-            "Shards no replica owns (their CronWorkflows are decided by nobody until a rebalance)",
-            value=float(shards.SHARDS - sum(by_pid.values())) if members else float(shards.SHARDS),
+            "Shards no live replica owns: free, or held by a replica whose lease lapsed (their"
+            " CronWorkflows are decided by nobody until a rebalance)",
+            value=float(shards.SHARDS - held_live) if live else float(shards.SHARDS),
+        )
+        yield GaugeMetricFamily(
+            "cronsource_shards_lapsed",
+            "Shards held by a replica whose lease lapsed (counted in cronsource_shards_unowned)",
+            value=float(held_lapsed),
         )
         yield GaugeMetricFamily(
             "cronsource_projector_replicas",
-            "Replicas holding the projector lock (1 when healthy)",
-            value=float(len(projector)),
+            "Replicas holding the projector lock with a live lease (1 when healthy)",
+            value=float(len([p for p in projector if p not in lapsed])),
         )
 
 

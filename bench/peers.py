@@ -114,7 +114,9 @@ def run_ours(url: str, n: int, workdir: Path, timeout: float, mode: str) -> dict
         )
         engine.catch_up(instant - timedelta(minutes=30))
         ownership: Ownership = (
-            AdvisoryLockShards(config.pg_conninfo) if config.kind == "postgresql" else SoleOwner()
+            AdvisoryLockShards(config.pg_conninfo, schema=config.pg_schema)
+            if config.kind == "postgresql"
+            else SoleOwner()
         )
         loop = SchedulerLoop(
             engine, ownership, role="all", watcher=RunWatcher(engine, target), clock=clock

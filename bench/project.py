@@ -254,7 +254,7 @@ def serve_projector(url: str, wfdir: str) -> int:
     config = StoreConfig.parse(url)
     engine = build_engine(config, target=LocalTarget(wfdir, RUN_DURATION), create_tables=False)
     ownership: Ownership = (
-        AdvisoryLockShards(config.pg_conninfo, want_projector=True)
+        AdvisoryLockShards(config.pg_conninfo, want_projector=True, schema=config.pg_schema)
         if config.kind == "postgresql"
         else SoleOwner()
     )

@@ -75,7 +75,7 @@ def worker(
 
     config = StoreConfig.parse(url)
     engine = build_engine(config, create_tables=False)
-    shards = AdvisoryLockShards(config.pg_conninfo, want_projector=False)
+    shards = AdvisoryLockShards(config.pg_conninfo, want_projector=False, schema=config.pg_schema)
     clock = VirtualClock(instant - timedelta(seconds=30))
     loop = SchedulerLoop(engine, shards, role="scheduler", clock=clock)
     while not settled.is_set():  # until the parent sees the K replicas hold all shards

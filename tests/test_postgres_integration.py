@@ -42,6 +42,8 @@ ROOT = Path(__file__).resolve().parent.parent
 WORKER = ROOT / "tests" / "procs" / "decide_worker.py"
 EVENT_TABLES = {"cronsource_events"}
 VIEW_TABLES = {"cronsource_status", "cronsource_audit", "cronsource_tracking"}
+#: The replicas' leases (adapters/leases.py), made by `migrate` with the read model.
+LEASE_TABLES = {"cronsource_leases"}
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -176,7 +178,7 @@ def test_migrate_creates_tables_once_and_replicas_run_without_ddl(pg_url: str) -
         early.close()
 
     migrate(cfg)
-    assert public_tables(pg_url) == EVENT_TABLES | VIEW_TABLES
+    assert public_tables(pg_url) == EVENT_TABLES | VIEW_TABLES | LEASE_TABLES
     with psycopg.connect(pg_url) as conn:
         oids = conn.execute(
             "SELECT relname, oid FROM pg_class WHERE relname LIKE 'cronsource%' ORDER BY 1"

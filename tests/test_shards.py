@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from adapters.engine import migrate
 from adapters.shards import SHARDS, AdvisoryLockShards
 from adapters.store import StoreConfig
 from tests import pgserver
@@ -18,6 +19,8 @@ def test_members_of_another_database_leave_a_sole_replica_every_shard(
     pg_url: str, pg_server_url: str
 ) -> None:
     other = pgserver.fresh_database(pg_server_url)
+    migrate(StoreConfig.parse(pg_url))
+    migrate(StoreConfig.parse(other))
     ours = AdvisoryLockShards(StoreConfig.parse(pg_url).pg_conninfo)
     theirs = [AdvisoryLockShards(StoreConfig.parse(other).pg_conninfo) for _ in range(2)]
     try:

@@ -6,7 +6,8 @@ projections/readmodel.py); the work is done by the modules it names.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from eventsourcing.persistence import Tracking
@@ -23,6 +24,9 @@ class ReadModel(Queries):
     def __init__(self, db: Database, projection: str = "readmodel") -> None:
         super().__init__(db)
         self.projection = projection
+        #: Where the projection's writes (rows and positions) go: the database itself, or
+        #: the projector's own session (`write_through`).
+        self._writes: Database = db
 
     @classmethod
     def sqlite(cls, path: str) -> ReadModel:
@@ -48,10 +52,40 @@ class ReadModel(Queries):
         return positions.max_tracking_id(self.db, projection or self.projection, application_name)
 
     def track(self, projection: str, tracking: Tracking) -> bool:
-        return positions.track(self.db, projection, tracking)
+        return positions.track(self._writes, projection, tracking)
 
     def write(self, tracking: Tracking, status: StatusRow | None, audit: AuditRow) -> None:
         self.write_batch([(tracking, status, audit)])
 
     def write_batch(self, items: Sequence[tuple[Tracking, StatusRow | None, AuditRow]]) -> int:
-        return writer.write_batch(self.db, self.projection, items)
+        return writer.write_batch(self._writes, self.projection, items)
+
+    def write_through(self, transaction: Callable[[], AbstractContextManager[Any]]) -> None:
+        """Run the projection's write transactions in `transaction` from now on: in `run` on
+        PostgreSQL, the session that holds the projector lock (adapters/shards.py
+        `projector_transaction`), so that a replica whose role was taken cannot write.
+        Reads stay on the database's own connections."""
+        self._writes = _WritesThrough(self.db, transaction)
+
+
+class _WritesThrough:
+    """The read model's database, with its write transactions taken from elsewhere."""
+
+    def __init__(
+        self, db: Database, transaction: Callable[[], AbstractContextManager[Any]]
+    ) -> None:
+        self.db = db
+        self.dialect = db.dialect
+        self._transaction = transaction
+
+    def fetch(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        return self.db.fetch(sql, args)
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        return self._transaction()
+
+    def separate_connection(self) -> Any:
+        return self.db.separate_connection()
+
+    def close(self) -> None:
+        self.db.close()

@@ -468,6 +468,18 @@ class Queries:
         )
         return [(int(r[0]), int(r[1]), int(r[2])) for r in rows]
 
+    def lapsed_lease_pids(self) -> set[int]:
+        """Backends named by replicas' leases that were not renewed in time (adapters/
+        leases.py): the locks they hold belong to a replica that may be frozen. PostgreSQL
+        only; empty on a store migrated before leases existed."""
+        if not self._query("SELECT to_regclass('cronsource_leases') IS NOT NULL")[0][0]:
+            return set()
+        rows = self._query(
+            "SELECT DISTINCT unnest(pids) FROM cronsource_leases"
+            " WHERE renewed_at + lease_seconds * interval '1 second' < now()"
+        )
+        return {int(r[0]) for r in rows}
+
     def lock_holders(self, class_id: int) -> int:
         """How many backends hold an advisory lock of this class on this database (advisory
         locks belong to a database, but pg_locks lists the whole server's). PostgreSQL only."""

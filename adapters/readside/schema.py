@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from adapters import leases
 from adapters.readside.database import Database
 
 TABLES = [
@@ -48,6 +49,10 @@ def create_tables(db: Database) -> None:
         _upgrade(db, conn)
         for stmt in INDEXES:
             conn.execute(stmt)
+        if not db.dialect.is_sqlite:
+            # Not the read model's, but made with it in the store's schema by `migrate`: the
+            # replicas' leases (adapters/leases.py), which an embedded store does not need.
+            conn.execute(leases.TABLE)
 
 
 def _upgrade(db: Database, conn: Any) -> None:
@@ -67,3 +72,5 @@ def drop_tables(db: Database) -> None:
     with db.transaction() as conn:
         for t in TABLE_NAMES:
             conn.execute(f"DROP TABLE IF EXISTS {t}")
+        if not db.dialect.is_sqlite:
+            conn.execute("DROP TABLE IF EXISTS cronsource_leases")

@@ -98,6 +98,7 @@ class Scheduler:
         lock timeouts it sets), and the batch is decided again on the time it is then, where
         those ticks are missed ticks and follow the deadline rules."""
         while True:
+            self.ownership.check_lease()  # a replica frozen past its lease writes nothing
             try:
                 with commit_within(self._time_left(batch)):
                     report = self.service.commit_batch(batch, at)

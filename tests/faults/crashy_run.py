@@ -20,10 +20,27 @@ Points:
 - `before-run-completed`: the run watcher persisted a `.phase` file and is about to append
   RunCompleted.
 
+Stalls (a frozen replica, tests/test_fault_frozen_replica.py):
+
+    CRONSOURCE_STALL=POINT  CRONSOURCE_STALL_ARM=PATH  python tests/faults/crashy_run.py ...
+
+The first time the process reaches POINT after the file PATH exists, it writes `STALL POINT`
+to stderr and sends itself SIGSTOP (every thread stops, the PostgreSQL sessions stay open), so
+the freeze lands exactly where a replica holds something it must not act on later. After
+SIGCONT it writes `STALL woke` and goes on. Points:
+
+- `before-commit`: the scheduler has decided a batch and is about to commit it
+  (`Scheduler._commit`). Every later `CronService.commit_batch` of a decision made before the
+  stall writes `STALE COMMIT` and is counted as `stale_commits` in the stats file.
+- `readmodel-in-txn`: as the crash point of that name, inside the read model's transaction
+  before COMMIT. How that transaction ends is written after the wake-up:
+  `STALL txn committed` or `STALL txn failed: ERROR`.
+
 SIGUSR1 writes the stack of every thread to stderr (to see where a replica hangs).
 
-CRONSOURCE_FAULT_STATS=PATH: at a clean exit, write `{"rejected_writes": N, "fires": N}`
-(the service's count of saves the store refused as stale, which the CLI does not print).
+CRONSOURCE_FAULT_STATS=PATH: at a clean exit, write `{"rejected_writes": N, "fires": N,
+"stale_commits": N}` (the service's count of saves the store refused as stale, which the CLI
+does not print).
 """
 
 from __future__ import annotations
@@ -37,6 +54,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -47,6 +65,8 @@ from adapters import cli  # noqa: E402
 from adapters.localtarget import LocalTarget  # noqa: E402
 from adapters.readside.database import PostgresDatabase, SqliteDatabase  # noqa: E402
 from adapters.readside.model import ReadModel  # noqa: E402
+from adapters.runtime.scheduler import Scheduler  # noqa: E402
+from adapters.shards import AdvisoryLockShards  # noqa: E402
 from domain.service import CronService  # noqa: E402
 
 POINTS = (
@@ -75,6 +95,92 @@ class Fault:
             sys.stderr.write(f"FAULT {point} {self.seen}\n")
             sys.stderr.flush()
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+STALL_POINTS = ("before-commit", "readmodel-in-txn")
+
+
+class Stall:
+    def __init__(self, point: str, arm: str) -> None:
+        if point not in STALL_POINTS:
+            raise SystemExit(f"CRONSOURCE_STALL: unknown point {point!r}; one of {STALL_POINTS}")
+        self.point = point
+        self.arm = arm
+        #: Wall time of the stall (None: not yet): decisions made before it are stale after.
+        self.at: datetime | None = None
+        self.stale_commits = 0
+        self._lock = threading.Lock()
+
+    def reached(self, point: str) -> bool:
+        """Stall here if armed and not yet stalled; True if this call stalled."""
+        if point != self.point or not os.path.exists(self.arm):
+            return False
+        with self._lock:
+            if self.at is not None:
+                return False
+            self.at = datetime.now(UTC)
+        sys.stderr.write(f"STALL {point} at {self.at.isoformat()}\n")
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGSTOP)
+        sys.stderr.write(f"STALL woke at {datetime.now(UTC).isoformat()}\n")
+        sys.stderr.flush()
+        return True
+
+
+def install_stall(stall: Stall) -> None:
+    commit = Scheduler._commit
+
+    def stalling_commit(self: Scheduler, batch: Any, at: Any) -> Any:
+        stall.reached("before-commit")
+        return commit(self, batch, at)
+
+    Scheduler._commit = stalling_commit  # type: ignore[method-assign]
+
+    commit_batch = CronService.commit_batch
+
+    def watched_commit_batch(self: CronService, aggs: Any, at: Any) -> Any:
+        if stall.at is not None and at <= stall.at:
+            stall.stale_commits += 1
+            sys.stderr.write(f"STALE COMMIT of a decision made at {at.isoformat()}\n")
+            sys.stderr.flush()
+        return commit_batch(self, aggs, at)
+
+    CronService.commit_batch = watched_commit_batch  # type: ignore[method-assign]
+
+    write_batch = ReadModel.write_batch
+    writing = threading.local()
+
+    def stalling(transaction: Any) -> Any:
+        @contextlib.contextmanager
+        def stalling_transaction(self: Any) -> Iterator[Any]:
+            stalled = False
+            try:
+                with transaction(self) as conn:
+                    yield conn
+                    if getattr(writing, "active", False):
+                        stalled = stall.reached("readmodel-in-txn")
+            except BaseException as e:
+                if stalled:
+                    sys.stderr.write(f"STALL txn failed: {type(e).__name__}: {e}\n")
+                    sys.stderr.flush()
+                raise
+            if stalled:
+                sys.stderr.write("STALL txn committed\n")
+                sys.stderr.flush()
+
+        return stalling_transaction
+
+    def tracked_write_batch(self: ReadModel, items: Any) -> int:
+        writing.active = True
+        try:
+            return write_batch(self, items)
+        finally:
+            writing.active = False
+
+    for db in (SqliteDatabase, PostgresDatabase, AdvisoryLockShards):
+        name = "projector_transaction" if db is AdvisoryLockShards else "transaction"
+        setattr(db, name, stalling(getattr(db, name)))
+    ReadModel.write_batch = tracked_write_batch  # type: ignore[method-assign]
 
 
 def install(fault: Fault) -> None:
@@ -122,8 +228,10 @@ def install(fault: Fault) -> None:
         finally:
             writing.active = False
 
-    for db in (SqliteDatabase, PostgresDatabase):
-        db.transaction = crashy(db.transaction)  # type: ignore[method-assign]
+    # On PostgreSQL, `run` writes the read model on its projector lock's session.
+    for db in (SqliteDatabase, PostgresDatabase, AdvisoryLockShards):
+        name = "projector_transaction" if db is AdvisoryLockShards else "transaction"
+        setattr(db, name, crashy(getattr(db, name)))
     ReadModel.write_batch = tracked_write_batch  # type: ignore[method-assign]
 
     run_completed = CronService.run_completed
@@ -135,7 +243,7 @@ def install(fault: Fault) -> None:
     CronService.run_completed = crashy_run_completed  # type: ignore[method-assign]
 
 
-def record_stats(path: str) -> None:
+def record_stats(path: str, stall: Stall | None) -> None:
     services: list[CronService] = []
     init = CronService.__init__
 
@@ -156,7 +264,11 @@ def record_stats(path: str) -> None:
     CronService.commit_batch = counting_commit  # type: ignore[method-assign]
 
     def write() -> None:
-        stats = {"rejected_writes": sum(s.rejected_writes for s in services), "fires": fires[0]}
+        stats = {
+            "rejected_writes": sum(s.rejected_writes for s in services),
+            "fires": fires[0],
+            "stale_commits": stall.stale_commits if stall is not None else 0,
+        }
         with open(path, "w") as f:
             json.dump(stats, f)
 
@@ -166,9 +278,13 @@ def record_stats(path: str) -> None:
 def main() -> None:
     # `kill -USR1 PID` prints every thread's stack into the replica's log (hang diagnosis).
     faulthandler.register(signal.SIGUSR1, all_threads=True)
+    stall_point = os.environ.get("CRONSOURCE_STALL")
+    stall = Stall(stall_point, os.environ["CRONSOURCE_STALL_ARM"]) if stall_point else None
     stats = os.environ.get("CRONSOURCE_FAULT_STATS")
     if stats:
-        record_stats(stats)
+        record_stats(stats, stall)
+    if stall is not None:
+        install_stall(stall)
     spec = os.environ.get("CRONSOURCE_FAULT")
     if spec:
         install(Fault(spec))

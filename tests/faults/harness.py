@@ -122,6 +122,8 @@ class Replica:
     workflows_dir: Path
     log_dir: Path
     run_args: tuple[str, ...] = ("--local-run-duration", "1s")
+    #: More environment for the process (the stall hooks of crashy_run.py).
+    env: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     generation: int = 0
     started_at: float = 0.0
@@ -145,6 +147,7 @@ class Replica:
         env["PYTHONUNBUFFERED"] = "1"
         if fault:
             env["CRONSOURCE_FAULT"] = fault
+        env.update(self.env)
         argv = [
             sys.executable,
             str(CRASHY_RUN),
@@ -211,6 +214,37 @@ class Replica:
             ) from None
         self.exits.append(rc)
         return rc
+
+    def stopped(self) -> bool:
+        """Whether the process is stopped by a signal (state T in /proc)."""
+        assert self.proc is not None
+        try:
+            stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
+        except FileNotFoundError:
+            return False
+        return stat.rsplit(")", 1)[1].split()[0] == "T"
+
+    def probe_url(self) -> str:
+        """The probe server's base URL (`run --http-port 0` prints the port it got)."""
+        for line in self.log().splitlines():
+            if line.startswith("cronsource probes on "):
+                return line.removeprefix("cronsource probes on ").strip()
+        raise AssertionError(f"{self.name} has no probe server:\n{self.tail()}")
+
+    def metrics(self) -> dict[str, float]:
+        """This replica's /metrics, unlabelled samples by name (labelled: name{k=v,...})."""
+        import urllib.request
+
+        from prometheus_client.parser import text_string_to_metric_families
+
+        with urllib.request.urlopen(self.probe_url() + "/metrics", timeout=5) as r:
+            text = r.read().decode()
+        out: dict[str, float] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+                out[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+        return out
 
     def stats(self) -> dict[str, int]:
         try:
@@ -433,6 +467,17 @@ def check_decisions(logs: dict[str, CronLog]) -> Summary:
                 )
     assert not problems, "decision invariants broken:\n" + "\n".join(problems[:30])
     return s
+
+
+def check_stream_versions(events: list[tuple[int, Any]]) -> int:
+    """No stream has a gap: each one's versions are 1, 2, ..., n in log order (a save on top
+    of versions the log does not hold would leave one). Returns the streams checked."""
+    versions: dict[Any, list[int]] = defaultdict(list)
+    for _, ev in events:
+        versions[ev.originator_id].append(ev.originator_version)
+    gaps = {str(cid): vs for cid, vs in versions.items() if vs != list(range(1, len(vs) + 1))}
+    assert not gaps, f"{len(gaps)} streams with version gaps, e.g. {next(iter(gaps.items()))}"
+    return len(versions)
 
 
 def workflow_files(directory: Path) -> dict[str, Path]:
