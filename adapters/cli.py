@@ -42,7 +42,7 @@ from adapters.storecheck import StoreUnavailable, check_store, describe
 from domain.backfill import DEFAULT_MAX_BACKFILL_TICKS, OVERLAPS, BackfillPlan, BackfillTooLarge
 from domain.cronworkflow import CronWorkflow
 from domain.manifest import CronWorkflowManifest, ManifestError
-from domain.service import NotFound
+from domain.service import Applied, NotFound
 from domain.timestamps import TimestampError, parse_timestamp
 from projections.readmodel import StatusRow, rfc3339
 
@@ -479,25 +479,49 @@ def apply(files: tuple[str, ...], force: bool) -> None:
     takes the file's values. An unchanged file changes nothing and says `unchanged`."""
     obj = _obj()
     manifests = admit(files, obj.namespace)
-    failed = False
+    names: list[str] = []
+
+    def applied(m: CronWorkflowManifest, result: Applied) -> None:
+        names.append(f"{KIND}/{m.metadata.name}")
+        if obj.output != "name":
+            click.echo(f"{names[-1]} {result.what}")
+
     with obj.engine() as engine:
-        names = []
-        for m in manifests:
-            try:
-                result = engine.service.apply_config(m, now(), force=force)
-            except ManifestError as e:
-                failed = True
-                click.echo(f"error: {e}", err=True)
-                continue
-            for note in result.notes:
-                click.echo(f"warning: {note}", err=True)
-            names.append(f"{KIND}/{m.metadata.name}")
-            if obj.output != "name":
-                click.echo(f"{KIND}/{m.metadata.name} {result.what}")
+        apply_all(engine, manifests, applied, force=force)
     if obj.output == "name":
         click.echo("\n".join(names))
-    if failed:
-        sys.exit(1)
+
+
+def apply_all(
+    engine: Engine,
+    manifests: Sequence[CronWorkflowManifest],
+    applied: Callable[[CronWorkflowManifest, Applied], None],
+    *,
+    force: bool = False,
+) -> None:
+    """Apply every manifest three-way (`apply` and `run PATHS`): its notes as `warning:`
+    lines, then `applied` says what it did. First every merge is decided without saving: one
+    whose result is not a valid CronWorkflow (a value another writer set, merged with the
+    file's) refuses them all, naming it, so files valid on their own are never half applied."""
+    refused = []
+    for m in manifests:
+        try:
+            engine.service.apply_config(m, now(), force=force, dry_run=True)
+        except ManifestError as e:
+            refused.append(str(e))
+    if refused:
+        for line in refused:
+            click.echo(f"error: {line}", err=True)
+        n = len(manifests)
+        fail(f"nothing applied: {len(refused)} of {n} CronWorkflow(s) would not be valid")
+    for m in manifests:
+        try:
+            result: Applied = engine.service.apply_config(m, now(), force=force)
+        except ManifestError as e:  # another writer changed it since the check just above
+            fail(str(e))
+        for note in result.notes:
+            click.echo(f"warning: {note}", err=True)
+        applied(m, result)
 
 
 @cli.command(name="migrate")
@@ -1232,16 +1256,16 @@ def run(
         engine.view.next_due()
     except Exception as e:
         fail(describe(e, config))
-    for m in manifests:
-        # As `apply` does: a restart must not undo what a command changed since (issue 21).
-        try:
-            result = engine.service.apply_config(m, now())
-        except ManifestError as e:
-            engine.close()
-            fail(str(e))
-        for note in result.notes:
-            click.echo(f"warning: {note}", err=True)
-        click.echo(f"{KIND}/{m.metadata.name} {result.what}", err=True)
+    # As `apply` does: a restart must not undo what a command changed since (issue 21).
+    try:
+        apply_all(
+            engine,
+            manifests,
+            lambda m, result: click.echo(f"{KIND}/{m.metadata.name} {result.what}", err=True),
+        )
+    except SystemExit:
+        engine.close()
+        raise
     ownership: Ownership = (
         AdvisoryLockShards(
             config.pg_conninfo, want_projector=role != "scheduler", schema=config.pg_schema

@@ -264,16 +264,20 @@ class CronService(Application[UUID]):
         expected_version: int | None = None,
         *,
         force: bool = False,
+        dry_run: bool = False,
     ) -> Applied:
         """`kubectl apply` of a file: a three-way merge with the last-applied record, which
         this apply then replaces (CronWorkflow.apply_config; `force`: `--force-conflicts`).
-        Raises ManifestError, saving nothing, when the merge is not a valid CronWorkflow."""
+        Raises ManifestError, saving nothing, when the merge is not a valid CronWorkflow.
+        `dry_run`: decide on the current state and save nothing, so a caller applying many
+        files can refuse them all before saving any (`cronsource apply -f DIR`)."""
         return self._apply(
             manifest,
             at,
             expected_version,
             lambda a: a.apply_config(manifest, at, self.late_tolerance, force=force),
             applied_config(manifest),
+            save=not dry_run,
         )
 
     def _apply(
@@ -283,9 +287,12 @@ class CronService(Application[UUID]):
         expected_version: int | None,
         update: Callable[[CronWorkflow], list[str]],
         record: dict[str, Any] | None,
+        *,
+        save: bool = True,
     ) -> Applied:
         """Create (with `record` as its last-applied record) or `update`, re-deciding on a
-        lost race; `update` returns the notes of the attempt that was saved."""
+        lost race; `update` returns the notes of the attempt that was saved. Without `save`,
+        one attempt on the current state, not saved (the loaded aggregate is a copy)."""
         meta = manifest.metadata
 
         def on(a: CronWorkflow) -> Applied:
@@ -293,7 +300,7 @@ class CronService(Application[UUID]):
             notes = update(a)
             return Applied(a.id, "updated" if a.version != before else "unchanged", tuple(notes))
 
-        if expected_version is not None:
+        if expected_version is not None and save:
             try:
                 live = self.find(meta.namespace, meta.name, meta.uid or "")
             except NotFound:
@@ -309,13 +316,15 @@ class CronService(Application[UUID]):
             if current is None or current.deleted:
                 incarnation = 0 if current is None else current.incarnation + 1
                 agg = CronWorkflow.from_manifest(manifest, at, incarnation, last_applied=record)
-                self.save(agg)
+                if save:
+                    self.save(agg)
                 return Applied(agg.id, "created")
             result = on(current)
-            self.save(current)
+            if save:
+                self.save(current)
             return result
 
-        return self._retrying(attempt)
+        return self._retrying(attempt) if save else attempt()
 
     def create(
         self, manifest: CronWorkflowManifest, at: datetime, *, applied: bool = False

@@ -19,7 +19,7 @@ import pytest
 from domain.cronworkflow import CronWorkflow
 from domain.lastapplied import MISSING, merge
 from domain.manifest import CronWorkflowManifest, ManifestError, parse_manifest
-from domain.service import CronService, event_type
+from domain.service import CronService, NotFound, event_type
 from tests.instants import at
 from tests.test_golden import replay
 
@@ -371,3 +371,22 @@ def _forced(file: Any, live: Any) -> Any:
     if isinstance(file, dict) and isinstance(live, dict):
         return {**live, **file}
     return file
+
+
+def test_a_dry_run_decides_on_the_current_state_and_saves_nothing() -> None:
+    svc = service()
+    cron_id = applied(svc, manifest(timezone="Europe/Berlin"), "10:00:30")
+    svc.apply(manifest(timezone="Asia/Tokyo"), at("10:05:00"))
+    version = svc.load(cron_id).version
+
+    with pytest.raises(ManifestError, match="spec.timezone is 'Asia/Tokyo'"):
+        svc.apply_config(
+            manifest(schedules=["CRON_TZ=UTC 0 * * * *"]), at("10:10:00"), dry_run=True
+        )
+    would = svc.apply_config(manifest(concurrencyPolicy="Forbid"), at("10:10:00"), dry_run=True)
+    new = svc.apply_config(manifest("other"), at("10:10:00"), dry_run=True)
+
+    assert would.what == "updated" and svc.load(cron_id).version == version
+    assert new.what == "created"
+    with pytest.raises(NotFound):
+        svc.find("default", "other")

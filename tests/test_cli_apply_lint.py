@@ -8,12 +8,16 @@ import json
 import os
 import subprocess
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from adapters.engine import build_engine
+from adapters.store import StoreConfig
+from domain.manifest import parse_manifest
 from tests.test_cli import stored_events
 from tests.test_cli_first_hour import EXE, ROOT, cs
 
@@ -152,6 +156,38 @@ def test_a_changed_file_value_wins_and_a_dropped_one_resets(store, tmp_path):
     assert r.returncode == 0 and r.stderr == "" and "etl updated" in r.stdout
     got = get("etl", store)["spec"]
     assert got["suspend"] is True and "startingDeadlineSeconds" not in got
+
+
+def test_a_merge_that_would_be_invalid_refuses_every_file_of_the_apply(store, tmp_path):
+    d = tmp_path / "crons"
+    d.mkdir()
+    (d / "a.yaml").write_text(yaml.safe_dump(cron("a", timezone="Europe/Berlin")))
+    (d / "b.yaml").write_text(yaml.safe_dump(cron("b")))
+    assert cs("apply", "-f", str(d), store=store).returncode == 0
+    # Another writer (an HTTP PUT, the Kubernetes watch: a two-way apply) sets a's timezone.
+    engine = build_engine(StoreConfig.parse(store))
+    try:
+        engine.service.apply(parse_manifest(cron("a", timezone="Asia/Tokyo")), datetime.now(UTC))
+    finally:
+        engine.close()
+    # The file moves the zone into the schedule and drops `timezone`, which another writer
+    # changed, so Asia/Tokyo stays and conflicts; b's change is valid on its own.
+    (d / "a.yaml").write_text(yaml.safe_dump(cron("a", schedules=["CRON_TZ=UTC 0 * * * *"])))
+    (d / "b.yaml").write_text(yaml.safe_dump(cron("b", concurrencyPolicy="Forbid")))
+
+    r = cs("apply", "-f", str(d), store=store)
+
+    assert r.returncode == 1 and r.stdout == ""
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith("error: default/a: spec.schedules: ")
+    assert "--force-conflicts takes the file's values" in lines[0]
+    assert lines[-1] == "error: nothing applied: 1 of 2 CronWorkflow(s) would not be valid"
+    assert get("b", store)["spec"].get("concurrencyPolicy", "Allow") == "Allow"
+
+    forced = cs("apply", "-f", str(d), "--force-conflicts", store=store)
+    assert forced.returncode == 0, forced.stderr
+    assert get("a", store)["spec"]["schedules"] == ["CRON_TZ=UTC 0 * * * *"]
+    assert get("b", store)["spec"]["concurrencyPolicy"] == "Forbid"
 
 
 # ---------------------------------------------------------------------- item 5: every bad file
