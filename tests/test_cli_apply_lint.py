@@ -190,6 +190,31 @@ def test_a_merge_that_would_be_invalid_refuses_every_file_of_the_apply(store, tm
     assert get("b", store)["spec"]["concurrencyPolicy"] == "Forbid"
 
 
+def test_without_a_last_applied_record_apply_falls_back_to_two_way_and_says_so(store, tmp_path):
+    # Created by a writer that is not an apply (the Kubernetes watch: a two-way apply), so
+    # there is no record; a CronWorkflow stored before records were kept reads the same.
+    engine = build_engine(StoreConfig.parse(store))
+    try:
+        engine.service.apply(
+            parse_manifest(cron("etl", startingDeadlineSeconds=300)), datetime.now(UTC)
+        )
+    finally:
+        engine.close()
+    f = tmp_path / "etl.yaml"
+    f.write_text(yaml.safe_dump(cron("etl", startingDeadlineSeconds=60)))
+
+    first = cs("apply", "-f", str(f), store=store)
+    second = cs("apply", "-f", str(f), store=store)
+
+    assert first.returncode == 0 and "etl updated" in first.stdout
+    assert first.stderr.splitlines() == [
+        "warning: default/etl: no last-applied record: applied two-way (the file's values"
+        " replace the live ones); the next apply merges three-way"
+    ]
+    assert get("etl", store)["spec"]["startingDeadlineSeconds"] == 60
+    assert second.stderr == "" and "etl unchanged" in second.stdout
+
+
 # ---------------------------------------------------------------------- item 5: every bad file
 
 
