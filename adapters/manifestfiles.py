@@ -151,6 +151,7 @@ def admit_files(
     out = Admission()
     files, missing = expand(paths, exclude)
     for path, line in missing:
+        out.files += 1  # named on the command line, so one of the files the user gave
         out.bad(path, [line])
     for path in files:
         out.files += 1
