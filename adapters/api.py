@@ -23,7 +23,7 @@ from domain.backfill import BackfillPlan, BackfillTooLarge, Overlap
 from domain.cronworkflow import CronWorkflow
 from domain.decisions import SkipReason
 from domain.manifest import CronWorkflowManifest
-from domain.service import AlreadyExists, StaleVersion, topic_type
+from domain.service import AlreadyExists, Applied, StaleVersion, topic_type
 from domain.timestamps import TimestampError, parse_timestamp
 
 T = TypeVar("T")
@@ -121,22 +121,30 @@ class Operations:
         expected: int | None = None,
         must_exist: bool = False,
         must_not_exist: bool = False,
-    ) -> tuple[UUID, str]:
-        """Create or update; returns (id, created|updated|unchanged)."""
+        three_way: bool = False,
+        force: bool = False,
+    ) -> Applied:
+        """Create or update. `three_way`: a file applied, as `kubectl apply` (the POST
+        route, as `cronsource apply`: fields other writers changed since the last apply keep
+        their values unless `force`); else the writer's values as they are (PUT)."""
         meta = manifest.metadata
         at = self.clock()
         with self._settled():
             if must_not_exist:
-                return self._create(manifest, expected, at)
+                return Applied(self._create(manifest, expected, at, applied=three_way), "created")
             if must_exist:
                 self.service.find(meta.namespace, meta.name, meta.uid or "")  # NotFound: 404
             with self._counting_stale():
-                result: tuple[UUID, str] = self.service.apply(manifest, at, expected)
+                if three_way:
+                    result: Applied = self.service.apply_config(manifest, at, expected, force=force)
+                else:
+                    cron_id, what = self.service.apply(manifest, at, expected)
+                    result = Applied(cron_id, what)
         return result
 
     def _create(
-        self, manifest: CronWorkflowManifest, expected: int | None, at: datetime
-    ) -> tuple[UUID, str]:
+        self, manifest: CronWorkflowManifest, expected: int | None, at: datetime, applied: bool
+    ) -> UUID:
         """Create only (`If-None-Match: *`), decided by the store (`CronService.create`), so
         two replicas creating one name at once get one 201 and one AlreadyExists.
 
@@ -154,8 +162,8 @@ class Operations:
         row = self.engine.view.status(meta.namespace, meta.name)
         if row is not None:
             raise AlreadyExists(meta.namespace, meta.name, row.version)
-        cron_id: UUID = self.service.create(manifest, at)
-        return cron_id, "created"
+        cron_id: UUID = self.service.create(manifest, at, applied=applied)
+        return cron_id
 
     def command(
         self,

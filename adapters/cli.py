@@ -21,7 +21,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
-from pathlib import Path
 from typing import Any, NoReturn
 from zoneinfo import ZoneInfo
 
@@ -36,14 +35,15 @@ from adapters.api import EVENT_TYPES, SKIP_REASONS, FieldError
 from adapters.engine import Engine, build_engine, migrate
 from adapters.explain import explain
 from adapters.loggaps import Gap, find_gaps, repair_gaps
+from adapters.manifestfiles import Admission, admit_files
 from adapters.objects import backfill_result, next_fire_times
 from adapters.selectors import parse_label_selector, select
 from adapters.store import StoreConfig, StoreURLError
 from adapters.storecheck import StoreUnavailable, check_store, describe
 from domain.backfill import DEFAULT_MAX_BACKFILL_TICKS, OVERLAPS, BackfillPlan, BackfillTooLarge
 from domain.cronworkflow import CronWorkflow
-from domain.manifest import CronWorkflowManifest, ManifestError, is_other_kind, parse_manifest
-from domain.service import NotFound
+from domain.manifest import CronWorkflowManifest, ManifestError
+from domain.service import Applied, NotFound
 from domain.timestamps import TimestampError, parse_timestamp
 from projections.readmodel import StatusRow, rfc3339
 
@@ -383,48 +383,29 @@ def name_argument(required: bool = True, many: bool = False) -> Callable[[Any], 
 # ---------------------------------------------------------------------- admission
 
 
-def load_documents(path: str) -> list[tuple[str, object]]:
-    """YAML documents of a file ('-' is stdin), each with a source label for messages,
-    through the loader every entrypoint shares (adapters/documents.py)."""
-    from adapters.documents import DocumentError, from_client, load_yaml
-
-    try:
-        docs = load_yaml(read_input(path), path)
-    except DocumentError as e:
-        fail(str(e))
-    if not docs:
-        fail(f"{path}: no documents")
-    label = "<stdin>" if path == "-" else path
-    return [
-        (f"{label}#{i}" if len(docs) > 1 else label, from_client(d)) for i, d in enumerate(docs)
-    ]
-
-
-def manifest_files(paths: Sequence[str], exclude: str | None = None) -> list[str]:
-    """Files to read: a directory gives its *.yaml and *.yml (recursively), leaving out
-    `exclude` (the local target's workflows directory: `run .` must not read its own Workflow
-    files back); '-' is stdin."""
-    files: list[str] = []
-    skip = Path(exclude).resolve() if exclude else None
-    for p in paths:
-        path = Path(p)
-        if p == "-":
-            files.append(p)
-        elif path.is_dir():
-            found = sorted(
-                str(f)
-                for f in path.rglob("*")
-                if f.suffix in (".yaml", ".yml")
-                and not (skip is not None and f.resolve().is_relative_to(skip))
-            )
-            if not found:
-                fail(f"{p}: no .yaml or .yml files in this directory")
-            files += found
-        elif path.exists():
-            files.append(p)
-        else:
-            fail(f"{p}: no such file or directory")
-    return files
+def read_files(
+    paths: Sequence[str],
+    namespace: str | None = None,
+    *,
+    only_cronworkflows: bool = False,
+    exclude: str | None = None,
+    strict: bool = False,
+) -> Admission:
+    """Every document of every path, admitted (adapters/manifestfiles.py), its problems and
+    warnings printed, one `error:`/`warning:` line each; the caller decides the exit."""
+    got = admit_files(
+        paths,
+        sys.stdin.buffer,
+        namespace,
+        only_cronworkflows=only_cronworkflows,
+        exclude=exclude,
+        strict=strict,
+    )
+    for line in got.problems:
+        click.echo(f"error: {line}", err=True)
+    for line in got.warnings:
+        click.echo(f"warning: {line}", err=True)
+    return got
 
 
 def admit(
@@ -434,65 +415,114 @@ def admit(
     only_cronworkflows: bool = False,
     exclude: str | None = None,
 ) -> list[CronWorkflowManifest]:
-    """Every document of every file, or exit 1 naming each bad field (nothing is applied).
-    A manifest without a namespace takes `-n` (as kubectl does). With `only_cronworkflows`
-    (`run PATHS`: a directory may hold other manifests), documents of another kind are
-    skipped with a note instead of refused."""
-    manifests, problems = [], []
-    for path in manifest_files(paths, exclude):
-        for source, doc in load_documents(path):
-            if only_cronworkflows and not (
-                isinstance(doc, dict) and doc.get("kind") == "CronWorkflow"
-            ):
-                kind = doc.get("kind") if isinstance(doc, dict) else type(doc).__name__
-                click.echo(f"skipped {source}: kind {kind!s:.60} is not a CronWorkflow", err=True)
-                continue
-            if is_other_kind(doc):
-                continue  # as `argo cron lint`: other kinds in the file are not ours
-            if namespace and isinstance(doc, dict) and isinstance(doc.get("metadata"), dict):
-                doc["metadata"].setdefault("namespace", namespace)
-            try:
-                manifests.append(parse_manifest(doc, source))
-            except ManifestError as e:
-                problems += [f"{source}: {p}" for p in e.problems]
-    if not manifests and not problems:
-        fail("found no CronWorkflow in the specified files")  # Argo: "found nothing to lint"
-    if problems:
-        for p in problems:
-            click.echo(f"error: {p}", err=True)
+    """The manifests to apply, or exit 1 after naming every problem of every file: nothing
+    is applied when any file is bad, and when others were fine that is said, so a silent
+    directory apply cannot be taken for a done one. `run PATHS` (`only_cronworkflows`)
+    names each document it skips; `apply` counts them."""
+    got = read_files(paths, namespace, only_cronworkflows=only_cronworkflows, exclude=exclude)
+    if only_cronworkflows:
+        for source, what in got.skipped:
+            click.echo(f"skipped {source}: {what} is not a CronWorkflow", err=True)
+    elif got.skipped:
+        n = len(got.skipped)
+        click.echo(
+            f"{n} other document{'s' if n != 1 else ''} skipped (not CronWorkflows)", err=True
+        )
+    if got.problems:
+        if got.manifests:
+            n, bad = len(got.manifests), len(got.bad_files)
+            fail(
+                f"nothing applied: {bad} of {got.files} file(s) have errors"
+                f" ({n} valid CronWorkflow(s) not applied either)"
+            )
         sys.exit(1)
-    return manifests
+    if not got.manifests:
+        fail("found no CronWorkflow in the specified files")  # Argo: "found nothing to lint"
+    return [m for _, m in got.manifests]
 
 
 @cli.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(allow_dash=True))
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="a name Argo does not define in `when` or `stopStrategy` is an error, not a warning",
+)
 @global_options(output=False, all_namespaces=False, selector=False)
-def lint(files: tuple[str, ...]) -> None:
-    """Validate manifests (files, directories, - for stdin); exit 1 naming each bad field."""
-    ms = admit(files)
-    click.echo(f"{len(ms)} CronWorkflow(s) valid")
+def lint(files: tuple[str, ...], strict: bool) -> None:
+    """Validate manifests (files, directories, - for stdin): every bad file is named, one
+    line per problem, and the exit is 1 when any is bad."""
+    got = read_files(files, strict=strict)
+    if not got.manifests and not got.problems:
+        fail("found no CronWorkflow in the specified files")  # Argo: "found nothing to lint"
+    click.echo(got.summary())
+    if got.problems:
+        sys.exit(1)
 
 
 @cli.command()
 @click.option(
     "-f", "--filename", "files", multiple=True, required=True, help="file, directory or -"
 )
+@click.option(
+    "--force-conflicts",
+    "--overwrite",
+    "force",
+    is_flag=True,
+    help="take the file's values also where another writer changed a field since the last apply",
+)
 @global_options(all_namespaces=False, selector=False)
-def apply(files: tuple[str, ...]) -> None:
-    """Create or update CronWorkflows, declaratively as `kubectl apply`: a field the file
-    does not set (suspend first of all) keeps its live value; an unchanged file changes
-    nothing and says `unchanged`."""
+def apply(files: tuple[str, ...], force: bool) -> None:
+    """Create or update CronWorkflows, as `kubectl apply`: a three-way merge of the last
+    applied file, this file and the live object. A field the file does not set keeps its
+    live value, and so does one another writer (`cronsource suspend`, an HTTP PUT) changed
+    since the last apply while the file's value for it is unchanged; --force-conflicts
+    takes the file's values. An unchanged file changes nothing and says `unchanged`."""
     obj = _obj()
     manifests = admit(files, obj.namespace)
+    names: list[str] = []
+
+    def applied(m: CronWorkflowManifest, result: Applied) -> None:
+        names.append(f"{KIND}/{m.metadata.name}")
+        if obj.output != "name":
+            click.echo(f"{names[-1]} {result.what}")
+
     with obj.engine() as engine:
-        names = []
-        for m in manifests:
-            _, what = engine.service.apply(m, now())
-            names.append(f"{KIND}/{m.metadata.name}")
-            if obj.output != "name":
-                click.echo(f"{KIND}/{m.metadata.name} {what}")
+        apply_all(engine, manifests, applied, force=force)
     if obj.output == "name":
         click.echo("\n".join(names))
+
+
+def apply_all(
+    engine: Engine,
+    manifests: Sequence[CronWorkflowManifest],
+    applied: Callable[[CronWorkflowManifest, Applied], None],
+    *,
+    force: bool = False,
+) -> None:
+    """Apply every manifest three-way (`apply` and `run PATHS`): its notes as `warning:`
+    lines, then `applied` says what it did. First every merge is decided without saving: one
+    whose result is not a valid CronWorkflow (a value another writer set, merged with the
+    file's) refuses them all, naming it, so files valid on their own are never half applied."""
+    refused = []
+    for m in manifests:
+        try:
+            engine.service.apply_config(m, now(), force=force, dry_run=True)
+        except ManifestError as e:
+            refused.append(str(e))
+    if refused:
+        for line in refused:
+            click.echo(f"error: {line}", err=True)
+        n = len(manifests)
+        fail(f"nothing applied: {len(refused)} of {n} CronWorkflow(s) would not be valid")
+    for m in manifests:
+        try:
+            result: Applied = engine.service.apply_config(m, now(), force=force)
+        except ManifestError as e:  # another writer changed it since the check just above
+            fail(str(e))
+        for note in result.notes:
+            click.echo(f"warning: {note}", err=True)
+        applied(m, result)
 
 
 @cli.command(name="migrate")
@@ -1293,9 +1323,16 @@ def run(
         engine.view.next_due()
     except Exception as e:
         fail(describe(e, config))
-    for m in manifests:
-        _, what = engine.service.apply(m, now())
-        click.echo(f"{KIND}/{m.metadata.name} {what}", err=True)
+    # As `apply` does: a restart must not undo what a command changed since (issue 21).
+    try:
+        apply_all(
+            engine,
+            manifests,
+            lambda m, result: click.echo(f"{KIND}/{m.metadata.name} {result.what}", err=True),
+        )
+    except SystemExit:
+        engine.close()
+        raise
     ownership: Ownership
     if config.kind == "postgresql":
         shards = AdvisoryLockShards(

@@ -65,11 +65,17 @@ def decode(data: bytes | str, source: str) -> str:
     ):
         raise DocumentError(f"{source}: the file is UTF-16 text; save it as UTF-8")
     try:
-        return data.decode("utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise DocumentError(
-            f"{source}: not UTF-8 text (byte {data[e.start]:#04x} at offset {e.start})"
+            f"{source}: not UTF-8 text (byte {data[e.start]:#04x} at offset {e.start});"
+            " a binary file?"
         ) from None
+    if (nul := text.find("\0")) >= 0:
+        # Valid UTF-8 can still be binary (a NUL is never in YAML or JSON text): say what it
+        # is rather than the parser's "special characters are not allowed".
+        raise DocumentError(f"{source}: a binary file (a NUL character at offset {nul}), not text")
+    return text
 
 
 def _check_input_size(size: int, source: str) -> None:

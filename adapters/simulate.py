@@ -391,7 +391,10 @@ class Simulation:
 
     def _apply(self, manifest: dict[str, Any], at: datetime) -> None:
         m = parse_manifest(manifest)
-        cron_id, _ = self.svc.apply(m, at)
+        # As `cronsource apply` does (three-way), so a scenario previews what the user's
+        # apply will do: a `suspend` action survives a later `apply` of a file that says
+        # `suspend: false`.
+        cron_id = self.svc.apply_config(m, at).id
         opts = scheduling_options(dict(m.metadata.annotations))
         self.target.durations[str(cron_id)] = (opts.run_duration, opts.run_phase)
 

@@ -38,10 +38,13 @@ from domain.expressions import (
     cronworkflow_variables,
     evaluate_bool,
 )
+from domain.lastapplied import applied_config, live_config, merge, record_problem
 from domain.manifest import (
     ANNOTATION_DST_POLICY,
     CronWorkflowManifest,
     CronWorkflowSpec,
+    ManifestError,
+    parse_manifest,
     scheduling_options,
 )
 from domain.schedule import CompiledSchedule, compile_schedule, needs_anchor
@@ -88,6 +91,39 @@ def _spec_dict(spec: CronWorkflowSpec) -> dict[str, Any]:
     return spec.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
+def _without_suspend(spec: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in spec.items() if k != "suspend"}
+
+
+def _merged_manifest(
+    manifest: CronWorkflowManifest, config: dict[str, Any], ref: str
+) -> CronWorkflowManifest:
+    """The manifest a three-way merge leads to, admitted as any manifest is: valid parts of
+    a file and of the live object do not always make a valid whole (a timezone from one and
+    a `CRON_TZ=` schedule from the other)."""
+    meta = manifest.metadata.model_dump(by_alias=True, exclude_none=True, mode="json")
+    meta.pop("labels", None)
+    meta.pop("annotations", None)
+    meta.update(config.get("metadata", {}))
+    doc = {
+        "apiVersion": manifest.api_version,
+        "kind": manifest.kind,
+        "metadata": meta,
+        "spec": config.get("spec", {}),
+    }
+    try:
+        return parse_manifest(doc)
+    except ManifestError as e:
+        raise ManifestError(
+            [
+                f"{p} (after merging with the values other writers set since the last apply;"
+                " --force-conflicts takes the file's values)"
+                for p in e.problems
+            ],
+            ref,
+        ) from None
+
+
 def _schedule_key(spec: dict[str, Any], annotations: dict[str, str]) -> tuple[Any, ...]:
     s = CronWorkflowSpec.model_validate(spec, context=STORED)
     return (s.all_schedules, s.timezone, scheduling_options(annotations).dst_policy)
@@ -129,6 +165,7 @@ class CronWorkflow(Aggregate):
         labels: dict[str, str],
         annotations: dict[str, str],
         generation: int,
+        last_applied: dict[str, Any] | None,
         timestamp: datetime,
     ) -> None:
         self.namespace = namespace
@@ -139,6 +176,10 @@ class CronWorkflow(Aggregate):
         self.labels = labels
         self.annotations = annotations
         self.generation = generation
+        # What the last `apply` of a file named (domain/lastapplied.py), for the next one's
+        # three-way merge; None: no apply wrote one (created by the Kubernetes watch, or
+        # before records were kept, which `upcast_v1_v2` below says).
+        self.last_applied = last_applied
         self.spec_error: str | None = None
         self.when_error: str | None = None  # `when` could not be evaluated at the last tick
         self.baseline = timestamp
@@ -177,8 +218,15 @@ class CronWorkflow(Aggregate):
 
     @classmethod
     def from_manifest(
-        cls, manifest: CronWorkflowManifest, at: datetime, incarnation: int = 0
+        cls,
+        manifest: CronWorkflowManifest,
+        at: datetime,
+        incarnation: int = 0,
+        *,
+        last_applied: dict[str, Any] | None = None,
     ) -> CronWorkflow:
+        """Create from a manifest; `last_applied` is the record of an `apply` (None for a
+        writer that is not one: the cluster's object is then the whole truth)."""
         meta = manifest.metadata
         agg = cls(
             namespace=meta.namespace,
@@ -189,6 +237,7 @@ class CronWorkflow(Aggregate):
             labels=dict(meta.labels),
             annotations=dict(meta.annotations),
             generation=meta.generation or 1,
+            last_applied=last_applied,
             timestamp=at,
         )
         if manifest.spec.suspend:
@@ -441,14 +490,89 @@ class CronWorkflow(Aggregate):
         manifest: CronWorkflowManifest,
         at: datetime,
         late_tolerance: timedelta = DEFAULT_LATE_TOLERANCE,
+        *,
+        last_applied: dict[str, Any] | None = None,
     ) -> list[Fire]:
-        """Apply a new spec. A schedule or time-zone change resets the baseline (Argo #7182):
-        old ticks are never caught up and the change itself starts nothing."""
+        """Take the writer's spec, labels and annotations as they are (two-way): what the
+        Kubernetes watch does with the cluster's object, the live state, and what an HTTP PUT
+        does. A file that does not set `suspend` keeps the live value. `last_applied`: the
+        record of an apply that falls back to this (None keeps the record as it is)."""
         if self.deleted:
             raise ValueError(f"CronWorkflow {self.namespace}/{self.name} is deleted")
-        spec = _spec_dict(manifest.spec)
-        labels = dict(manifest.metadata.labels)
-        annotations = dict(manifest.metadata.annotations)
+        named = "suspend" in manifest.spec.model_fields_set
+        return self._set_spec(
+            _spec_dict(manifest.spec),
+            dict(manifest.metadata.labels),
+            dict(manifest.metadata.annotations),
+            manifest.metadata.generation,
+            manifest.spec.suspend if named else None,
+            at,
+            late_tolerance,
+            last_applied,
+        )
+
+    def apply_config(
+        self,
+        manifest: CronWorkflowManifest,
+        at: datetime,
+        late_tolerance: timedelta = DEFAULT_LATE_TOLERANCE,
+        *,
+        force: bool = False,
+    ) -> list[str]:
+        """`kubectl apply` of a file: a three-way merge of the last-applied record, the file
+        and the live object (domain/lastapplied.py), so a field another writer changed since
+        the last apply (`cronsource suspend` first of all) keeps that writer's value while the
+        file's value for it has not changed; `force` takes the file's values. Without a
+        usable record it falls back to a two-way apply. Returns one line per thing the
+        user should know: a field kept at its live value, or the fallback.
+
+        Raises ManifestError when the merge of valid parts is not a valid CronWorkflow."""
+        if self.deleted:
+            raise ValueError(f"CronWorkflow {self.namespace}/{self.name} is deleted")
+        ref = f"{self.namespace}/{self.name}"
+        config = applied_config(manifest)
+        problem = record_problem(self.last_applied)
+        if problem is not None:
+            self.update_spec(manifest, at, late_tolerance, last_applied=config)
+            return [
+                f"{ref}: {problem}: applied two-way (the file's values replace the live"
+                " ones); the next apply merges three-way"
+            ]
+        assert self.last_applied is not None  # record_problem said it is usable
+        live = live_config(self.spec, self.labels, self.annotations, self.suspended)
+        merged = merge(self.last_applied, config, live, force)
+        desired = _merged_manifest(manifest, merged.config, ref)
+        spec = _spec_dict(desired.spec)
+        if _without_suspend(spec) == _without_suspend(self.spec):
+            # `suspend` is state of its own (Suspended/Resumed events); the stored spec's copy
+            # of it changing alone is no spec change.
+            spec = self.spec
+        self._set_spec(
+            spec,
+            dict(desired.metadata.labels),
+            dict(desired.metadata.annotations),
+            manifest.metadata.generation,
+            desired.spec.suspend,
+            at,
+            late_tolerance,
+            config,
+        )
+        return [f"{ref}: {k.describe()}" for k in merged.kept]
+
+    def _set_spec(
+        self,
+        spec: dict[str, Any],
+        labels: dict[str, str],
+        annotations: dict[str, str],
+        generation: int | None,
+        suspend: bool | None,
+        at: datetime,
+        late_tolerance: timedelta,
+        last_applied: dict[str, Any] | None,
+    ) -> list[Fire]:
+        """Record a new spec. A schedule or time-zone change resets the baseline (Argo
+        #7182): old ticks are never caught up and the change itself starts nothing.
+        `suspend` None leaves the suspension as it is."""
         fires: list[Fire] = []
         changed = (spec, labels, annotations) != (self.spec, self.labels, self.annotations)
         if changed or self.spec_error:
@@ -462,22 +586,33 @@ class CronWorkflow(Aggregate):
                     fires += self.tick(at, late_tolerance, until=at - _TICK, catch_up=False)
                 elif self.suspended or self.stopped:
                     self._close_ticks(at, "Stopped" if self.stopped else "Suspended")
-            generation = manifest.metadata.generation or self.generation + 1
             self._spec_updated(
                 spec=spec,
                 labels=labels,
                 annotations=annotations,
-                generation=generation,
+                generation=generation or self.generation + 1,
                 reset_baseline=reset,
+                last_applied=last_applied,
                 timestamp=at,
             )
-        if "suspend" not in manifest.spec.model_fields_set:
-            # Declarative, as `kubectl apply`: a file that does not set `suspend` keeps the
-            # live value (a `cronsource suspend` survives re-applying it).
+        elif last_applied is not None and last_applied != self.last_applied:
+            # Only the record changes (the first apply onto a CronWorkflow without one, or a
+            # file now saying what another writer already set): kept, so the next apply
+            # merges with it. The spec is the same, so the generation is too.
+            self._spec_updated(
+                spec=self.spec,
+                labels=self.labels,
+                annotations=self.annotations,
+                generation=self.generation,
+                reset_baseline=False,
+                last_applied=last_applied,
+                timestamp=at,
+            )
+        if suspend is None:
             return fires
-        if manifest.spec.suspend and not self.suspended:
+        if suspend and not self.suspended:
             self.suspend(at, by="spec", note="spec.suspend is true")
-        elif not manifest.spec.suspend and self.suspended:
+        elif not suspend and self.suspended:
             fires += self.resume(at, by="spec", note="spec.suspend is false")
         return fires
 
@@ -756,12 +891,15 @@ class CronWorkflow(Aggregate):
         annotations: dict[str, str],
         generation: int,
         reset_baseline: bool,
+        last_applied: dict[str, Any] | None,
         timestamp: datetime,
     ) -> None:
         self.spec = spec
         self.labels = labels
         self.annotations = annotations
         self.generation = generation
+        if last_applied is not None:  # None: a writer that is not an apply keeps the record
+            self.last_applied = last_applied
         self.spec_error = None
         self.when_error = None
         if reset_baseline:
@@ -873,6 +1011,24 @@ class CronWorkflow(Aggregate):
         each missing version with this event so the stream can be replayed again. Nothing of
         what they held can be known, so nothing changes."""
 
+
+def _upcast_without_last_applied(state: dict[str, Any]) -> None:
+    """v1 of these events predates the last-applied record: none was kept, so a three-way
+    apply onto such a CronWorkflow falls back to two-way once, and says so."""
+    state["last_applied"] = None
+
+
+# Version 2 of the two events that carry a spec adds `last_applied` (the record of the apply
+# that wrote it; None when the writer was not an apply). The stored topic stays the same, so
+# every reader that selects events by topic (adapters/engine.py's CREATED_TOPIC) still finds
+# both versions; eventsourcing stores `class_version` in the event and upcasts v1 on load.
+_SPEC_EVENTS: tuple[type[Any], ...] = (
+    CronWorkflow.Created,
+    CronWorkflow.SpecUpdated,  # type: ignore[attr-defined]
+)
+for _spec_event in _SPEC_EVENTS:
+    _spec_event.class_version = 2
+    _spec_event.upcast_v1_v2 = staticmethod(_upcast_without_last_applied)
 
 #: The event class `@event("ScheduleFired")` made for `_fired` (see `_record`).
 _SCHEDULE_FIRED: type[Any] = CronWorkflow.ScheduleFired  # type: ignore[attr-defined]

@@ -28,6 +28,7 @@ from domain.durations import parse_duration
 from domain.expression_budget import admission_problem
 from domain.expressions import ExpressionError
 from domain.expressions import validate_expression as validate_condition
+from domain.expressions.names import unknown_names
 from domain.objectlimits import (
     annotation_problems,
     label_problem,
@@ -43,7 +44,7 @@ from domain.schedule import (
     validate_timezone,
     zone_conflict,
 )
-from domain.whentemplate import validate_when
+from domain.whentemplate import unknown_when_names, validate_when
 from domain.workflowspec import workflow_spec_problem
 
 #: Longest CronWorkflow name: `<name>-<10-digit unix seconds>` must fit Kubernetes' 63.
@@ -399,6 +400,20 @@ def _over_budget(m: CronWorkflowManifest) -> list[str]:
         )
         if problem is not None:
             out.append(f"{field}: {problem}")
+    return out
+
+
+def name_warnings(m: CronWorkflowManifest) -> list[str]:
+    """Names `when` and `stopStrategy` read that Argo's expression environment does not
+    define (`spec.when: cronworkflow.faild is not a variable Argo defines (nearest:
+    cronworkflow.failed)`). Warnings, not problems: Argo admits them, and then a tick reads
+    nil or fails; `lint --strict` makes them errors."""
+    spec = m.spec
+    out = [f"spec.when: {u.describe()}" for u in unknown_when_names(spec.when or "")]
+    stop = spec.stop_strategy
+    if stop is not None and stop.source:
+        field = "expression" if stop.expression is not None else "condition"
+        out += [f"spec.stopStrategy.{field}: {u.describe()}" for u in unknown_names(stop.source)]
     return out
 
 

@@ -28,6 +28,7 @@ from eventsourcing.persistence import ApplicationRecorder, IntegrityError
 from domain.backfill import BackfillPlan, Overlap, plan_backfill
 from domain.cronworkflow import CronWorkflow, Phase, stream_id
 from domain.decisions import DEFAULT_LATE_TOLERANCE
+from domain.lastapplied import applied_config
 from domain.manifest import CronWorkflowManifest
 
 T = TypeVar("T")
@@ -73,6 +74,16 @@ class Receipt:
     pass this position (adapters/projector.py) instead of projecting itself."""
 
     position: int = 0
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What an apply did: "created", "updated" or "unchanged", and lines the user should
+    read (a field kept at the value another writer set, a fallback to a two-way apply)."""
+
+    id: UUID
+    what: str
+    notes: tuple[str, ...] = ()
 
 
 @dataclass
@@ -260,25 +271,72 @@ class CronService(Application[UUID]):
     def apply(
         self, manifest: CronWorkflowManifest, at: datetime, expected_version: int | None = None
     ) -> tuple[UUID, str]:
-        """Create or update from a manifest; returns (id, "created"|"updated"|"unchanged").
+        """Create or update from a manifest, taking the writer's values as they are (two-way:
+        the Kubernetes watch, whose object is the live state, and an HTTP PUT); returns (id,
+        "created"|"updated"|"unchanged"). A file applied by a user goes through
+        `apply_config` instead.
 
         With `expected_version` the live CronWorkflow must be at exactly that version (see
         `command`); nothing is created then, since a version names an existing object."""
+
+        def two_way(a: CronWorkflow) -> list[str]:
+            a.update_spec(manifest, at, self.late_tolerance)
+            return []
+
+        applied = self._apply(manifest, at, expected_version, two_way, None)
+        return applied.id, applied.what
+
+    def apply_config(
+        self,
+        manifest: CronWorkflowManifest,
+        at: datetime,
+        expected_version: int | None = None,
+        *,
+        force: bool = False,
+        dry_run: bool = False,
+    ) -> Applied:
+        """`kubectl apply` of a file: a three-way merge with the last-applied record, which
+        this apply then replaces (CronWorkflow.apply_config; `force`: `--force-conflicts`).
+        Raises ManifestError, saving nothing, when the merge is not a valid CronWorkflow.
+        `dry_run`: decide on the current state and save nothing, so a caller applying many
+        files can refuse them all before saving any (`cronsource apply -f DIR`)."""
+        return self._apply(
+            manifest,
+            at,
+            expected_version,
+            lambda a: a.apply_config(manifest, at, self.late_tolerance, force=force),
+            applied_config(manifest),
+            save=not dry_run,
+        )
+
+    def _apply(
+        self,
+        manifest: CronWorkflowManifest,
+        at: datetime,
+        expected_version: int | None,
+        update: Callable[[CronWorkflow], list[str]],
+        record: dict[str, Any] | None,
+        *,
+        save: bool = True,
+    ) -> Applied:
+        """Create (with `record` as its last-applied record) or `update`, re-deciding on a
+        lost race; `update` returns the notes of the attempt that was saved. Without `save`,
+        one attempt on the current state, not saved (the loaded aggregate is a copy)."""
         meta = manifest.metadata
-        if expected_version is not None:
+
+        def on(a: CronWorkflow) -> Applied:
+            before = a.version
+            notes = update(a)
+            return Applied(a.id, "updated" if a.version != before else "unchanged", tuple(notes))
+
+        if expected_version is not None and save:
             try:
                 live = self.find(meta.namespace, meta.name, meta.uid or "")
             except NotFound:
                 raise StaleVersion(expected_version, None) from None
+            return self.command(live.id, on, expected_version)
 
-            def update(a: CronWorkflow) -> tuple[UUID, str]:
-                before = a.version
-                a.update_spec(manifest, at, self.late_tolerance)
-                return a.id, "updated" if a.version != before else "unchanged"
-
-            return self.command(live.id, update, expected_version)
-
-        def attempt() -> tuple[UUID, str]:
+        def attempt() -> Applied:
             current = self._latest_incarnation(meta.namespace, meta.name, meta.uid or "")
             if (current is None or current.deleted) and not meta.uid:
                 # A manifest without a uid updates the live object of that name, also one
@@ -286,18 +344,23 @@ class CronService(Application[UUID]):
                 current = self._live_by_name(meta.namespace, meta.name) or current
             if current is None or current.deleted:
                 incarnation = 0 if current is None else current.incarnation + 1
-                agg = CronWorkflow.from_manifest(manifest, at, incarnation)
-                self.save(agg)
-                return agg.id, "created"
-            before = current.version
-            current.update_spec(manifest, at, self.late_tolerance)
-            self.save(current)
-            return current.id, "updated" if current.version != before else "unchanged"
+                agg = CronWorkflow.from_manifest(manifest, at, incarnation, last_applied=record)
+                if save:
+                    self.save(agg)
+                return Applied(agg.id, "created")
+            result = on(current)
+            if save:
+                self.save(current)
+            return result
 
-        return self._retrying(attempt)
+        return self._retrying(attempt) if save else attempt()
 
-    def create(self, manifest: CronWorkflowManifest, at: datetime) -> UUID:
+    def create(
+        self, manifest: CronWorkflowManifest, at: datetime, *, applied: bool = False
+    ) -> UUID:
         """Create only: AlreadyExists when a live CronWorkflow of that name is there.
+        `applied`: the manifest is a file applied (HTTP's create-only apply), so the
+        CronWorkflow keeps it as its last-applied record.
 
         The store decides, not this process: the new stream's id is deterministic and its
         first event is version 1, so when two writers (two replicas) create the same name at
@@ -311,7 +374,8 @@ class CronService(Application[UUID]):
         if current is not None and not current.deleted:
             raise AlreadyExists(meta.namespace, meta.name, current.version)
         incarnation = 0 if current is None else current.incarnation + 1
-        agg = CronWorkflow.from_manifest(manifest, at, incarnation)
+        record = applied_config(manifest) if applied else None
+        agg = CronWorkflow.from_manifest(manifest, at, incarnation, last_applied=record)
         try:
             self.save(agg)
         except IntegrityError:

@@ -24,8 +24,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from domain.expressions import ExpressionError, evaluate, evaluate_bool, validate_expression
+from domain.expressions.names import UnknownName, unknown_names
 
-__all__ = ["evaluate_when", "render_when", "validate_when"]
+__all__ = ["evaluate_when", "render_when", "unknown_when_names", "validate_when"]
 
 #: The variables a simple tag can name: Argo substitutes only string values.
 _STRING_TAGS: Final = ("cronworkflow.name", "cronworkflow.namespace")
@@ -81,6 +82,29 @@ def validate_when(source: str) -> None:
             validate_expression(text[1:])
         else:
             _check_simple(text)
+
+
+def unknown_when_names(source: str) -> list[UnknownName]:
+    """Names `when` reads that Argo does not define: in each `{{= }}` tag, and in the text
+    around the tags, which is evaluated after the tags are substituted (checked with each
+    tag standing for `nil`; text that does not parse so has nothing to say here). A simple
+    tag with an unknown name is already an admission error."""
+    if "{{" not in source:
+        return unknown_names(source)
+    found: dict[str, UnknownName] = {}
+    outside: list[str] = []
+    try:
+        for is_tag, text in _pieces(source):
+            if not is_tag:
+                outside.append(text)
+                continue
+            outside.append(" nil ")
+            if text.startswith("="):
+                found.update((u.name, u) for u in unknown_names(text[1:]))
+    except ExpressionError:
+        return []  # an unclosed tag: admission says so
+    found.update((u.name, u) for u in unknown_names("".join(outside)))
+    return list(found.values())
 
 
 def _go_quote_body(text: str) -> str:

@@ -145,6 +145,53 @@ def test_apply_creates_then_updates_with_etag_and_location(api: Api) -> None:
     assert got.headers["etag"] == '"2"'
 
 
+def test_apply_is_three_way_so_a_suspend_survives_and_force_takes_the_manifest(api: Api) -> None:
+    doc = manifest("hourly", suspend=False)
+    assert api.apply(doc).status_code == 201
+    assert api.http.post(f"{CW}/hourly/suspend").status_code == 200
+
+    again = api.apply(doc)
+
+    assert again.status_code == 200 and again.json()["spec"]["suspend"] is True
+    assert again.headers.get_list("warning") == [
+        '299 - "default/hourly: spec.suspend kept at true, set since the last apply by'
+        ' another writer (the file still says false; --force-conflicts takes it)"'
+    ]
+    forced = api.http.post(CW, params={"force": "true"}, json=doc)
+    assert forced.status_code == 200 and forced.json()["spec"]["suspend"] is False
+    assert "warning" not in forced.headers
+    types = [e["type"] for e in api.http.get(f"{CW}/hourly/history").json()["items"]]
+    assert types == ["CronWorkflowCreated", "Suspended", "Resumed"]
+
+
+def test_a_put_is_another_writer_whose_value_a_reapplied_manifest_keeps(api: Api) -> None:
+    assert api.apply(manifest("etl", startingDeadlineSeconds=60)).status_code == 201
+    put = api.http.put(f"{CW}/etl", json=manifest("etl", startingDeadlineSeconds=300))
+    assert put.status_code == 200 and "warning" not in put.headers
+
+    again = api.apply(manifest("etl", startingDeadlineSeconds=60))
+
+    assert again.json()["spec"]["startingDeadlineSeconds"] == 300
+    assert "spec.startingDeadlineSeconds kept at 300" in again.headers["warning"]
+
+
+def test_apply_and_put_warn_of_names_argo_does_not_define(api: Api) -> None:
+    r = api.apply(manifest("typo", when="{{= cronworkflow.faild < 3 }}"))
+    assert r.status_code == 201
+    assert r.headers.get_list("warning") == [
+        '299 - "spec.when: cronworkflow.faild is not a variable Argo defines'
+        ' (nearest: cronworkflow.failed)"'
+    ]
+    # A quote in the name is escaped in the header's quoted string.
+    stop = {"expression": "cronworkflow['fa\"ild'] > 1"}
+    put = api.http.put(f"{CW}/typo", json=manifest("typo", stopStrategy=stop))
+    assert put.status_code == 200
+    assert put.headers.get_list("warning") == [
+        "299 - \"spec.stopStrategy.expression: cronworkflow['fa\\\"ild'] is not a variable"
+        ' Argo defines (nearest: cronworkflow.failed)"'
+    ]
+
+
 def test_apply_takes_yaml_and_the_namespace_from_the_path(api: Api) -> None:
     doc = manifest("hello", "*/5 * * * *", namespace=None)
     r = api.http.post(

@@ -42,3 +42,14 @@ def log_command(what: str, namespace: str, name: str, version: int, **more: Any)
         what,
         extra=scheduling_fields(namespace, name, None, version, **more),
     )
+
+
+def warn(response: Response, lines: list[str]) -> None:
+    """Each line as a `Warning: 299 - "..."` header, as the Kubernetes API server sends
+    admission warnings (kubectl prints them as `Warning: ...`). Quotes and backslashes are
+    escaped as RFC 9110's quoted-string requires, and anything but printable ASCII is
+    escaped too: a control character from a manifest must not end the header early."""
+    for line in lines:
+        text = line.replace("\\", "\\\\").replace('"', '\\"')
+        text = "".join(c if " " <= c <= "~" else ascii(c)[1:-1] for c in text)
+        response.headers.append("Warning", f'299 - "{text}"')

@@ -23,9 +23,10 @@ from adapters.http.dependencies import TOKEN, Clock, EngineDep, Ops, Queries, Se
 from adapters.http.models import CronWorkflowList, CronWorkflowObject, Deleted, NextTimes
 from adapters.http.params import IfMatch, IfNoneMatch, Name, Namespace, Selector
 from adapters.http.problems import ApiError, problem_responses
-from adapters.http.replies import answer, current, log_command
+from adapters.http.replies import answer, current, log_command, warn
 from adapters.objects import next_fire_times
 from adapters.selectors import parse_label_selector, select
+from domain.manifest import name_warnings
 
 T = TypeVar("T")
 
@@ -58,6 +59,11 @@ async def bounded(run: Callable[[], T], timeout: float) -> T:
     },
     summary="Create or update (apply) a CronWorkflow",
     description="201 when created, 200 when an existing one was updated or unchanged."
+    " As `kubectl apply`: a three-way merge of the last applied manifest, this one and the"
+    " live object, so a field another writer changed since the last apply keeps its value"
+    " while this manifest's value for it is unchanged (`force=true`: this manifest's"
+    " values). What the client should know (such a field, a name `when` reads that Argo"
+    " does not define) comes back in `Warning` headers."
     " `If-None-Match: *` demands creation (409 if it exists); `If-Match` demands that"
     " version.",
     tags=["cronworkflows"],
@@ -71,6 +77,13 @@ async def apply(
     settings: Settings,
     if_match: IfMatch = None,
     if_none_match: IfNoneMatch = None,
+    force: Annotated[
+        bool,
+        Query(
+            description="take this manifest's values also where another writer changed a"
+            " field since the last apply (`--force-conflicts`)"
+        ),
+    ] = False,
 ) -> dict[str, Any]:
     header_version = if_match_version(if_match)
     raw, ctype = await request.body(), content_type(request)
@@ -80,11 +93,17 @@ async def apply(
         expected = resource_version(doc, header_version)
         manifest = admit(doc, namespace)
         name = manifest.metadata.name
-        _, what = ops.apply(
-            manifest, expected=expected, must_not_exist=(if_none_match or "").strip() == "*"
+        result = ops.apply(
+            manifest,
+            expected=expected,
+            must_not_exist=(if_none_match or "").strip() == "*",
+            three_way=True,
+            force=force,
         )
+        what = result.what
         row = current(ops, queries, namespace, name)
         log_command(what, namespace, name, row.version)
+        warn(response, [*name_warnings(manifest), *result.notes])
         body = answer(response, row, 201 if what == "created" else 200)
         if what == "created":
             response.headers["Location"] = f"/api/v1/namespaces/{namespace}/cronworkflows/{name}"
@@ -161,9 +180,10 @@ async def replace(
         doc = parse_body(raw, ctype)
         expected = resource_version(doc, header_version)
         manifest = admit(doc, namespace, name)
-        _, what = ops.apply(manifest, expected=expected, must_exist=True)
+        what = ops.apply(manifest, expected=expected, must_exist=True).what
         row = current(ops, queries, namespace, name)
         log_command(what, namespace, name, row.version)
+        warn(response, name_warnings(manifest))
         return answer(response, row)
 
     return await bounded(run, settings.request_timeout)
