@@ -16,7 +16,7 @@ import hashlib
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from itertools import islice
-from typing import Any, Literal
+from typing import Any, Literal, cast
 from uuid import UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
@@ -187,6 +187,10 @@ class CronWorkflow(Aggregate):
         self.suspended = False
         self.stopped = False
         self.deleted = False
+        #: The last resume: the undecided ticks before it belong to the suspension, decided by
+        #: the resume rule (see `tick`), as Suspended or Stopped.
+        self.suspension_end: datetime | None = None
+        self.suspension_reason = "Suspended"
         self.active: dict[str, datetime] = {}
         self.finished: list[tuple[str, str, datetime]] = []
         self.succeeded = 0
@@ -374,6 +378,28 @@ class CronWorkflow(Aggregate):
         when = self._before_fire(ticks, at)
         if when is None:
             return []
+        fires: list[Fire] = []
+        end = self.suspension_end
+        held = [t for t in ticks if end is not None and t < end]
+        if held:
+            # The ticks of a suspension that was resumed since: the resume rule (the latest
+            # may run as a catch-up within its deadline, the others are skipped), decided
+            # here by the scheduler, not by the resume itself. A later tick due now wins.
+            rest = ticks[len(held) :]
+            outcome = decide_ticks(
+                held,
+                at,
+                self.policy(late_tolerance),
+                RunState(tuple(self.active), self.last_finished_at),
+                suspension=cast(Literal["Suspended", "Stopped"], self.suspension_reason),
+                when=when,
+                run_name=lambda t: workflow_name(self.name, t),
+                superseded=superseded or bool(rest),
+            )
+            fires = self._record(outcome, at)
+            if outcome.waiting or not rest:
+                return fires
+            ticks = rest
         pol = self.policy(late_tolerance)
         if not catch_up:
             pol = TickPolicy(pol.concurrency, None, False, 1, pol.late_tolerance)
@@ -386,7 +412,7 @@ class CronWorkflow(Aggregate):
             run_name=lambda t: workflow_name(self.name, t),
             superseded=superseded,
         )
-        return self._record(outcome, at)
+        return fires + self._record(outcome, at)
 
     def _before_fire(self, ticks: list[datetime], at: datetime) -> bool | str | None:
         """Argo's order before a fire (workflow/cron/operator.go `run`): the stop strategy,
@@ -454,36 +480,21 @@ class CronWorkflow(Aggregate):
         )
 
     def suspend(self, at: datetime, by: str = "", note: str = "") -> None:
-        """Suspend; ticks before `at` are decided first (they were not part of the suspension)."""
+        """Suspend: records only itself. Only the scheduler decides ticks, with the state it
+        sees when it decides (as Argo's controller does): a tick before `at` that no
+        scheduler decided yet is now a tick of the suspension, decided at the resume."""
         if self.deleted or self.suspended:
             return
-        self.tick(at, until=at - _TICK)
         self._suspended(at=at, by=by, note=note, timestamp=at)
 
     def resume(self, at: datetime, by: str = "", note: str = "") -> list[Fire]:
-        """Resume: the ticks of the suspension get their decisions now, at most one run."""
+        """Resume: records only itself. The scheduler then decides the ticks of the
+        suspension by the resume rule (`tick`): at most one run, a catch-up within the
+        deadline. Returns no fires (kept for the callers that add up a command's fires)."""
         if self.deleted or not (self.suspended or self.stopped):
             return []
-        reason: Literal["Suspended", "Stopped"] = "Stopped" if self.stopped else "Suspended"
         self._resumed(at=at, by=by, note=note, timestamp=at)
-        if self.spec_error:
-            return []
-        ticks = list(self.schedule.ticks_between(self.decided_until, at - _TICK))
-        if not ticks:
-            return []
-        when = self._before_fire(ticks, at)
-        if when is None:
-            return []
-        outcome = decide_ticks(
-            ticks,
-            at,
-            self.policy(),
-            RunState(tuple(self.active), self.last_finished_at),
-            suspension=reason,
-            when=when,
-            run_name=lambda t: workflow_name(self.name, t),
-        )
-        return self._record(outcome, at)
+        return []
 
     def update_spec(
         self,
@@ -583,7 +594,7 @@ class CronWorkflow(Aggregate):
                 self._close_ticks(at, "SpecError")
             elif reset:
                 if self.is_live:
-                    fires += self.tick(at, late_tolerance, until=at - _TICK, catch_up=False)
+                    self._close_superseded(at, late_tolerance)
                 elif self.suspended or self.stopped:
                     self._close_ticks(at, "Stopped" if self.stopped else "Suspended")
             self._spec_updated(
@@ -615,6 +626,22 @@ class CronWorkflow(Aggregate):
         elif not suspend and self.suspended:
             fires += self.resume(at, by="spec", note="spec.suspend is false")
         return fires
+
+    def _close_superseded(self, at: datetime, late_tolerance: timedelta) -> None:
+        """The ticks of the old schedule that no scheduler decided before it changed: they
+        are no ticks of the CronWorkflow any more, and the change itself starts nothing
+        (Argo drops them; old ticks are never caught up). Each is recorded as missed
+        (`DeadlineExceeded`) when no scheduler decided it within the late tolerance, else as
+        `ScheduleChanged`: the change came before any scheduler saw it."""
+        ticks = list(self.schedule.ticks_between(self.decided_until, at - _TICK))
+        if not ticks:
+            return
+        missed = [t for t in ticks if at - t >= late_tolerance]
+        if missed:
+            self._skipped_range(Skip(missed[0], missed[-1], len(missed), "DeadlineExceeded"), at)
+        later = ticks[len(missed) :]
+        if later:
+            self._skipped_range(Skip(later[0], later[-1], len(later), "ScheduleChanged"), at)
 
     def _close_ticks(self, at: datetime, reason: SkipReason) -> None:
         """Skip every undecided tick before `at` for `reason`: the ticks of a suspension or a
@@ -917,6 +944,11 @@ class CronWorkflow(Aggregate):
 
     @event("Resumed", topic="cronsource:Resumed/v1")
     def _resumed(self, at: datetime, by: str, note: str, timestamp: datetime) -> None:
+        # Ticks before `at` that are still undecided are the suspension's: `tick` decides
+        # them by the resume rule. (A resume written by an older cronsource decided them at
+        # once, so there are none left then.)
+        self.suspension_end = at
+        self.suspension_reason = "Stopped" if self.stopped else "Suspended"
         self.suspended = False
         self.stopped = False
 

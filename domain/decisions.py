@@ -21,6 +21,7 @@ SkipReason = Literal[
     "WhenFalse",
     "CatchupLimit",
     "SpecError",
+    "ScheduleChanged",
 ]
 Trigger = Literal["schedule", "catchup", "manual", "backfill"]
 ConcurrencyPolicy = Literal["Allow", "Forbid", "Replace"]
