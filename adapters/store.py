@@ -82,7 +82,7 @@ class StoreConfig:
             return {"PERSISTENCE_MODULE": "adapters.recorders:MemoryFactory"}
         if self.kind == "sqlite":
             return {
-                "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+                "PERSISTENCE_MODULE": "adapters.recorders:SqliteFactory",
                 "SQLITE_DBNAME": self.sqlite_path,
                 "SQLITE_LOCK_TIMEOUT": "30",
                 "APPLICATION_RECORDER_TOPIC": "adapters.recorders:SqliteRecorder",
@@ -90,7 +90,7 @@ class StoreConfig:
             }
         p = urlparse(self.pg_conninfo)
         env = {
-            "PERSISTENCE_MODULE": "eventsourcing.postgres",
+            "PERSISTENCE_MODULE": "adapters.recorders:PostgresFactory",
             "POSTGRES_DBNAME": p.path.lstrip("/"),
             "POSTGRES_HOST": p.hostname or "127.0.0.1",
             "POSTGRES_PORT": str(p.port or 5432),

@@ -19,7 +19,8 @@ from itertools import islice
 from typing import Any, Literal, cast
 from uuid import UUID, uuid5
 
-from eventsourcing.domain import Aggregate, event
+from eventsourcing.domain import Aggregate, Snapshot, event
+from eventsourcing.utils import get_topic
 
 from domain.backfill import BackfillPlan, BackfillTooLarge, start_from_queue
 from domain.decisions import (
@@ -145,8 +146,103 @@ def _compile_shared(
     return compile_schedule(schedules, timezone, dst_policy, anchor=anchor)
 
 
+#: The state a snapshot holds, in this order: everything events assign, nothing derived (the
+#: compiled schedule, the parsed spec and policy are rebuilt on first use).
+_SNAPSHOT_FIELDS = (
+    "_created_on",
+    "_modified_on",
+    "namespace",
+    "name",
+    "uid",
+    "incarnation",
+    "spec",
+    "labels",
+    "annotations",
+    "generation",
+    "last_applied",
+    "spec_error",
+    "when_error",
+    "baseline",
+    "decided_until",
+    "suspended",
+    "stopped",
+    "deleted",
+    "suspension_end",
+    "suspension_reason",
+    "active",
+    "finished",
+    "succeeded",
+    "failed",
+    "last_scheduled_time",
+    "last_finished_at",
+    "manual_runs",
+    "backfill_queue",
+    "backfill_parallel",
+    "backfill_running",
+)
+
+
+class CronWorkflowSnapshot(Snapshot):
+    """A CronWorkflow's state at a version, so that a load reads the latest snapshot and the
+    events after it instead of a stream that grows with every tick (eventsourcing's own
+    snapshotting). The state is the fields events assign, in JSON's types (sets and tuples as
+    lists), with the aggregate's `class_version`: a snapshot written by an older version is
+    brought up to date by the aggregate's `upcast_vN_vN+1` methods when it is read. The
+    timestamp is the aggregate's last modification, not a clock reading."""
+
+    TOPIC = "cronsource:CronWorkflowSnapshot/v1"
+
+    @classmethod
+    def take(cls, aggregate: Any) -> CronWorkflowSnapshot:
+        agg = cast(CronWorkflow, aggregate)
+        return cls(
+            originator_id=agg.id,
+            originator_version=agg.version,
+            timestamp=agg.modified_on,
+            topic=get_topic(type(agg)),
+            state=agg.snapshot_state(),
+        )
+
+    def mutate(self, _: Any) -> CronWorkflow:
+        agg = cast(CronWorkflow, super().mutate(None))
+        agg.restore_from_snapshot()
+        return agg
+
+
 class CronWorkflow(Aggregate):
     TOPIC = "cronsource:CronWorkflow/v1"
+    #: The version of the snapshot state (`snapshot_state`). 1: the state before the resume
+    #: rule moved to the scheduler and before the last-applied record (no `suspension_end`,
+    #: `suspension_reason`, `last_applied`); 2: today's. Each step has an `upcast_vN_vN+1`.
+    class_version = 2
+    Snapshot = CronWorkflowSnapshot
+
+    def snapshot_state(self) -> dict[str, Any]:
+        """The fields events assign, as JSON holds them, and the class version."""
+        state = {k: self.__dict__[k] for k in _SNAPSHOT_FIELDS}
+        state["active"] = dict(self.active)
+        state["finished"] = [list(f) for f in self.finished]
+        state["manual_runs"] = sorted(self.manual_runs)
+        state["backfill_running"] = sorted(self.backfill_running)
+        state["backfill_queue"] = list(self.backfill_queue)
+        state["class_version"] = type(self).class_version
+        return state
+
+    def restore_from_snapshot(self) -> None:
+        """Back to the types events give (after the library restored `__dict__`)."""
+        d = self.__dict__
+        d["finished"] = [(f[0], f[1], f[2]) for f in d["finished"]]
+        d["manual_runs"] = set(d["manual_runs"])
+        d["backfill_running"] = set(d["backfill_running"])
+        d["_compiled"] = None
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        """A snapshot of before the resume rule moved to the scheduler (a resume decided its
+        ticks at once, so no suspension is pending) and before the last-applied record."""
+        state.setdefault("suspension_end", None)
+        state.setdefault("suspension_reason", "Suspended")
+        state.setdefault("last_applied", None)
 
     # ------------------------------------------------------------------ creation
 

@@ -118,6 +118,26 @@ class Queries:
         )
         return int(rows[0][0]) if rows and rows[0][0] is not None else None
 
+    def fired_ticks(
+        self, cron_id: str, start: datetime, end: datetime
+    ) -> tuple[set[datetime], int]:
+        """Scheduled times in [start, end] that fired (or whose run was recovered) for this
+        stream, manual runs left out, and the stream version the status view has projected
+        (events after it are not in the audit yet): what a backfill must not fire again."""
+        rows = self._query(
+            "SELECT scheduled_time, detail FROM cronsource_audit WHERE cron_id = ?"
+            " AND type IN ('ScheduleFired', 'RunRecovered')"
+            " AND scheduled_time >= ? AND scheduled_time <= ?",
+            (cron_id, start.timestamp(), end.timestamp()),
+        )
+        ticks = {
+            t
+            for r in rows
+            if json.loads(r[1]).get("trigger") != "manual" and (t := dt(r[0])) is not None
+        }
+        version = self._query("SELECT version FROM cronsource_status WHERE cron_id = ?", (cron_id,))
+        return ticks, int(version[0][0]) if version else 0
+
     def recorded_workflows(self, namespace: str, workflows: Sequence[str]) -> set[str]:
         """Which of these Workflows the log records (a fire, or a recovery): the others exist
         without an event (adapters/runtime/recovery.py)."""
