@@ -353,6 +353,7 @@ class Simulation:
         #: Set when the log changed after a turn's last projection (the Waker's event).
         self.wake = threading.Event()
         self.watcher = SimRunWatcher(engine.service, target)
+        self.commands = engine.replica()
         self.loops = [
             SchedulerLoop(
                 engine,
@@ -383,7 +384,12 @@ class Simulation:
 
     @property
     def svc(self) -> Any:
-        return self.engine.service
+        """The scenario's actions (apply, suspend, resume, delete) come from a user, through
+        a service of their own, as `cronsource suspend` is another process than `run`: a
+        decision the runtime made before such an action is refused by the store, a real
+        second writer (`rejectedWrites`), while the runtime's own writes (run completions)
+        are its own and refuse nothing."""
+        return self.commands
 
     def _find(self, ref: str) -> UUID:
         ns, _, name = ref.rpartition("/")

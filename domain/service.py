@@ -175,6 +175,11 @@ class CronService(Application[UUID]):
         #: stream id includes the uid, so without this a name alone cannot reach an object
         #: exported from a cluster or seen by the watcher.
         self.name_index: Callable[[str, str], Iterable[UUID]] | None = None
+        #: The version this service last saved of each stream: what a copy decided before
+        #: it must not be older than. A copy older than this service's own write is stale by
+        #: this process's own doing (a run completion, a command), which it can see without
+        #: asking the store; only a second writer's saves are left for the store to refuse.
+        self.saved_versions: dict[UUID, int] = {}
         #: The fired ticks of a stream in a range (`fired_ticks`), wired by adapters/engine.py.
         self.fired_index: Callable[[UUID, datetime, datetime], set[datetime]] | None = None
 
@@ -270,6 +275,9 @@ class CronService(Application[UUID]):
                 ):
                     crossed.append(agg)
             recordings = self.events.put(events)
+            saved = self.saved_versions
+            for agg in objs:
+                saved[agg.id] = agg.version
             if crossed:
                 self._snapshot(crossed)
         open_receipts = self._receipts.__dict__.get("open")

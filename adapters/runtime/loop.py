@@ -148,20 +148,21 @@ class SchedulerLoop:
         self._wake_dispatch()
         return n
 
-    def check_store(self) -> None:
+    def check_store(self) -> bool:
         """Drop every cached copy of the log when the store may have lost what they were
         built from: it is another server or file now (a failover, a restore, a restart), or
         a step failed since the last look (a lost connection). The version check already
         refuses a save built on such a copy; dropping them means the next decision is made
         on what the log holds instead of being refused again. Looks at most once every
-        IDENTITY_SECONDS while nothing failed."""
+        IDENTITY_SECONDS while nothing failed. True: it answered (the supervisor gives None
+        when the look failed)."""
         now = self.clock.monotonic()
         if (
             not self._store_lost
             and self._identity_at is not None
             and now - self._identity_at < IDENTITY_SECONDS
         ):
-            return
+            return True
         self._identity_at = now
         identity = store_identity(self.engine)
         if self._identity is not None and (identity != self._identity or self._store_lost):
@@ -176,6 +177,7 @@ class SchedulerLoop:
             self.forget()
         self._identity = identity
         self._store_lost = False
+        return True
 
     def forget(self) -> None:
         self.engine.forget()
@@ -195,8 +197,8 @@ class SchedulerLoop:
     def turn(self) -> None:
         clock = self.clock
         failures = sum(s.failures for s in self.supervisors)
-        if self.store.run(self.check_store) is None and self.store.failures:
-            self._store_lost = True
+        if not self.store.run(self.check_store):
+            self._store_lost = True  # the look itself failed (None): the store is unreachable
         if (
             self._last_rebalance is None
             or clock.monotonic() - self._last_rebalance >= REBALANCE_SECONDS

@@ -701,13 +701,17 @@ def check_catch_up_rules(logs: dict[str, CronLog], tolerance: timedelta) -> None
                 if not any(t > s.last for t in decided_at.get(s.at, ())):
                     problems.append(f"{where}: Forbid skip with no later tick decided with it")
             elif s.reason == "CatchupLimit":
+                # A later tick ran with it: a catch-up within the deadline, or (issue 27,
+                # item 4) the latest due tick, on time.
                 later = [
                     f
                     for f in log.fires
-                    if f.trigger == "catchup" and f.fired_at == s.at and f.scheduled_time > s.last
+                    if f.trigger in ("catchup", "schedule")
+                    and f.fired_at == s.at
+                    and f.scheduled_time > s.last
                 ]
                 if dl is None or s.at >= s.first + dl or not later:
-                    problems.append(f"{where}: no later catch-up within the deadline")
+                    problems.append(f"{where}: no later fire within the deadline")
             elif s.reason == "ConcurrencyForbid":
                 if log.spec.get("concurrencyPolicy") != "Forbid":
                     problems.append(f"{where}: policy is not Forbid")
