@@ -1,0 +1,170 @@
+"""The PostgreSQL store URL is libpq's (adapters/store.py): every parameter reaches the
+connections as psycopg reads it, `schema` is ours, what we cannot honour is refused in one line,
+and the password is never shown."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from psycopg.conninfo import conninfo_to_dict
+
+from adapters.store import StoreConfig, StoreURLError, redact
+
+SECRET = "s3cret-pw"
+CLI = str(Path(sys.executable).parent / "cronsource")
+
+
+def params(url: str) -> dict[str, object]:
+    return conninfo_to_dict(StoreConfig.parse(url).pg_conninfo)
+
+
+def test_a_multi_host_url_keeps_every_host_port_and_target_session_attrs() -> None:
+    cfg = StoreConfig.parse(
+        "postgresql://u@h1:5432,h2:5433/db?target_session_attrs=read-write&schema=s"
+    )
+    assert cfg.kind == "postgresql" and cfg.pg_schema == "s"
+    assert params(cfg.url) == {
+        "user": "u",
+        "dbname": "db",
+        "host": "h1,h2",
+        "port": "5432,5433",
+        "target_session_attrs": "read-write",
+    }
+
+
+def test_a_percent_encoded_password_reaches_libpq_decoded() -> None:
+    assert params("postgres://u:p%40ss%2Fw%20rd@db:5433/cron")["password"] == "p@ss/w rd"
+
+
+def test_every_libpq_parameter_passes_through_and_schema_does_not() -> None:
+    given = {
+        "sslmode": "verify-full",
+        "sslrootcert": "/etc/ca.pem",
+        "sslcert": "/etc/c.pem",
+        "sslkey": "/etc/k.pem",
+        "connect_timeout": "7",
+        "application_name": "cron source",
+        "keepalives_idle": "30",
+        "options": "-c statement_timeout=5000",
+    }
+    query = "&".join(f"{k}={quote(v, safe='/')}" for k, v in given.items())
+    got = params(f"postgresql://u@h/db?{query}&schema=mine")
+    assert got == {"user": "u", "dbname": "db", "host": "h", **given}
+    assert StoreConfig.parse(f"postgresql://u@h/db?{query}&schema=mine").pg_schema == "mine"
+
+
+def test_schema_alone_leaves_a_plain_url() -> None:
+    cfg = StoreConfig.parse("postgresql://u@h/db?schema=s%201")
+    assert cfg.pg_schema == "s 1"
+    assert params(cfg.url) == {"user": "u", "dbname": "db", "host": "h"}
+
+
+def test_the_database_may_come_from_the_query_as_libpq_reads_it() -> None:
+    assert params("postgresql://u@h/?dbname=other")["dbname"] == "other"
+
+
+@pytest.mark.parametrize(
+    ("url", "named"),
+    [
+        pytest.param("postgresql://u@h/db?sslmod=require", '"sslmod"', id="unknown parameter"),
+        pytest.param(
+            "postgresql://u@h/db?sslmode=require&sslmode=disable",
+            "'sslmode' is given 2 times",
+            id="a parameter twice",
+        ),
+        pytest.param(
+            "postgresql://u@h/db?schema=a&schema=b", "'schema' is given 2 times", id="schema twice"
+        ),
+        pytest.param("postgresql://u@h/db?replication=database", "'replication'", id="replication"),
+        pytest.param(
+            "postgresql://u@h1,h2/db?target_session_attrs=standby",
+            "target_session_attrs=standby",
+            id="a read-only target",
+        ),
+        pytest.param("postgresql://u@h:54x/db", "the port is not a number: '54x'", id="port"),
+        pytest.param(
+            "postgresql://u@h1:5432,h2:x/db", "the port is not a number: 'x'", id="second port"
+        ),
+        pytest.param(
+            "postgresql://u@h1,h2/db?port=1,2,3", "3 ports for 2 hosts", id="ports and hosts"
+        ),
+        pytest.param("postgresql://u@h", "needs a database name", id="no database"),
+        pytest.param("postgresql://u@h?sslmode", '"sslmode"', id="parameter without value"),
+    ],
+)
+def test_what_cannot_be_honoured_is_refused_in_one_line_naming_it(url: str, named: str) -> None:
+    with pytest.raises(StoreURLError) as err:
+        StoreConfig.parse(url)
+    text = str(err.value)
+    assert named in text and "\n" not in text and text.startswith("not a valid store URL"), text
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        pytest.param(f"postgresql://u:{SECRET}@h/db?nope=1", id="unknown parameter"),
+        pytest.param(f"postgresql://u:{SECRET}@h:x/db", id="bad port"),
+        pytest.param("postgresql://u:s3cret%20pw@h", id="no database, encoded password"),
+        pytest.param(f"postgresql://u:{SECRET} x@h/db", id="libpq quotes the password"),
+        pytest.param(f"postgresql://u:{SECRET}%zz@h/db", id="bad percent-encoding"),
+        pytest.param(f"postgresql://u:{SECRET}@[::1/db", id="libpq quotes the whole URL"),
+        pytest.param(f"postgresql://u@h/db?password={SECRET}&x=1", id="password parameter"),
+        pytest.param(f"postgresql://u@h/db?sslpassword={SECRET}&x=1", id="sslpassword"),
+        pytest.param(f"mysql://u:{SECRET}@h/db", id="another scheme"),
+    ],
+)
+def test_a_refused_url_never_shows_its_password(url: str) -> None:
+    with pytest.raises(StoreURLError) as err:
+        StoreConfig.parse(url)
+    text = str(err.value)
+    assert "s3cret" not in text and "***" in text, text
+
+
+def test_the_url_is_shown_without_its_password() -> None:
+    cfg = StoreConfig.parse(
+        f"postgresql://u:{SECRET}@h1:5432,h2:5432/db?sslpassword=k3y&sslmode=require&schema=s"
+    )
+    assert cfg.shown == (
+        "postgresql://u:***@h1:5432,h2:5432/db?sslpassword=***&sslmode=require&schema=s"
+    )
+    assert redact("postgresql://u@h/db") == "postgresql://u@h/db"
+    assert redact("postgresql://u:p@ss@h/db") == "postgresql://u:***@h/db"  # the last @ ends it
+    assert redact("sqlite:///x.db") == "sqlite:///x.db"
+
+
+# ------------------------------------------------------------ through the command line
+
+
+def cs(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "CRONSOURCE_STORE"}
+    return subprocess.run([CLI, *args], capture_output=True, text=True, env=env, timeout=60)
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # closed again when this returns
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["list"], ["migrate"], ["run", "--workflows-dir", "/nonexistent"], ["serve"], ["version"]],
+    ids=lambda a: a[0],
+)
+def test_the_password_is_not_in_the_error_of_an_unreachable_store(args: list[str]) -> None:
+    port = closed_port()
+    for url in (
+        f"postgresql://u:{SECRET}@127.0.0.1:{port}/db",
+        f"postgresql://u@127.0.0.1:{port},127.0.0.1:{port}/db?password={SECRET}",
+    ):
+        r = cs("--store", url, *args)
+        out = r.stdout + r.stderr
+        assert f"connection refused at 127.0.0.1:{port}" in out, out
+        assert "s3cret" not in out and "Traceback" not in out, out
+        assert (r.returncode == 0) == (args[0] == "version"), out
