@@ -27,6 +27,7 @@ from urllib.parse import unquote, urlparse
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from adapters.pgfactory import CONNINFO
 from adapters.readside.model import ReadModel
 
 DEFAULT_STORE = "sqlite:///cronsource.db"
@@ -220,14 +221,10 @@ class StoreConfig:
                 "APPLICATION_RECORDER_TOPIC": "adapters.recorders:SqliteRecorder",
                 "CREATE_TABLE": "y" if create_table else "n",
             }
-        p = conninfo_to_dict(self.pg_conninfo)
         env = {
-            "PERSISTENCE_MODULE": "eventsourcing.postgres",
-            "POSTGRES_DBNAME": str(p["dbname"]),
-            "POSTGRES_HOST": str(p.get("host") or "127.0.0.1"),
-            "POSTGRES_PORT": str(p.get("port") or 5432),
-            "POSTGRES_USER": str(p.get("user") or "postgres"),
-            "POSTGRES_PASSWORD": str(p.get("password") or ""),
+            # The library's PostgreSQL factory, given the whole conninfo (adapters/pgfactory.py).
+            "PERSISTENCE_MODULE": "adapters.pgfactory:ConninfoFactory",
+            CONNINFO: self.pg_conninfo,
             "POSTGRES_POOL_SIZE": "5",
             "POSTGRES_MAX_OVERFLOW": "10",
             "POSTGRES_CONNECT_TIMEOUT": "10",

@@ -17,6 +17,7 @@ import sqlite3
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
+from adapters.conninfo import with_defaults
 from adapters.store import StoreConfig
 
 #: A direct connection attempt. A refused port answers in milliseconds; this bounds an
@@ -106,7 +107,8 @@ def check_store(config: StoreConfig, *, need_tables: bool = True) -> None:
         return
     try:
         conn = psycopg.connect(
-            config.pg_conninfo, connect_timeout=CONNECT_TIMEOUT_SECONDS, autocommit=True
+            with_defaults(config.pg_conninfo, connect_timeout=CONNECT_TIMEOUT_SECONDS),
+            autocommit=True,
         )
     except psycopg.Error as e:
         raise StoreUnavailable(_pg_message(config, str(e))) from None
