@@ -39,6 +39,8 @@ class DispatchWorker:
                 done = self.supervisor.run(lambda: self.step(TURN_BUDGET))
                 if done:
                     continue  # there may be more already
+            else:
+                self.supervisor.forget()  # another replica dispatches: its failures are its own
             loop.clock.wait(loop.poll_seconds, self.wake)
             self.wake.clear()
 

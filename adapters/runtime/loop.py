@@ -32,6 +32,7 @@ from adapters.runtime.scheduler import Scheduler
 from adapters.runtime.settings import IDENTITY_SECONDS, REPORT_SECONDS, TURN_BUDGET
 from adapters.runtime.supervisor import Supervisor
 from adapters.runtime.waker import Waker
+from adapters.runtime.writeprobe import WriteProbe
 from adapters.shards import REBALANCE_SECONDS, Ownership
 from adapters.storeidentity import store_identity
 
@@ -75,6 +76,8 @@ class SchedulerLoop:
             # This process projects only while its ownership holds the projector role (a
             # scheduler-only replica keeps the store's own lock: it never projects by reading).
             engine.projector.lock = RoleLock(ownership.is_projector)
+        #: Whether the store takes writes (readiness, and recovery from a backoff).
+        self.write_probe = WriteProbe(engine.config, self.clock)
         self.projector = Supervisor("projections", self.clock)
         self.scheduler = Supervisor("scheduler", self.clock)
         self.watch = Supervisor("run watcher", self.clock)
@@ -216,6 +219,10 @@ class SchedulerLoop:
                 self.watch.run(
                     lambda: watcher.poll(clock.now(), self.budget(), self.stop_event.is_set)
                 )
+        else:
+            # Another replica projects now: a failure from when we did is not ours to report.
+            self.projector.forget()
+            self.watch.forget()
         if self.runs_scheduler:
             # Last, after the projections moved the due index past this turn's decisions.
             self.warmer.run(lambda: self.warm_once(clock.now()))

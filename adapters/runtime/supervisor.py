@@ -26,6 +26,18 @@ class Supervisor:
     #: would then be skipped as if backing off.)
     retry_at: float | None = None
 
+    @property
+    def failing(self) -> bool:
+        """Whether the last run of the step failed (and no run has succeeded since): what
+        /readyz reports, since reads may go on working while every write fails."""
+        return self.retry_at is not None
+
+    def forget(self) -> None:
+        """The step is no longer this process's to run (its role moved to another replica):
+        its last failure says nothing about this replica any more."""
+        self.backoff = 0.0
+        self.retry_at = None
+
     def run(self, step: Callable[[], Any]) -> Any:
         if self.retry_at is not None and self.clock.monotonic() < self.retry_at:
             return None
