@@ -19,12 +19,14 @@ from typing import Any
 
 import psycopg
 import pytest
+import yaml
 from psycopg import sql
 
 from adapters.engine import build_engine
 from adapters.probes import Probes
 from adapters.runtime.clock import VirtualClock
 from adapters.runtime.loop import SchedulerLoop
+from adapters.runtime.supervisor import MAX_BACKOFF, PROBE_SECONDS, Supervisor
 from adapters.runtime.writeprobe import WriteProbe
 from adapters.store import StoreConfig
 from tests.instants import T0
@@ -240,4 +242,117 @@ def test_readiness_is_503_while_a_worker_fails_and_forgets_a_role_it_lost(tmp_pa
         assert probes.ready()[0] == 200
     finally:
         probes.close()
+        engine.close()
+
+
+# ------------------------------------------------------------ recovery, on a virtual clock
+
+
+class Store:
+    """A store that fails while `broken`; `probe` sees the fault only when `visible`."""
+
+    def __init__(self) -> None:
+        self.broken = False
+        self.visible = True
+        self.steps = 0
+        self.probes = 0
+
+    def step(self) -> None:
+        self.steps += 1
+        if self.broken:
+            raise OSError(28, "database or disk is full")
+
+    def probe(self) -> str | None:
+        self.probes += 1
+        return "no space left" if self.broken and self.visible else None
+
+
+def turn_until(sup: Supervisor, clock: VirtualClock, store: Store, seconds: float) -> list[float]:
+    """Run the step every half second (the loop's poll) for `seconds`; when it ran, by
+    monotonic time."""
+    ran: list[float] = []
+    end = clock.monotonic() + seconds
+    while clock.monotonic() < end:
+        before = store.steps
+        sup.run(store.step)
+        if store.steps > before:
+            ran.append(clock.monotonic())
+        clock.wait(0.5)
+    return ran
+
+
+@pytest.mark.parametrize("probe", [True, False], ids=["probed", "backoff alone"])
+def test_recovery_starts_within_a_second_of_the_fault_clearing(probe: bool) -> None:
+    clock = VirtualClock(T0)
+    store = Store()
+    sup = Supervisor("scheduler", clock, store.probe if probe else None)
+    store.broken = True
+    turn_until(sup, clock, store, 120)  # the backoff has grown to its 30 s
+    while not turn_until(sup, clock, store, 0.5):
+        pass  # the fault clears just after a failed attempt: the worst case
+    assert sup.failing and sup.backoff == MAX_BACKOFF
+    cleared = clock.monotonic()
+    store.broken = False
+    ran = turn_until(sup, clock, store, 40)
+    assert not sup.failing and sup.streak == 0
+    took = ran[0] - cleared
+    if probe:
+        assert took <= PROBE_SECONDS, took
+    else:
+        assert took >= MAX_BACKOFF - 1, took  # what the probe saves
+
+
+def test_a_probe_blind_to_the_fault_keeps_the_backoff() -> None:
+    """The step fails although the probe passes (a disk with room for the probe's small file
+    but not for the commit): it must not be retried every second."""
+    clock = VirtualClock(T0)
+    store = Store()
+    store.visible = False
+    sup = Supervisor("scheduler", clock, store.probe)
+    store.broken = True
+    ran = turn_until(sup, clock, store, 120)
+    # 0, 0.5, 1.5, 3.5, 7.5, 15.5, 31.5, 61.5, 91.5: the backoff alone.
+    assert len(ran) <= 9, ran
+    assert store.probes <= 120 / PROBE_SECONDS + 1  # and the probe is asked once a second
+
+
+def test_a_step_that_fails_after_the_probe_passed_waits_for_the_probe_to_fail_again() -> None:
+    clock = VirtualClock(T0)
+    store = Store()
+    sup = Supervisor("scheduler", clock, store.probe)
+    store.broken = True
+    turn_until(sup, clock, store, 60)
+    store.visible = False  # the probe passes, the step still fails
+    ran = turn_until(sup, clock, store, 60)
+    assert 1 <= len(ran) <= 3, ran  # one early retry, then the backoff again
+
+
+def test_the_loop_probes_the_store_and_its_workers_recover_from_a_full_disk(
+    small_disk: Path,
+) -> None:
+    """The loop's own wiring, on a real SQLite store on a full tmpfs and a virtual clock: the
+    scheduler's commits fail while the disk is full, and it decides again within a second and
+    a half (a turn, plus the probe's answer kept for a second) of the disk having room."""
+    from adapters.shards import SoleOwner
+    from domain.manifest import parse_manifest
+
+    clock = VirtualClock(T0)
+    engine = build_engine(f"sqlite:///{small_disk / 'cronsource.db'}")
+    loop = SchedulerLoop(engine, SoleOwner(), clock=clock, heartbeat=False)
+    try:
+        engine.service.apply(parse_manifest(yaml.safe_load(EVERY_SECOND)), T0)
+        loop.turn()
+        filler = fill(small_disk)
+        for _ in range(240):  # two minutes: the backoff is at its longest
+            loop.turn()
+            clock.wait(0.5)
+        assert loop.scheduler.failing and loop.scheduler.backoff == MAX_BACKOFF
+        assert "full" in loop.scheduler.last_error
+        fires = loop.fires
+        filler.unlink()
+        for _ in range(3):
+            loop.turn()
+            clock.wait(0.5)
+        assert not loop.scheduler.failing and loop.fires > fires
+    finally:
         engine.close()

@@ -25,7 +25,7 @@ class DispatchWorker:
     def __init__(self, loop: SchedulerLoop) -> None:
         self.loop = loop
         self.wake = threading.Event()
-        self.supervisor = Supervisor("dispatch", loop.clock)
+        self.supervisor = Supervisor("dispatch", loop.clock, loop.write_probe.check)
         self._thread = threading.Thread(target=self._run, name="dispatch", daemon=True)
 
     def start(self) -> None:

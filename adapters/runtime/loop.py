@@ -78,12 +78,13 @@ class SchedulerLoop:
             engine.projector.lock = RoleLock(ownership.is_projector)
         #: Whether the store takes writes (readiness, and recovery from a backoff).
         self.write_probe = WriteProbe(engine.config, self.clock)
-        self.projector = Supervisor("projections", self.clock)
-        self.scheduler = Supervisor("scheduler", self.clock)
-        self.watch = Supervisor("run watcher", self.clock)
-        self.shards = Supervisor("shards", self.clock)
-        self.warmer = Supervisor("warm-up", self.clock)
-        self.store = Supervisor("store", self.clock)
+        probe = self.write_probe.check
+        self.projector = Supervisor("projections", self.clock, probe)
+        self.scheduler = Supervisor("scheduler", self.clock, probe)
+        self.watch = Supervisor("run watcher", self.clock, probe)
+        self.shards = Supervisor("shards", self.clock, probe)
+        self.warmer = Supervisor("warm-up", self.clock, probe)
+        self.store = Supervisor("store", self.clock, probe)
         #: What the store was at the last look (adapters/storeidentity.py), when that was,
         #: and whether a step failed since (a lost connection): see `check_store`.
         self._identity: str | None = None
