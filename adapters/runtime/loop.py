@@ -18,7 +18,7 @@ import logging
 import signal
 import threading
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from adapters.engine import Engine
@@ -99,6 +99,9 @@ class SchedulerLoop:
         #: clock.monotonic() when the last turn finished; None before the first (the probe
         #: server's readiness bounds its age: adapters/probes.py).
         self.last_turn: float | None = None
+        #: Times the wall clock moved back by more than the late tolerance (a metric).
+        self.clock_backward_jumps = 0
+        self._last_seen: tuple[datetime, float] | None = None  # (wall, monotonic) last turn
 
     # The scheduler step, as the benchmarks and tests drive it.
 
@@ -196,8 +199,34 @@ class SchedulerLoop:
             self._recover_pending = False
         return found
 
+    def watch_wall_clock(self) -> None:
+        """Log and count a backward step of the wall clock beyond the late tolerance.
+
+        Nothing else is needed for correctness: the scheduler decides the ticks each
+        CronWorkflow has not decided yet, from its log, never "the ticks before now", so no
+        tick is decided twice; the next undecided tick simply waits until the wall clock
+        reaches it again. That wait is silent from the outside (a fleet stepped back an hour
+        fires nothing for an hour), hence the warning and the metric.
+        """
+        now, mono = self.clock.now(), self.clock.monotonic()
+        last, self._last_seen = self._last_seen, (now, mono)
+        if last is None:
+            return
+        expected = last[0] + timedelta(seconds=mono - last[1])
+        back = expected - now
+        if back > self.engine.service.late_tolerance:
+            self.clock_backward_jumps += 1
+            log.warning(
+                "the wall clock moved back by %.0fs (to %s, expected %s): nothing fires until"
+                " it reaches the next tick not decided yet; no tick is decided twice",
+                back.total_seconds(),
+                now.isoformat(timespec="seconds"),
+                expected.isoformat(timespec="seconds"),
+            )
+
     def turn(self) -> None:
         clock = self.clock
+        self.watch_wall_clock()
         failures = sum(s.failures for s in self.supervisors)
         if self.store.run(self.check_store) is None and self.store.failures:
             self._store_lost = True
