@@ -536,7 +536,7 @@ def migrate_cmd() -> None:
         migrate(config)
     except StoreUnavailable as e:
         fail(str(e))
-    click.echo(f"store {config.url} ready")
+    click.echo(f"store {config.shown} ready")
     with obj.engine(catch_up=False) as engine:
         gaps = find_gaps(engine)
     if gaps:
@@ -1376,7 +1376,7 @@ def run(
     waker = Waker(engine)
     loop.install_signal_handlers(waker)
     click.echo(
-        f"cronsource running: store {config.url}, role {role}, workflows in {where}", err=True
+        f"cronsource running: store {config.shown}, role {role}, workflows in {where}", err=True
     )
 
     def ready() -> None:
@@ -1624,9 +1624,9 @@ def version() -> None:
         config = obj.store_config()
         try:
             check_store(config)
-            data["store"] = {"url": config.url, "status": "migrated"}
+            data["store"] = {"url": config.shown, "status": "migrated"}
         except StoreUnavailable as e:
-            data["store"] = {"url": config.url, "status": str(e)}
+            data["store"] = {"url": config.shown, "status": str(e)}
     if obj.output in ("json", "yaml"):
         emit(View(data, [], []), obj.output)
         return

@@ -307,6 +307,12 @@ class _EngineCollector(Collector):
             for sup in self.loop.supervisors:
                 failures.add_metric([sup.name], float(sup.failures))
             yield failures
+            yield CounterMetricFamily(
+                "cronsource_clock_backward_jumps",
+                "Times this process saw the wall clock move back by more than the late"
+                " tolerance (nothing fires until it reaches the next undecided tick again)",
+                value=float(self.loop.clock_backward_jumps),
+            )
         if self.engine.config.kind != "postgresql":
             return
         rows = self.engine.view.advisory_locks(

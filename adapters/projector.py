@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import psycopg
 
+from adapters.conninfo import with_defaults
 from domain.service import Receipt
 
 if TYPE_CHECKING:
@@ -130,7 +131,9 @@ class AdvisoryLock:
         if self._held:
             return True
         if self._conn is None or self._conn.closed:
-            self._conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5)
+            self._conn = psycopg.connect(
+                with_defaults(self.conninfo, connect_timeout=5), autocommit=True
+            )
         try:
             row = self._conn.execute(
                 "SELECT pg_try_advisory_lock(%s, %s)", (PROJECTOR_LOCK_CLASS, self.key)

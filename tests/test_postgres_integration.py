@@ -24,7 +24,8 @@ from uuid import UUID
 
 import psycopg
 import pytest
-from eventsourcing.utils import strtobool
+from eventsourcing.postgres import PostgresFactory
+from eventsourcing.utils import resolve_topic, strtobool
 
 from adapters.engine import Engine, build_engine, migrate
 from adapters.recorders import StaleAppend
@@ -162,7 +163,9 @@ def test_store_env_never_enables_db_functions() -> None:
             # Absent, or pinned off; never on (docs/design.md section 2).
             assert not strtobool(env.get("POSTGRES_ENABLE_DB_FUNCTIONS") or "n"), env
             assert env["CREATE_TABLE"] == ("y" if create else "n")
-            assert env["PERSISTENCE_MODULE"] == "eventsourcing.postgres"
+            # eventsourcing's own PostgreSQL factory, given the URL's whole conninfo.
+            factory = resolve_topic(env["PERSISTENCE_MODULE"])
+            assert issubclass(factory, PostgresFactory), factory
 
 
 def test_migrate_creates_tables_once_and_replicas_run_without_ddl(pg_url: str) -> None:

@@ -15,8 +15,10 @@ from uuid import UUID
 
 import pytest
 from eventsourcing.persistence import IntegrityError
+from psycopg.conninfo import conninfo_to_dict
 
 from adapters.engine import Engine, build_engine, migrate
+from adapters.pgfactory import CONNINFO
 from adapters.runtime.scheduler import Scheduler
 from adapters.shards import SoleOwner
 from adapters.store import StoreConfig, StoreURLError
@@ -93,12 +95,15 @@ def test_store_urls_parse_to_their_kind(tmp_path: Path) -> None:
     cfg = StoreConfig.parse("postgres://u:p%40ss@db:5433/cron?schema=s1")
     assert (cfg.kind, cfg.pg_schema) == ("postgresql", "s1")
     env = cfg.env()
-    assert (env["POSTGRES_HOST"], env["POSTGRES_PORT"], env["POSTGRES_DBNAME"]) == (
-        "db",
-        "5433",
-        "cron",
-    )
-    assert (env["POSTGRES_PASSWORD"], env["POSTGRES_SCHEMA"]) == ("p@ss", "s1")
+    assert env["POSTGRES_SCHEMA"] == "s1"
+    # The event store connects with the URL's whole conninfo (adapters/pgfactory.py).
+    assert conninfo_to_dict(env[CONNINFO]) == {
+        "host": "db",
+        "port": "5433",
+        "dbname": "cron",
+        "user": "u",
+        "password": "p@ss",
+    }
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ import logging
 import signal
 import threading
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from adapters.engine import Engine
@@ -32,6 +32,7 @@ from adapters.runtime.scheduler import Scheduler
 from adapters.runtime.settings import IDENTITY_SECONDS, REPORT_SECONDS, TURN_BUDGET
 from adapters.runtime.supervisor import Supervisor
 from adapters.runtime.waker import Waker
+from adapters.runtime.writeprobe import WriteProbe
 from adapters.shards import REBALANCE_SECONDS, Ownership
 from adapters.storeidentity import store_identity
 
@@ -75,12 +76,15 @@ class SchedulerLoop:
             # This process projects only while its ownership holds the projector role (a
             # scheduler-only replica keeps the store's own lock: it never projects by reading).
             engine.projector.lock = RoleLock(ownership.is_projector)
-        self.projector = Supervisor("projections", self.clock)
-        self.scheduler = Supervisor("scheduler", self.clock)
-        self.watch = Supervisor("run watcher", self.clock)
-        self.shards = Supervisor("shards", self.clock)
-        self.warmer = Supervisor("warm-up", self.clock)
-        self.store = Supervisor("store", self.clock)
+        #: Whether the store takes writes (readiness, and recovery from a backoff).
+        self.write_probe = WriteProbe(engine.config, self.clock)
+        probe = self.write_probe.check
+        self.projector = Supervisor("projections", self.clock, probe)
+        self.scheduler = Supervisor("scheduler", self.clock, probe)
+        self.watch = Supervisor("run watcher", self.clock, probe)
+        self.shards = Supervisor("shards", self.clock, probe)
+        self.warmer = Supervisor("warm-up", self.clock, probe)
+        self.store = Supervisor("store", self.clock, probe)
         #: What the store was at the last look (adapters/storeidentity.py), when that was,
         #: and whether a step failed since (a lost connection): see `check_store`.
         self._identity: str | None = None
@@ -95,6 +99,9 @@ class SchedulerLoop:
         #: clock.monotonic() when the last turn finished; None before the first (the probe
         #: server's readiness bounds its age: adapters/probes.py).
         self.last_turn: float | None = None
+        #: Times the wall clock moved back by more than the late tolerance (a metric).
+        self.clock_backward_jumps = 0
+        self._last_seen: tuple[datetime, float] | None = None  # (wall, monotonic) last turn
 
     # The scheduler step, as the benchmarks and tests drive it.
 
@@ -194,8 +201,34 @@ class SchedulerLoop:
             self._recover_pending = False
         return found
 
+    def watch_wall_clock(self) -> None:
+        """Log and count a backward step of the wall clock beyond the late tolerance.
+
+        Nothing else is needed for correctness: the scheduler decides the ticks each
+        CronWorkflow has not decided yet, from its log, never "the ticks before now", so no
+        tick is decided twice; the next undecided tick simply waits until the wall clock
+        reaches it again. That wait is silent from the outside (a fleet stepped back an hour
+        fires nothing for an hour), hence the warning and the metric.
+        """
+        now, mono = self.clock.now(), self.clock.monotonic()
+        last, self._last_seen = self._last_seen, (now, mono)
+        if last is None:
+            return
+        expected = last[0] + timedelta(seconds=mono - last[1])
+        back = expected - now
+        if back > self.engine.service.late_tolerance:
+            self.clock_backward_jumps += 1
+            log.warning(
+                "the wall clock moved back by %.0fs (to %s, expected %s): nothing fires until"
+                " it reaches the next tick not decided yet; no tick is decided twice",
+                back.total_seconds(),
+                now.isoformat(timespec="seconds"),
+                expected.isoformat(timespec="seconds"),
+            )
+
     def turn(self) -> None:
         clock = self.clock
+        self.watch_wall_clock()
         failures = sum(s.failures for s in self.supervisors)
         if not self.store.run(self.check_store):
             self._store_lost = True  # the look itself failed (None): the store is unreachable
@@ -218,6 +251,10 @@ class SchedulerLoop:
                 self.watch.run(
                     lambda: watcher.poll(clock.now(), self.budget(), self.stop_event.is_set)
                 )
+        else:
+            # Another replica projects now: a failure from when we did is not ours to report.
+            self.projector.forget()
+            self.watch.forget()
         if self.runs_scheduler:
             # Last, after the projections moved the due index past this turn's decisions.
             self.warmer.run(lambda: self.warm_once(clock.now()))
