@@ -24,7 +24,12 @@ from adapters.store import StoreConfig
 #: unreachable (filtered) host, which never answers at all.
 CONNECT_TIMEOUT_SECONDS = 3
 #: Tables `migrate` creates; if one is missing, the store was never migrated (or partly).
-REQUIRED_TABLES = ("cronsource_events", "cronsource_tracking", "cronsource_status")
+REQUIRED_TABLES = (
+    "cronsource_events",
+    "cronsource_snapshots",
+    "cronsource_tracking",
+    "cronsource_status",
+)
 
 
 class StoreUnavailable(RuntimeError):

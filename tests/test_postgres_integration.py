@@ -41,7 +41,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = ROOT / "tests" / "procs" / "decide_worker.py"
-EVENT_TABLES = {"cronsource_events"}
+EVENT_TABLES = {"cronsource_events", "cronsource_snapshots"}
 VIEW_TABLES = {"cronsource_status", "cronsource_audit", "cronsource_tracking"}
 #: The replicas' leases (adapters/leases.py), made by `migrate` with the read model.
 LEASE_TABLES = {"cronsource_leases"}
@@ -174,7 +174,7 @@ def test_migrate_creates_tables_once_and_replicas_run_without_ddl(pg_url: str) -
     early = build_engine(pg_url, create_tables=False)
     try:
         assert public_tables(pg_url) == set()
-        with pytest.raises(Exception, match="cronsource_events"):
+        with pytest.raises(Exception, match="cronsource_(events|snapshots)"):
             early.service.apply(manifest("early"), T0)
         assert public_tables(pg_url) == set()
     finally:
