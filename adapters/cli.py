@@ -779,6 +779,8 @@ def detail_cell(e: dict[str, Any]) -> str:
         return f"overlap={e.get('overlap')} parallel={e.get('parallel')}"
     if t == "HistoryPruned":
         return "removed " + ",".join(e.get("workflows") or [])
+    if t == "RunNotStarted":
+        return f"reason={e.get('reason')}: {e.get('message')}"
     if t in ("SubmissionFailed", "SpecRejected", "Stopped"):
         transient = " (transient, retried)" if e.get("transient") else ""
         return (e.get("message") or e.get("reason") or "-") + transient

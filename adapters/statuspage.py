@@ -92,6 +92,9 @@ def child_workflows(
         elif end.type == "SubmissionFailed":
             item["phase"] = "SubmissionFailed"
             item["message"] = end.detail.get("message")
+        elif end.type == "RunNotStarted":
+            item["phase"] = "NotStarted"
+            item["message"] = end.detail.get("message")
         else:
             item["phase"] = "Vanished"
         out.append(item)

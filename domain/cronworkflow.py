@@ -707,6 +707,34 @@ class CronWorkflow(Aggregate):
         )
         return True
 
+    def run_not_started(
+        self,
+        workflow: str,
+        reason: str,
+        message: str,
+        late_seconds: float,
+        deadline_seconds: float,
+        at: datetime,
+    ) -> bool:
+        """The dispatcher did not create this fire's Workflow: it reached the fire after the
+        fire's starting deadline (docs/design.md invariant 4). The run stops counting as
+        active, so Forbid's slot is free and the scheduler decides what waited behind it at
+        its next turn. Returns whether anything was recorded: False when the run is not
+        active (recorded already, by a dispatcher that repeats its batch after a crash, or
+        it ended), so a replay never records a run twice."""
+        if workflow not in self.active:
+            return False
+        self._run_not_started(
+            workflow_name=workflow,
+            scheduled_time=self.active[workflow],
+            reason=reason,
+            message=message,
+            late_seconds=late_seconds,
+            deadline_seconds=deadline_seconds,
+            timestamp=at,
+        )
+        return True
+
     def submission_failed(
         self, workflow: str, scheduled_time: datetime, message: str, transient: bool, at: datetime
     ) -> None:
@@ -972,6 +1000,23 @@ class CronWorkflow(Aggregate):
         if not transient:
             self.active.pop(workflow_name, None)
             self.backfill_running.discard(workflow_name)
+
+    @event("RunNotStarted", topic="cronsource:RunNotStarted/v1")
+    def _run_not_started(
+        self,
+        workflow_name: str,
+        scheduled_time: datetime,
+        reason: str,
+        message: str,
+        late_seconds: float,
+        deadline_seconds: float,
+        timestamp: datetime,
+    ) -> None:
+        self.active.pop(workflow_name, None)
+        self.backfill_running.discard(workflow_name)
+        # The latest run not started, for the status condition (projections/readmodel.py
+        # `status_of`); plain strings, so a snapshot stores it as it is.
+        self.not_started = {"workflow": workflow_name, "message": message}
 
     @event("HistoryPruned", topic="cronsource:HistoryPruned/v1")
     def _history_pruned(self, workflow_names: list[str], timestamp: datetime) -> None:

@@ -61,7 +61,10 @@ class EventList(BaseModel):
 
 class Decision(BaseModel):
     at: str
-    outcome: str = Field(description="Fired, Skipped, Pending, NotScheduled, NotATick or Unknown")
+    outcome: str = Field(
+        description="Fired, NotStarted (fired, its Workflow not created by its starting"
+        " deadline), Skipped, Pending, NotScheduled, NotATick or Unknown"
+    )
     reason: str | None = None
     explanation: str
     decisions: list[Event]
@@ -215,7 +218,7 @@ class ChildWorkflow(BaseModel):
     trigger: str
     phase: str = Field(
         description="Succeeded, Failed, Error (from the run's end), Active (not finished),"
-        " SubmissionFailed or Vanished"
+        " SubmissionFailed, NotStarted (not created by its starting deadline) or Vanished"
     )
     finishedAt: str | None = None
     message: str | None = None
