@@ -395,6 +395,28 @@ def test_a_run_not_started_shows_in_history_why_and_the_status_page(engine: Engi
     assert item["phase"] == "NotStarted" and "25m after its tick" in item["message"]
 
 
+def test_runs_not_started_are_counted_for_metrics(engine: Engine) -> None:
+    from adapters.metrics import EventTail
+
+    def counted(tail: EventTail) -> dict[tuple[str, ...], float]:
+        (family,) = [f for f in tail.collect() if f.name == "cronsource_runs_not_started"]
+        return {tuple(s.labels.values()): s.value for s in family.samples}
+
+    cron_id = apply(engine, startingDeadlineSeconds=60)
+    engine.service.tick([cron_id], TICK)
+    dispatch(engine, TICK + timedelta(minutes=5))
+    engine.catch_up(TICK + timedelta(minutes=5))
+    tail = EventTail(engine.view)
+    tail.refresh()  # the whole history at the first scrape
+    assert counted(tail) == {("default", "DeadlineExceeded"): 1.0}
+
+    engine.service.tick([cron_id], at("10:02:00"))
+    dispatch(engine, at("10:09:00"))
+    engine.catch_up(at("10:09:00"))
+    tail.refresh()  # what came since
+    assert counted(tail) == {("default", "DeadlineExceeded"): 2.0}
+
+
 # ------------------------------------------------------------------------- the runtime's loop
 
 
