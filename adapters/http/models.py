@@ -207,7 +207,9 @@ class SchedulerHealth(BaseModel):
         description="When a scheduler last recorded a decision (fire or skip)"
     )
     schedulers: int | None = Field(
-        description="`cronsource run` replicas connected to the store (PostgreSQL only)"
+        description="`cronsource run` processes holding the store: replicas holding their"
+        " member lock on PostgreSQL, 1 or 0 on SQLite (the projector file lock); null for"
+        " memory:"
     )
 
 
