@@ -26,6 +26,7 @@ from eventsourcing.persistence import Tracking
 
 from adapters.engine import Engine, build_engine
 from adapters.explain import explain
+from adapters.http.timeline import timeline, window_bounds
 from adapters.localtarget import LocalTarget
 from adapters.runtime.clock import VirtualClock
 from adapters.runtime.loop import SchedulerLoop
@@ -393,6 +394,11 @@ def test_a_run_not_started_shows_in_history_why_and_the_status_page(engine: Engi
     assert [c["type"] for c in status.status["conditions"]] == ["SubmissionError"]
     (item,) = child_workflows(view, "default", "nightly", [], 10)
     assert item["phase"] == "NotStarted" and "25m after its tick" in item["message"]
+    # The status page's timeline counts it as a fired tick that did not run.
+    since, until, bucket = window_bounds(TICK, 1 / 24, 60)
+    window = view.window("default", "nightly", since, until, bucket)
+    (line,) = timeline(view.statuses("default"), window, since, until, bucket)
+    assert [c for c in line["cells"] if c] == [{"fired": 1, "failed": 1}]
 
 
 def test_runs_not_started_are_counted_for_metrics(engine: Engine) -> None:
