@@ -22,7 +22,7 @@ from adapters.store import StoreConfig
 from domain.cronworkflow import CronWorkflow
 from domain.decisions import DEFAULT_LATE_TOLERANCE
 from domain.service import CronService, fired_in
-from projections.dispatch import Dispatcher, WorkflowTarget
+from projections.dispatch import NOT_STARTED_REASON, Dispatcher, NotStartedSink, WorkflowTarget
 from projections.readmodel import AggregateFollower, ReadModelProjection
 
 #: The stored topic of `CronWorkflowCreated` (the only event that carries a name).
@@ -203,6 +203,30 @@ def migrate(config: StoreConfig) -> None:
     view.close()
 
 
+def _not_started_sink(service: CronService) -> NotStartedSink:
+    """The dispatcher's RunNotStarted, recorded through the domain service."""
+
+    def record(
+        cron_id: Any,
+        workflow: str,
+        message: str,
+        late: timedelta,
+        deadline: timedelta,
+        at: datetime,
+    ) -> None:
+        service.run_not_started(
+            cron_id,
+            workflow,
+            NOT_STARTED_REASON,
+            message,
+            late.total_seconds(),
+            deadline.total_seconds(),
+            at,
+        )
+
+    return record
+
+
 def build_engine(
     store: str | StoreConfig | None = None,
     *,
@@ -241,5 +265,7 @@ def build_engine(
             on_failure=lambda cid, wf, t, msg, at: service.submission_failed(
                 cid, wf, t, msg, False, at
             ),
+            on_not_started=_not_started_sink(service),
+            late_tolerance=lambda: service.late_tolerance,
         )
     return engine

@@ -245,6 +245,14 @@ class SimTarget:
             end_phase=phase or self.default_phase,
         )
 
+    def created(self, workflow: dict[str, Any], *, cron_id: str) -> bool:
+        meta = workflow["metadata"]
+        key = (meta["namespace"], meta["name"])
+        wf = self.workflows.get(key)
+        return (
+            wf is not None and wf.deleted_at is None and is_same_workflow(self.metadata[key], meta)
+        )
+
     def terminate(self, namespace: str, name: str, at: datetime) -> None:
         wf = self.workflows.get((namespace, name))
         if wf is not None and wf.phase == "Running":  # finished already: not an error (Argo #11377)

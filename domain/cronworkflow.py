@@ -169,6 +169,7 @@ _SNAPSHOT_FIELDS = (
     "deleted",
     "suspension_end",
     "suspension_reason",
+    "not_started",
     "active",
     "finished",
     "succeeded",
@@ -212,8 +213,8 @@ class CronWorkflowSnapshot(Snapshot):
 class CronWorkflow(Aggregate):
     TOPIC = "cronsource:CronWorkflow/v1"
     #: The version of the snapshot state (`snapshot_state`). 1: the state before the resume
-    #: rule moved to the scheduler and before the last-applied record (no `suspension_end`,
-    #: `suspension_reason`, `last_applied`); 2: today's. Each step has an `upcast_vN_vN+1`.
+    #: rule moved to the scheduler, the last-applied record and runs not started (no
+    #: `suspension_end`, `suspension_reason`, `last_applied`, `not_started`); 2: today's. Each step has an `upcast_vN_vN+1`.
     class_version = 2
     Snapshot = CronWorkflowSnapshot
 
@@ -243,6 +244,7 @@ class CronWorkflow(Aggregate):
         state.setdefault("suspension_end", None)
         state.setdefault("suspension_reason", "Suspended")
         state.setdefault("last_applied", None)
+        state.setdefault("not_started", None)
 
     # ------------------------------------------------------------------ creation
 
@@ -287,6 +289,9 @@ class CronWorkflow(Aggregate):
         #: the resume rule (see `tick`), as Suspended or Stopped.
         self.suspension_end: datetime | None = None
         self.suspension_reason = "Suspended"
+        #: The latest run not started past its deadline, for the status condition:
+        #: {"workflow": name, "message": why}; None until one is.
+        self.not_started: dict[str, str] | None = None
         self.active: dict[str, datetime] = {}
         self.finished: list[tuple[str, str, datetime]] = []
         self.succeeded = 0
@@ -830,6 +835,34 @@ class CronWorkflow(Aggregate):
         )
         return True
 
+    def run_not_started(
+        self,
+        workflow: str,
+        reason: str,
+        message: str,
+        late_seconds: float,
+        deadline_seconds: float,
+        at: datetime,
+    ) -> bool:
+        """The dispatcher did not create this fire's Workflow: it reached the fire after the
+        fire's starting deadline (docs/design.md invariant 4). The run stops counting as
+        active, so Forbid's slot is free and the scheduler decides what waited behind it at
+        its next turn. Returns whether anything was recorded: False when the run is not
+        active (recorded already, by a dispatcher that repeats its batch after a crash, or
+        it ended), so a replay never records a run twice."""
+        if workflow not in self.active:
+            return False
+        self._run_not_started(
+            workflow_name=workflow,
+            scheduled_time=self.active[workflow],
+            reason=reason,
+            message=message,
+            late_seconds=late_seconds,
+            deadline_seconds=deadline_seconds,
+            timestamp=at,
+        )
+        return True
+
     def submission_failed(
         self, workflow: str, scheduled_time: datetime, message: str, transient: bool, at: datetime
     ) -> None:
@@ -1100,6 +1133,23 @@ class CronWorkflow(Aggregate):
         if not transient:
             self.active.pop(workflow_name, None)
             self.backfill_running.discard(workflow_name)
+
+    @event("RunNotStarted", topic="cronsource:RunNotStarted/v1")
+    def _run_not_started(
+        self,
+        workflow_name: str,
+        scheduled_time: datetime,
+        reason: str,
+        message: str,
+        late_seconds: float,
+        deadline_seconds: float,
+        timestamp: datetime,
+    ) -> None:
+        self.active.pop(workflow_name, None)
+        self.backfill_running.discard(workflow_name)
+        # The latest run not started, for the status condition (projections/readmodel.py
+        # `status_of`); plain strings, so a snapshot stores it as it is.
+        self.not_started = {"workflow": workflow_name, "message": message}
 
     @event("HistoryPruned", topic="cronsource:HistoryPruned/v1")
     def _history_pruned(self, workflow_names: list[str], timestamp: datetime) -> None:

@@ -569,6 +569,24 @@ class CronService(Application[UUID]):
             lambda a: a.submission_failed(workflow, scheduled_time, message, transient, at),
         )
 
+    def run_not_started(
+        self,
+        cron_id: UUID,
+        workflow: str,
+        reason: str,
+        message: str,
+        late_seconds: float,
+        deadline_seconds: float,
+        at: datetime,
+    ) -> bool:
+        """Record that a fire's Workflow was not created (CronWorkflow.run_not_started)."""
+        return self.command(
+            cron_id,
+            lambda a: a.run_not_started(
+                workflow, reason, message, late_seconds, deadline_seconds, at
+            ),
+        )
+
     def trigger(self, cron_id: UUID, at: datetime, request_id: str) -> str | None:
         return self.command(cron_id, lambda a: a.trigger(at, request_id))
 
