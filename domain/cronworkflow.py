@@ -214,7 +214,8 @@ class CronWorkflow(Aggregate):
     TOPIC = "cronsource:CronWorkflow/v1"
     #: The version of the snapshot state (`snapshot_state`). 1: the state before the resume
     #: rule moved to the scheduler, the last-applied record and runs not started (no
-    #: `suspension_end`, `suspension_reason`, `last_applied`, `not_started`); 2: today's. Each step has an `upcast_vN_vN+1`.
+    #: `suspension_end`, `suspension_reason`, `last_applied`, `not_started`); 2: today's.
+    #: Each step has an `upcast_vN_vN+1`.
     class_version = 2
     Snapshot = CronWorkflowSnapshot
 
