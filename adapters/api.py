@@ -19,7 +19,7 @@ from typing import Any, TypeVar, get_args
 from uuid import UUID
 
 from adapters.engine import Engine
-from domain.backfill import BackfillPlan, BackfillTooLarge, Overlap
+from domain.backfill import BackfillPlan, BackfillTooLarge, HistoryRemoved, Overlap
 from domain.cronworkflow import CronWorkflow
 from domain.decisions import SkipReason
 from domain.manifest import CronWorkflowManifest
@@ -218,4 +218,6 @@ class Operations:
                 )
             except BackfillTooLarge as e:
                 raise FieldError("end", str(e), "body") from None
+            except HistoryRemoved as e:
+                raise FieldError("start", str(e), "body") from None
         return plan

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from importlib import metadata
 from typing import Any, NoReturn
 from zoneinfo import ZoneInfo
@@ -33,7 +33,7 @@ from rich.table import Table
 
 from adapters.api import EVENT_TYPES, SKIP_REASONS, FieldError
 from adapters.engine import Engine, build_engine, migrate
-from adapters.explain import explain
+from adapters.explain import explain, removed_before
 from adapters.loggaps import Gap, find_gaps, repair_gaps
 from adapters.manifestfiles import Admission, admit_files
 from adapters.objects import backfill_result, next_fire_times
@@ -41,7 +41,13 @@ from adapters.presence import schedulers_running
 from adapters.selectors import parse_label_selector, select
 from adapters.store import StoreConfig, StoreURLError
 from adapters.storecheck import StoreUnavailable, check_store, describe
-from domain.backfill import DEFAULT_MAX_BACKFILL_TICKS, OVERLAPS, BackfillPlan, BackfillTooLarge
+from domain.backfill import (
+    DEFAULT_MAX_BACKFILL_TICKS,
+    OVERLAPS,
+    BackfillPlan,
+    BackfillTooLarge,
+    HistoryRemoved,
+)
 from domain.cronworkflow import CronWorkflow
 from domain.manifest import CronWorkflowManifest, ManifestError
 from domain.service import Applied, NotFound
@@ -575,6 +581,51 @@ def _holes(gaps: list[Gap]) -> str:
     return f"{len(gaps)} hole(s) in {streams} stream(s) of the log"
 
 
+@cli.command(name="export")
+@click.option("--before", required=True, help="RFC 3339: events that happened before it")
+@click.option(
+    "-o",
+    "--output-file",
+    "output_file",
+    required=True,
+    type=click.Path(dir_okay=False, writable=True),
+    help="JSON Lines file to write (gzip when it ends in .gz; - for stdout)",
+)
+@global_options(output=False, all_namespaces=False, selector=False)
+def export_cmd(before: str, output_file: str) -> None:
+    """Write the audit log's events before a time as JSON Lines, one event a line, in log
+    order: for teams that keep their audit elsewhere before `run --retain` removes it.
+    Each line is an event as `history -o json` shows it, with its log `position`."""
+    import gzip
+
+    obj = _obj()
+    until = parse_time(before, "--before")
+    written = 0
+    with obj.engine() as engine:
+        out: Any
+        if output_file == "-":
+            out = sys.stdout
+        elif output_file.endswith(".gz"):
+            out = gzip.open(output_file, "wt", encoding="utf-8")
+        else:
+            out = open(output_file, "w", encoding="utf-8")  # noqa: SIM115 (closed below)
+        try:
+            after = 0
+            while True:
+                rows = engine.view.audit(until=until, after_position=after, limit=5000)
+                rows = [r for r in rows if r.at < until]
+                for r in rows:
+                    out.write(json.dumps({"position": r.notification_id, **r.as_event()}) + "\n")
+                written += len(rows)
+                if len(rows) < 5000:
+                    break
+                after = rows[-1].notification_id
+        finally:
+            if out is not sys.stdout:
+                out.close()
+    click.echo(f"exported {written} event(s) before {rfc3339(until)}", err=True)
+
+
 @cli.command(name="check")
 @click.option(
     "--repair",
@@ -606,6 +657,22 @@ def check_cmd(repair: bool) -> None:
 
 
 # ---------------------------------------------------------------------- reading
+
+
+def parse_retain(text: str) -> timedelta:
+    """A retention: Go's durations (`2160h`) and whole days (`90d`), as kubectl users write
+    them for log retention."""
+    from domain.durations import parse_duration
+
+    if text.endswith("d") and text[:-1].isdigit():
+        return timedelta(days=int(text[:-1]))
+    return parse_duration(text)
+
+
+def longest_deadline(engine: Engine) -> timedelta:
+    """The longest startingDeadlineSeconds of the live CronWorkflows in the store."""
+    seconds = [int(row.spec.get("startingDeadlineSeconds") or 0) for row in engine.view.statuses()]
+    return timedelta(seconds=max(seconds, default=0))
 
 
 def known_namespaces(engine: Engine) -> list[str]:
@@ -873,6 +940,9 @@ def history(
         if name and not engine.view.ever_existed(obj.ns, name):
             fail(f"cronworkflow {obj.ns}/{name} not found (never applied in namespace {obj.ns})")
         rows = engine.view.audit(ns, name, since=s, until=u, types=want_types)
+        kept_from = engine.view.kept_from()
+        if kept_from is not None and (s is None or s < kept_from):
+            click.echo(f"note: {removed_before(kept_from)}", err=True)
         if obj.selector:
             keep = {
                 (c.namespace, c.name)
@@ -897,13 +967,14 @@ def why(name: str, at_: str) -> None:
     with obj.engine() as engine:
         queries = engine.view
         rows = queries.decisions_at(obj.ns, name, t)
+        kept_from = queries.kept_from()
         try:
             agg: CronWorkflow | None = engine.service.find(obj.ns, name)
         except NotFound:
             if not queries.ever_existed(obj.ns, name):
                 fail(f"cronworkflow {obj.ns}/{name} not found")
             agg = None
-    d = explain(agg, t, rows)
+    d = explain(agg, t, rows, kept_from)
     if obj.output in ("json", "yaml"):
         emit(View(d, [], []), obj.output)
         return
@@ -1142,6 +1213,8 @@ def backfill(
             plan = engine.service.plan_backfill(agg.id, s, e, **kwargs)
         except BackfillTooLarge as ex:
             fail(f"--start/--end: {ex} (--max-ticks {max_ticks})")
+        except HistoryRemoved as ex:
+            fail(f"--start: {ex}")
         if dry_run or not plan.runs:
             data = backfill_result(name, plan, True)
             _backfill_out(obj, data, backfill_summary(ref, plan, True, pending_after), name)
@@ -1254,6 +1327,13 @@ def _backfill_out(obj: Ctx, data: dict[str, Any], summary: str, name: str) -> No
     help="PostgreSQL: a replica that has not renewed its lease for this long (frozen,"
     " partitioned) has its shards and projector role taken by the others",
 )
+@click.option(
+    "--retain",
+    default=None,
+    envvar="CRONSOURCE_RETAIN",
+    help="keep the log and the audit for this long (e.g. 90d, 2160h): older events that a"
+    " snapshot covers and nothing needs are removed (default: keep everything)",
+)
 @click.option("-v", "--verbose", is_flag=True)
 @global_options(output=False, all_namespaces=False, selector=False)
 def run(
@@ -1270,6 +1350,7 @@ def run(
     http_token_file: str | None,
     max_turn_age: str,
     lease_duration: str,
+    retain: str | None,
     verbose: bool,
 ) -> None:
     """The main job: apply PATHS, then schedule and project until SIGTERM."""
@@ -1304,6 +1385,12 @@ def run(
         lease_seconds = parse_duration(lease_duration).total_seconds()
     except ValueError as e:
         fail(f"--lease-duration: {e}")
+    retain_for = None
+    if retain is not None:
+        try:
+            retain_for = parse_retain(retain)
+        except ValueError as e:
+            fail(f"--retain: {e}")
     if lease_seconds < MIN_LEASE_SECONDS:
         fail(
             f"--lease-duration: {lease_duration!r} is shorter than {MIN_LEASE_SECONDS:g}s"
@@ -1393,7 +1480,17 @@ def run(
             watcher.start()
     else:
         watcher = RunWatcher(engine, target)
-    loop = SchedulerLoop(engine, ownership, role=role, watcher=watcher)
+    retention = None
+    if retain_for is not None:
+        from adapters.runtime.retention import Retention, RetentionTooShort, check_retain
+
+        try:
+            check_retain(retain_for, longest_deadline(engine))
+        except RetentionTooShort as e:
+            engine.close()
+            fail(str(e))
+        retention = Retention(engine, retain_for)
+    loop = SchedulerLoop(engine, ownership, role=role, watcher=watcher, retention=retention)
     probes: Any = None
     if http_port is not None:
         from adapters.probes import Probes, ProbeServer
@@ -1630,21 +1727,44 @@ def simulate(scenario: str) -> None:
     default=None,
     help="file holding the bearer token (else $CRONSOURCE_TOKEN); required off loopback",
 )
+@click.option(
+    "--retain",
+    default=None,
+    envvar="CRONSOURCE_RETAIN",
+    help="as `run --retain`, applied while no `run` projects this store",
+)
 @click.option("-v", "--verbose", is_flag=True, help="debug logs and access logs")
 @global_options(output=False, all_namespaces=False, selector=False)
-def serve(host: str, port: int, token_file: str | None, verbose: bool) -> None:
+def serve(host: str, port: int, token_file: str | None, retain: str | None, verbose: bool) -> None:
     """HTTP API, metrics, health checks and the status page (docs/http-api.md)."""
     from adapters.http import ServeError
     from adapters.http import serve as serve_http
 
     obj = _obj()
+    retain_for = None
+    if retain is not None:
+        from adapters.runtime.retention import MIN_RETAIN
+
+        try:
+            retain_for = parse_retain(retain)
+        except ValueError as e:
+            fail(f"--retain: {e}")
+        if retain_for < MIN_RETAIN:
+            fail(f"--retain {retain_for}: shorter than a day ({MIN_RETAIN})")
     config = obj.store_config()
     try:
         check_store(config)
     except StoreUnavailable as e:
         fail(str(e))
     try:
-        serve_http(obj.store, host=host, port=port, token_file=token_file, verbose=verbose)
+        serve_http(
+            obj.store,
+            host=host,
+            port=port,
+            token_file=token_file,
+            verbose=verbose,
+            retain=retain_for,
+        )
     except ServeError as e:
         fail(str(e))
 

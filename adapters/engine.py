@@ -19,6 +19,7 @@ from eventsourcing.persistence import Tracking
 from adapters.projector import Projector, lock_for
 from adapters.readside.model import ReadModel
 from adapters.store import StoreConfig
+from domain.backfill import HistoryRemoved
 from domain.cronworkflow import CronWorkflow
 from domain.decisions import DEFAULT_LATE_TOLERANCE
 from domain.service import CronService, fired_in
@@ -157,6 +158,9 @@ class Engine:
         """The ticks in [start, end] that fired (CronService.fired_ticks): the audit's, from
         its index, and those of the stream's events the status view has not projected yet
         (a read of the stream's tail, never of the whole stream)."""
+        kept_from = self.view.kept_from()
+        if kept_from is not None and start < kept_from:
+            raise HistoryRemoved(kept_from.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
         ticks, projected = self.view.fired_ticks(str(cron_id), start, end)
         tail = self.service.events.get(cron_id, gt=projected)
         return ticks | fired_in(tail, start, end)

@@ -13,7 +13,21 @@ from projections.readmodel import AuditRow, rfc3339
 _TICK = timedelta(microseconds=1)
 
 
-def explain(agg: CronWorkflow | None, t: datetime, decisions: list[AuditRow]) -> dict[str, Any]:
+def removed_before(kept_from: datetime) -> str:
+    """The one line `history`, `why` and the HTTP audit queries say for a time before the
+    retained window (`run --retain`)."""
+    return (
+        f"events before {rfc3339(kept_from)} were removed by retention: the log keeps them"
+        " from then"
+    )
+
+
+def explain(
+    agg: CronWorkflow | None,
+    t: datetime,
+    decisions: list[AuditRow],
+    kept_from: datetime | None = None,
+) -> dict[str, Any]:
     """Why the CronWorkflow did or did not run at `t`.
 
     `outcome` is Fired or Skipped when a decision for that tick is recorded, NotStarted when
@@ -21,7 +35,8 @@ def explain(agg: CronWorkflow | None, t: datetime, decisions: list[AuditRow]) ->
     says why there is none: Pending (not decided yet: due, or waiting for a resume),
     NotScheduled (at or before the creation or the last schedule change, whose ticks are
     never decided), NotATick (the schedule has no tick at `t`; `nextTick` names the next),
-    or Unknown (no live CronWorkflow to ask, or a schedule that has changed since).
+    or Unknown (no live CronWorkflow to ask, or a schedule that has changed since), or
+    Removed (`t` is before `kept_from`: retention removed what was decided then).
     """
     out: dict[str, Any] = {
         "at": rfc3339(t),
@@ -64,6 +79,10 @@ def explain(agg: CronWorkflow | None, t: datetime, decisions: list[AuditRow]) ->
             out["explanation"] = f"skipped: {s.reason}, decided at {rfc3339(s.at)} for {span}" + (
                 f": {message}" if message else ""
             )
+        return out
+    if kept_from is not None and t < kept_from:
+        out["outcome"] = "Removed"
+        out["explanation"] = removed_before(kept_from)
         return out
     if agg is None:
         out["outcome"] = "Unknown"

@@ -343,6 +343,74 @@ class PostgresRecorder(PostgresApplicationRecorder):
                 ),
             )
 
+    def remove_covered(
+        self, snapshots_table: str, after: int, upto: int, keep: Sequence[int], limit: int
+    ) -> tuple[int, int, set[UUID]]:
+        """Retention (adapters/runtime/retention.py): delete up to `limit` events with
+        notification id in (`after`, `upto`] that the stream's second latest snapshot covers
+        (so a load can fall back to it when the latest cannot be read), that are not their
+        stream's last event (the last version is what every append checks) and not in `keep`.
+        One short transaction: it holds the table's row locks, and appends (which lock the
+        table) wait for it, so batches stay small. Returns (events removed, the last
+        notification id looked at, the streams with events in the range that no snapshot
+        covers yet: snapshot them and look again)."""
+        table = SQL("{schema}.{table}").format(
+            schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name)
+        )
+        snaps = SQL("{schema}.{table}").format(
+            schema=Identifier(self.datastore.schema), table=Identifier(snapshots_table)
+        )
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(
+                SQL(
+                    "SELECT max(notification_id) AS last FROM (SELECT notification_id FROM"
+                    " {table} WHERE notification_id > %s AND notification_id <= %s"
+                    " ORDER BY notification_id LIMIT %s) w"
+                ).format(table=table),
+                (after, upto, limit),
+            )
+            row = curs.fetchone()
+            last = int(row["last"]) if row and row["last"] is not None else upto
+            curs.execute(
+                SQL(
+                    "DELETE FROM {table} e WHERE e.notification_id > %s"
+                    " AND e.notification_id <= %s AND NOT (e.notification_id = ANY(%s))"
+                    " AND e.originator_version <= (SELECT s.originator_version FROM {snaps} s"
+                    " WHERE s.originator_id = e.originator_id"
+                    " ORDER BY s.originator_version DESC OFFSET 1 LIMIT 1)"
+                    " AND e.originator_version < (SELECT max(x.originator_version) FROM"
+                    " {table} x WHERE x.originator_id = e.originator_id)"
+                ).format(table=table, snaps=snaps),
+                (after, last, list(keep)),
+            )
+            removed = curs.rowcount
+            curs.execute(
+                SQL(
+                    "SELECT DISTINCT e.originator_id FROM {table} e WHERE e.notification_id > %s"
+                    " AND e.notification_id <= %s AND NOT (e.notification_id = ANY(%s))"
+                    " AND e.originator_version > COALESCE((SELECT s.originator_version FROM"
+                    " {snaps} s WHERE s.originator_id = e.originator_id"
+                    " ORDER BY s.originator_version DESC OFFSET 1 LIMIT 1), 0)"
+                    " AND e.originator_version < (SELECT max(x.originator_version) FROM"
+                    " {table} x WHERE x.originator_id = e.originator_id)"
+                ).format(table=table, snaps=snaps),
+                (after, last, list(keep)),
+            )
+            uncovered = {row["originator_id"] for row in curs.fetchall()}
+            # The two latest snapshots of each stream stay (the older is what a load falls
+            # back to when the latest cannot be read: domain/service.py ForgivingSnapshots);
+            # older ones below the oldest event kept serve no load now.
+            curs.execute(
+                SQL(
+                    "DELETE FROM {snaps} s WHERE s.originator_version < (SELECT"
+                    " t.originator_version FROM {snaps} t WHERE t.originator_id ="
+                    " s.originator_id ORDER BY t.originator_version DESC OFFSET 1 LIMIT 1)"
+                    " AND s.originator_version < (SELECT min(e.originator_version) FROM"
+                    " {table} e WHERE e.originator_id = s.originator_id) - 1"
+                ).format(table=table, snaps=snaps)
+            )
+        return max(removed, 0), last, uncovered
+
     def select_events_many(
         self, originator_ids: Sequence[UUID], after: Mapping[UUID, int] | None = None
     ) -> dict[UUID, list[StoredEvent]]:
@@ -412,6 +480,59 @@ class SqliteRecorder(SQLiteApplicationRecorder):
                     oid = cast(UUID, self.convert_originator_id(row["oid"]))
                     stale[oid] = (row["v"], row["last"])
         return stale
+
+    def remove_covered(
+        self, snapshots_table: str, after: int, upto: int, keep: Sequence[int], limit: int
+    ) -> tuple[int, int, set[UUID]]:
+        """As PostgresRecorder.remove_covered (the notification id is SQLite's rowid)."""
+        t = self.events_table_name
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(
+                f"SELECT max(rowid) AS last FROM (SELECT rowid FROM {t}"  # noqa: S608
+                " WHERE rowid > ? AND rowid <= ? ORDER BY rowid LIMIT ?)",
+                (after, upto, limit),
+            )
+            row = c.fetchone()
+            last = int(row["last"]) if row is not None and row["last"] is not None else upto
+            # The ids to keep may be many (an active run's fire each): a temporary table,
+            # not one host parameter each.
+            c.execute("CREATE TEMP TABLE IF NOT EXISTS retention_keep (n INTEGER PRIMARY KEY)")
+            c.execute("DELETE FROM retention_keep")
+            c.executemany("INSERT INTO retention_keep (n) VALUES (?)", [(n,) for n in keep])
+            c.execute(
+                f"DELETE FROM {t} WHERE rowid > ? AND rowid <= ?"  # noqa: S608
+                " AND rowid NOT IN (SELECT n FROM retention_keep)"
+                f" AND originator_version <= (SELECT s.originator_version FROM"
+                f" {snapshots_table} s WHERE s.originator_id = {t}.originator_id"
+                " ORDER BY s.originator_version DESC LIMIT 1 OFFSET 1)"
+                f" AND originator_version < (SELECT max(x.originator_version) FROM {t} x"
+                f" WHERE x.originator_id = {t}.originator_id)",
+                (after, last),
+            )
+            c.execute("SELECT changes() AS n")
+            removed = int(c.fetchone()["n"])
+            c.execute(
+                f"SELECT DISTINCT originator_id FROM {t} e WHERE rowid > ? AND rowid <= ?"  # noqa: S608
+                " AND rowid NOT IN (SELECT n FROM retention_keep)"
+                " AND originator_version > COALESCE((SELECT s.originator_version FROM"
+                f" {snapshots_table} s WHERE s.originator_id = e.originator_id"
+                " ORDER BY s.originator_version DESC LIMIT 1 OFFSET 1), 0)"
+                f" AND originator_version < (SELECT max(x.originator_version) FROM {t} x"
+                " WHERE x.originator_id = e.originator_id)",
+                (after, last),
+            )
+            uncovered = {
+                cast(UUID, self.convert_originator_id(r["originator_id"])) for r in c.fetchall()
+            }
+            c.execute(
+                f"DELETE FROM {snapshots_table} WHERE originator_version < (SELECT"  # noqa: S608
+                f" x.originator_version FROM {snapshots_table} x WHERE x.originator_id ="
+                f" {snapshots_table}.originator_id ORDER BY x.originator_version DESC"
+                " LIMIT 1 OFFSET 1) AND originator_version < (SELECT"
+                f" min(e.originator_version) FROM {t} e WHERE e.originator_id ="
+                f" {snapshots_table}.originator_id) - 1"
+            )
+        return max(removed, 0), last, uncovered
 
     def gaps(self) -> list[tuple[UUID, int, int]]:
         """Holes inside streams: (stream, version before, version after); a full scan."""

@@ -47,6 +47,18 @@ class BackfillTooLarge(ValueError):
         self.cap = cap
 
 
+class HistoryRemoved(ValueError):
+    """The range starts before the oldest instant the log keeps (retention removed the
+    events before it): which of its ticks fired cannot be known, so none is fired again."""
+
+    def __init__(self, kept_from: str) -> None:
+        super().__init__(
+            f"the log keeps events from {kept_from} only (retention removed the ones before):"
+            " start the backfill at or after it"
+        )
+        self.kept_from = kept_from
+
+
 @dataclass(frozen=True)
 class BackfillPlan:
     """What to do with each qualifying tick, in tick order.

@@ -20,7 +20,7 @@ from typing import Any, Literal, cast
 from uuid import UUID, uuid5
 
 from eventsourcing.domain import Aggregate, Snapshot, event
-from eventsourcing.utils import get_topic
+from eventsourcing.utils import get_topic, register_topic
 
 from domain.backfill import BackfillPlan, BackfillTooLarge, start_from_queue
 from domain.decisions import (
@@ -1208,6 +1208,10 @@ _SPEC_EVENTS: tuple[type[Any], ...] = (
 for _spec_event in _SPEC_EVENTS:
     _spec_event.class_version = 2
     _spec_event.upcast_v1_v2 = staticmethod(_upcast_without_last_applied)
+
+# A snapshot is read by processes that never took one: its topic must resolve from the start
+# (the library registers an explicit TOPIC only when a snapshot is first taken).
+register_topic(CronWorkflowSnapshot.TOPIC, CronWorkflowSnapshot)
 
 #: The event class `@event("ScheduleFired")` made for `_fired` (see `_record`).
 _SCHEDULE_FIRED: type[Any] = CronWorkflow.ScheduleFired  # type: ignore[attr-defined]

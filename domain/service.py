@@ -124,12 +124,16 @@ class ForgivingSnapshots(EventStore[UUID]):
         desc: bool = False,
         limit: int | None = None,
     ) -> Iterator[Any]:
-        stored = self.recorder.select_events(originator_id, gt=gt, lte=lte, desc=desc, limit=limit)
+        # A load asks for the latest snapshot (desc, limit 1); when it cannot be read, the one
+        # before it is the next best (retention keeps two), then a replay of the stream.
+        stored = self.recorder.select_events(originator_id, gt=gt, lte=lte, desc=desc)
         good = []
         for s in stored:
             snapshot = self.decode(s)
             if snapshot is not None:
                 good.append(snapshot)
+                if limit is not None and len(good) >= limit:
+                    break
         return iter(good)
 
     def decode(self, stored: StoredEvent) -> Any:
@@ -139,7 +143,8 @@ class ForgivingSnapshots(EventStore[UUID]):
             snapshot.mutate(None)
         except Exception as e:
             log.warning(
-                "snapshot of %s at version %d cannot be read (%s): replaying the stream",
+                "snapshot of %s at version %d cannot be read (%s): loading from the one"
+                " before it, or replaying the stream",
                 stored.originator_id,
                 stored.originator_version,
                 f"{type(e).__name__}: {e}",
@@ -225,6 +230,11 @@ class CronService(Application[UUID]):
         starts: dict[UUID, CronWorkflow] = {}
         for cron_id, stored in latest_many(versions).items():
             snapshot = snapshots.decode(stored)
+            if snapshot is None:  # unreadable: the one before it, as a single load does
+                snapshot = next(
+                    snapshots.get(cron_id, lte=stored.originator_version - 1, desc=True, limit=1),
+                    None,
+                )
             if snapshot is not None:
                 starts[cron_id] = snapshot.mutate(None)
         after = {cron_id: agg.version for cron_id, agg in starts.items()}
@@ -279,7 +289,7 @@ class CronService(Application[UUID]):
             for agg in objs:
                 saved[agg.id] = agg.version
             if crossed:
-                self._snapshot(crossed)
+                self.take_snapshots(crossed)
         open_receipts = self._receipts.__dict__.get("open")
         if open_receipts and recordings:
             position = max(r.notification.id for r in recordings)
@@ -287,9 +297,11 @@ class CronService(Application[UUID]):
                 receipt.position = max(receipt.position, position)
         return recordings
 
-    def _snapshot(self, aggs: Sequence[CronWorkflow]) -> None:
-        """Store snapshots of these just-saved aggregates; a failure costs only speed (the
-        next loads replay from an older snapshot), so it is logged, never raised."""
+    def take_snapshots(self, aggs: Sequence[CronWorkflow]) -> None:
+        """Store snapshots of these aggregates as saved (no pending events): after a save that
+        crossed SNAPSHOT_INTERVAL, and for retention, which removes only what a snapshot
+        covers. A failure costs only speed (loads replay from an older snapshot), so it is
+        logged, never raised."""
         assert self.snapshots is not None
         try:
             self.snapshots.put([CronWorkflowSnapshot.take(a) for a in aggs])

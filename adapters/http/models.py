@@ -63,7 +63,8 @@ class Decision(BaseModel):
     at: str
     outcome: str = Field(
         description="Fired, NotStarted (fired, its Workflow not created by its starting"
-        " deadline), Skipped, Pending, NotScheduled, NotATick or Unknown"
+        " deadline), Skipped, Pending, NotScheduled, NotATick, Unknown, or Removed (before"
+        " the window `run --retain` keeps)"
     )
     reason: str | None = None
     explanation: str

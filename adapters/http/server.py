@@ -6,6 +6,7 @@ import contextlib
 import logging
 import signal
 from collections.abc import Iterator
+from datetime import timedelta
 
 import uvicorn
 
@@ -22,8 +23,11 @@ def serve(
     port: int = 8080,
     token_file: str | None = None,
     verbose: bool = False,
+    retain: timedelta | None = None,
 ) -> None:
-    """Run the API server until SIGTERM/Ctrl-C. Raises ServeError for a bad configuration."""
+    """Run the API server until SIGTERM/Ctrl-C. Raises ServeError for a bad configuration.
+    With `retain`, it also applies the retention (adapters/runtime/retention.py) when no
+    projector holds the store."""
     from adapters.engine import build_engine
     from adapters.logs import configure_logging
     from adapters.store import StoreConfig, StoreURLError
@@ -41,6 +45,12 @@ def serve(
         hint = " (run `cronsource migrate` first)" if config.kind == "postgresql" else ""
         raise ServeError(f"cannot open store {config.shown}: {e}{hint}") from None
     configure_logging(logging.DEBUG if verbose else logging.INFO)
+    remover = None
+    if retain is not None:
+        from adapters.runtime.retention import RetentionThread
+
+        remover = RetentionThread(engine, retain)
+        remover.start()
     try:
         app = create_app(engine, settings)
         log.info(
@@ -54,6 +64,8 @@ def serve(
             uvicorn.Config(app, host=host, port=port, log_config=None, access_log=verbose)
         ).run()
     finally:
+        if remover is not None:
+            remover.stop()
         engine.close()
 
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from datetime import datetime
 from typing import Any
 
 from eventsourcing.persistence import Tracking
 
-from adapters.readside import positions, schema, writer
+from adapters.readside import positions, retention, schema, writer
 from adapters.readside.database import Database, PostgresDatabase, SqliteDatabase
 from adapters.readside.queries import Queries
 from projections.readmodel import AuditRow, StatusRow
@@ -59,6 +60,20 @@ class ReadModel(Queries):
 
     def write_batch(self, items: Sequence[tuple[Tracking, StatusRow | None, AuditRow]]) -> int:
         return writer.write_batch(self._writes, self.projection, items)
+
+    # ------------------------------------------------------------------ retention
+
+    def position_before(self, cutoff: datetime) -> int:
+        return retention.position_before(self.db, cutoff)
+
+    def needed_positions(self, upto: int) -> list[int]:
+        return retention.needed_positions(self.db, upto)
+
+    def remove_audit(self, upto: int, keep: Sequence[int], limit: int) -> int:
+        return retention.remove_audit(self._writes, upto, keep, limit)
+
+    def set_kept_from(self, t: datetime) -> None:
+        retention.set_kept_from(self._writes, t)
 
     def write_through(self, transaction: Callable[[], AbstractContextManager[Any]]) -> None:
         """Run the projection's write transactions in `transaction` from now on: in `run` on

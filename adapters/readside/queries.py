@@ -138,6 +138,12 @@ class Queries:
         version = self._query("SELECT version FROM cronsource_status WHERE cron_id = ?", (cron_id,))
         return ticks, int(version[0][0]) if version else 0
 
+    def kept_from(self) -> datetime | None:
+        """The oldest instant the audit keeps since retention removed anything (None: it
+        never did)."""
+        rows = self._query("SELECT kept_from FROM cronsource_retention WHERE name = 'log'")
+        return dt(rows[0][0]) if rows else None
+
     def recorded_workflows(self, namespace: str, workflows: Sequence[str]) -> set[str]:
         """Which of these Workflows the log records (a fire, or a recovery): the others exist
         without an event (adapters/runtime/recovery.py)."""

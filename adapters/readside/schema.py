@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from adapters import leases
+from adapters.readside import retention
 from adapters.readside.database import Database
 
 TABLES = [
@@ -29,6 +30,7 @@ TABLES = [
         at DOUBLE PRECISION NOT NULL, scheduled_time DOUBLE PRECISION, reason TEXT,
         workflow TEXT, detail TEXT NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS cronsource_audit_cron ON cronsource_audit (namespace, name, at)",
+    retention.TABLE,
 ]
 #: Created after `_upgrade`, which may first have to add the column they index.
 INDEXES = [
@@ -41,8 +43,17 @@ INDEXES = [
     # The ticks of one CronWorkflow that fired in a range (a backfill must not fire them again).
     "CREATE INDEX IF NOT EXISTS cronsource_audit_ticks"
     " ON cronsource_audit (cron_id, scheduled_time)",
+    # Retention: where the kept window starts, and the backfill queues it must keep.
+    "CREATE INDEX IF NOT EXISTS cronsource_audit_at ON cronsource_audit (at)",
+    "CREATE INDEX IF NOT EXISTS cronsource_audit_backfills ON cronsource_audit (cron_id)"
+    " WHERE type IN ('BackfillQueued', 'BackfillCancelled')",
 ]
-TABLE_NAMES = ("cronsource_tracking", "cronsource_status", "cronsource_audit")
+TABLE_NAMES = (
+    "cronsource_tracking",
+    "cronsource_status",
+    "cronsource_audit",
+    "cronsource_retention",
+)
 
 
 def create_tables(db: Database) -> None:

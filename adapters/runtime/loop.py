@@ -27,6 +27,7 @@ from adapters.runtime.clock import Clock, SystemClock
 from adapters.runtime.decision_cache import DecisionCache
 from adapters.runtime.dispatchworker import DispatchWorker
 from adapters.runtime.projection import ProjectionWorker, lag
+from adapters.runtime.retention import RETENTION_SECONDS, Retention
 from adapters.runtime.runwatcher import RunPoller
 from adapters.runtime.scheduler import Scheduler
 from adapters.runtime.settings import (
@@ -57,8 +58,12 @@ class SchedulerLoop:
         *,
         log_decisions: bool = True,
         heartbeat: bool = True,
+        retention: Retention | None = None,
     ) -> None:
         self.engine = engine
+        #: `run --retain`: what the log no longer needs is removed, by the projector replica.
+        self.retention = retention
+        self._last_retention: float | None = None
         self.ownership = ownership
         self.role = role
         self.watcher = watcher
@@ -88,6 +93,7 @@ class SchedulerLoop:
         self.scheduler = Supervisor("scheduler", self.clock, probe)
         self.watch = Supervisor("run watcher", self.clock, probe)
         self.shards = Supervisor("shards", self.clock, probe)
+        self.remover = Supervisor("retention", self.clock)
         self.warmer = Supervisor("warm-up", self.clock, probe)
         self.recovery = Supervisor("recovery", self.clock, probe)
         #: What the store was at the last look (adapters/storeidentity.py), when that was,
@@ -197,6 +203,28 @@ class SchedulerLoop:
         self._recover_pending = True
         self._recover_since = None
 
+    def _retention_due(self) -> bool:
+        now = self.clock.monotonic()
+        if self._last_retention is not None and now - self._last_retention < RETENTION_SECONDS:
+            return False
+        self._last_retention = now
+        return True
+
+    def retain_once(self, now: datetime) -> int:
+        """Remove what the retention no longer keeps, within the turn's budget (the rest
+        waits for the next pass; a fire never waits for more than one small batch)."""
+        assert self.retention is not None
+        clock, seconds = self.clock, self.budget()
+        deadline = clock.monotonic() + seconds
+
+        def more_time() -> bool:
+            return not self.stop_event.is_set() and clock.monotonic() < deadline
+
+        removed = self.retention.step(now, more_time)
+        if self.retention.behind:
+            self._last_retention = None  # the budget ran out first: go on next turn
+        return removed
+
     def recovery_first(self) -> bool:
         """Whether the scheduler waits this turn for the recovery of lost runs: a tick whose
         run exists must be recorded by its recovery, not decided again first (a skip and a
@@ -284,6 +312,8 @@ class SchedulerLoop:
             # Last, after the projections moved the due index past this turn's decisions.
             self.warmer.run(lambda: self.warm_once(clock.now()))
             self.warmer.run(lambda: self.prepare_once(clock.now()))
+        if self.retention is not None and self.runs_projections and self._retention_due():
+            self.remover.run(lambda: self.retain_once(clock.now()))
         if self.heartbeat and clock.monotonic() - self._last_report >= REPORT_SECONDS:
             self._last_report = clock.monotonic()
             self.projector.run(self.report)
@@ -299,6 +329,7 @@ class SchedulerLoop:
             self.shards,
             self.warmer,
             self.recovery,
+            self.remover,
             *extra,
         ]
 

@@ -7,15 +7,16 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 
 from adapters.api import EVENT_TYPES, SKIP_REASONS, FieldError, Operations, parse_time
 from adapters.engine import Engine
-from adapters.explain import explain
+from adapters.explain import explain, removed_before
 from adapters.http.dependencies import TOKEN, Clock, EngineDep, Ops, Queries
 from adapters.http.models import Decision, EventList, Timeline
 from adapters.http.params import DNS, Buckets, Days, EventPage, EventPageQuery, Name, Namespace
 from adapters.http.problems import problem_responses
+from adapters.http.replies import warn
 from adapters.http.timeline import timeline, window_bounds
 from adapters.objects import event_object
 from adapters.readside.queries import EventFilter
@@ -28,9 +29,14 @@ BASE = "/namespaces/{namespace}/cronworkflows/{name}"
 router = APIRouter(prefix="/api/v1", dependencies=[TOKEN], responses=problem_responses(401))
 
 
-def events_page(ops: Operations, queries: ReadQueries, f: EventFilter) -> dict[str, Any]:
+def events_page(
+    ops: Operations, queries: ReadQueries, f: EventFilter, response: Response
+) -> dict[str, Any]:
     ops.refresh()
     rows = queries.events(f)
+    kept_from = queries.kept_from()
+    if kept_from is not None and (f.since is None or f.since < kept_from):
+        warn(response, [removed_before(kept_from)])
     return {
         "items": [event_object(r) for r in rows],
         "nextAfter": rows[-1].notification_id if len(rows) == f.limit else None,
@@ -77,8 +83,9 @@ def history(
     ops: Ops,
     queries: Queries,
     page: EventPageQuery,
+    response: Response,
 ) -> dict[str, Any]:
-    found = events_page(ops, queries, event_filter(namespace, name, page))
+    found = events_page(ops, queries, event_filter(namespace, name, page), response)
     if not found["items"] and not queries.ever_existed(namespace, name):
         raise NotFound(f"cronworkflow {namespace}/{name} not found")
     return found
@@ -108,7 +115,7 @@ def decision(
         if not queries.ever_existed(namespace, name):
             raise
         agg = None
-    return explain(agg, t, rows)
+    return explain(agg, t, rows, queries.kept_from())
 
 
 def _timeline(
@@ -187,7 +194,8 @@ def events(
     ops: Ops,
     queries: Queries,
     page: EventPageQuery,
+    response: Response,
     namespace: Annotated[str | None, Query(max_length=253)] = None,
     name: Annotated[str | None, Query(max_length=253)] = None,
 ) -> dict[str, Any]:
-    return events_page(ops, queries, event_filter(namespace, name, page))
+    return events_page(ops, queries, event_filter(namespace, name, page), response)

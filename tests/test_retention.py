@@ -1,0 +1,266 @@
+"""Retention: the log and the audit keep a window (issue 20, item 2).
+
+On SQLite and a real PostgreSQL: events older than the retention that a snapshot covers, that
+every follower has passed, that are not their stream's last and that nothing still needs are
+removed; the state loaded afterwards is the state before; an active run's fire and a pending
+backfill are kept whatever their age; the audit is bounded the same way; history, `why` and
+backfill say when a time is before the window; `--retain` too short is refused in one line.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import pytest
+
+from adapters.engine import Engine, build_engine, migrate
+from adapters.localtarget import LocalTarget
+from adapters.runtime.retention import Retention, RetentionTooShort, check_retain
+from adapters.store import StoreConfig
+from domain.backfill import HistoryRemoved
+from domain.manifest import parse_manifest
+from domain.service import SNAPSHOT_INTERVAL
+from tests.faults.harness import cronsource_bin
+from tests.instants import T0
+
+RETAIN = timedelta(days=2)
+
+
+def manifest(name: str, **spec: Any) -> Any:
+    return parse_manifest(
+        {
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "CronWorkflow",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {
+                "schedules": ["0 * * * *"],
+                "workflowSpec": {"entrypoint": "main"},
+                "successfulJobsHistoryLimit": 1,
+                **spec,
+            },
+        }
+    )
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    url = (
+        f"sqlite:///{tmp_path}/r.db"
+        if request.param == "sqlite"
+        else request.getfixturevalue("pg_url")
+    )
+    migrate(StoreConfig.parse(url))
+    return url
+
+
+@pytest.fixture
+def engine(store: str, tmp_path: Path) -> Iterator[Engine]:
+    e = build_engine(store, target=LocalTarget(tmp_path / "wf"))
+    yield e
+    e.close()
+
+
+def hours(engine: Engine, cron_id: UUID, n: int, *, complete: bool = True) -> datetime:
+    """n hourly ticks, each fired, dispatched and (with `complete`) completed."""
+    svc, t = engine.service, T0
+    for k in range(1, n + 1):
+        t = T0 + timedelta(hours=k, seconds=1)
+        svc.tick([cron_id], t)
+        engine.catch_up(t)  # dispatched at once: created within its deadline
+        if complete:
+            for run in list(svc.load(cron_id).active):
+                svc.run_completed(cron_id, run, "Succeeded", t, t)
+    engine.catch_up(t)
+    return t
+
+
+def versions(engine: Engine, cron_id: UUID) -> list[int]:
+    return [e.originator_version for e in engine.service.recorder.select_events(cron_id)]
+
+
+def retain(engine: Engine, now: datetime) -> int:
+    return Retention(engine, RETAIN).step(now, lambda: True)
+
+
+def test_old_covered_events_go_and_the_state_stays(engine: Engine) -> None:
+    svc = engine.service
+    cron_id, _ = svc.apply(manifest("hourly"), T0)
+    end = hours(engine, cron_id, 24 * 5)  # five days: ~360 events, snapshots every 100
+    before = svc.load(cron_id).snapshot_state()
+    top = versions(engine, cron_id)[-1]
+    audit_before = len(engine.view.audit())
+
+    removed = retain(engine, end)
+
+    kept = versions(engine, cron_id)
+    assert removed > 0 and kept[-1] == top, "the last event stays"
+    assert kept == list(range(kept[0], top + 1)), "what stays is the tail, without holes"
+    assert kept[0] > 1 and (kept[0] - 1) % SNAPSHOT_INTERVAL == 0 or kept[0] - 1 <= top
+    svc.forget()
+    assert svc.load(cron_id).snapshot_state() == before
+    assert svc.load_many({cron_id: None})[cron_id].snapshot_state() == before
+    # The audit is bounded the same way, and says from when.
+    cutoff = end - RETAIN
+    assert all(r.at >= cutoff for r in engine.view.audit()), "audit rows older than the window"
+    assert len(engine.view.audit()) < audit_before
+    assert engine.view.kept_from() == cutoff
+    # Nothing older is left to remove, and the stream goes on: the next tick still fires.
+    assert retain(engine, end) == 0
+    svc.tick([cron_id], end + timedelta(hours=1))
+    assert versions(engine, cron_id)[-1] > top
+
+
+def test_an_active_runs_fire_and_a_pending_backfill_are_kept_whatever_their_age(
+    engine: Engine,
+) -> None:
+    svc = engine.service
+    runs, _ = svc.apply(manifest("runs"), T0)
+    queued, _ = svc.apply(manifest("queued", concurrencyPolicy="Forbid"), T0)
+    hours(engine, runs, 3, complete=False)  # three runs that never end
+    # Forbid, its 13:00 run never ends: a backfill of the ticks before it queues them behind
+    # it, and the queue waits for as long as that run goes on.
+    hours(engine, queued, 3, complete=False)
+    plan = svc.run_backfill(
+        queued, T0, T0 + timedelta(hours=2), T0 + timedelta(hours=3, minutes=1), overlap="Queue"
+    )
+    assert plan.queue, "the backfill must leave a queue"
+    end = T0 + timedelta(days=5)
+    for k in range(4, 24 * 5):  # history to remove (manual runs have no deadline)
+        svc.trigger(runs, T0 + timedelta(hours=k, seconds=1), f"r{k}")
+        svc.trigger(queued, T0 + timedelta(hours=k, seconds=2), f"q{k}")
+    engine.catch_up(end)
+    lasting = {f"runs-{int((T0 + timedelta(hours=k)).timestamp())}" for k in (1, 2, 3)}
+    assert lasting <= set(svc.load(runs).active)
+
+    assert retain(engine, end) > 0
+
+    fires = {r.workflow for r in engine.view.audit(name="runs", types=("ScheduleFired",))}
+    assert lasting <= fires, "the audit lost the fire of a run still active"
+    assert engine.view.audit(name="queued", types=("BackfillQueued",)), (
+        "the BackfillQueued of a queue not drained was removed"
+    )
+    assert svc.load(queued).backfill_queue == list(plan.queue)
+    assert len(engine.view.audit(name="runs")) < 3 * 24 * 5, "nothing of the rest was removed"
+
+
+def test_history_why_and_backfill_name_the_window(engine: Engine, store: str) -> None:
+    svc = engine.service
+    cron_id, _ = svc.apply(manifest("named"), T0)
+    end = hours(engine, cron_id, 24 * 5)
+    retain(engine, end)
+    kept_from = engine.view.kept_from()
+    assert kept_from == end - RETAIN
+    old = T0 + timedelta(hours=5)
+    with pytest.raises(HistoryRemoved) as err:
+        svc.plan_backfill(cron_id, old, old + timedelta(hours=2))
+    assert "retention" in str(err.value)
+    engine.close()
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [cronsource_bin(), "--store", store, *args], capture_output=True, text=True, timeout=60
+        )
+
+    history = cli("history", "named", "-o", "json")
+    assert history.returncode == 0, history.stderr
+    assert "were removed by retention" in history.stderr
+    assert json.loads(history.stdout), "the window's events are listed"
+    why = cli("why", "named", "--at", old.isoformat(), "-o", "json")
+    assert why.returncode == 0, why.stderr
+    assert json.loads(why.stdout)["outcome"] == "Removed"
+    backfill = cli(
+        "backfill", "named", "--start", old.isoformat(), "--end", end.isoformat(), "--dry-run"
+    )
+    assert backfill.returncode == 1
+    assert backfill.stderr.count("\n") == 1 and "--start:" in backfill.stderr
+
+
+def test_export_writes_json_lines_and_gzip(engine: Engine, store: str, tmp_path: Path) -> None:
+    svc = engine.service
+    cron_id, _ = svc.apply(manifest("exported"), T0)
+    end = hours(engine, cron_id, 10)
+    want = [r.notification_id for r in engine.view.audit() if r.at < end - timedelta(hours=5)]
+    engine.close()
+    for name in ("out.jsonl", "out.jsonl.gz"):
+        path = tmp_path / name
+        done = subprocess.run(
+            [
+                cronsource_bin(),
+                "--store",
+                store,
+                "export",
+                "--before",
+                (end - timedelta(hours=5)).isoformat(),
+                "-o",
+                str(path),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        opener: Any = gzip.open if name.endswith(".gz") else open
+        with opener(path, "rt") as f:
+            lines = [json.loads(line) for line in f]
+        assert [line["position"] for line in lines] == want
+        assert {"cronWorkflow", "type", "at", "version"} <= set(lines[0])
+
+
+@pytest.mark.parametrize(
+    ("retain_for", "deadline", "words"),
+    [
+        (timedelta(hours=20), timedelta(0), "shorter than a day"),
+        (timedelta(days=2), timedelta(days=3), "longest startingDeadlineSeconds"),
+    ],
+)
+def test_a_retention_too_short_is_refused(
+    retain_for: timedelta, deadline: timedelta, words: str
+) -> None:
+    with pytest.raises(RetentionTooShort, match=words):
+        check_retain(retain_for, deadline)
+
+
+def test_run_refuses_a_retention_shorter_than_a_day_in_one_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [cronsource_bin(), "--store", f"sqlite:///{tmp_path}/x.db", "run", "--retain", "12h"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert done.stderr.strip().count("\n") == 0 and "--retain" in done.stderr
+
+
+def test_after_retention_a_latest_snapshot_that_cannot_be_read_falls_back_to_the_one_before(
+    engine: Engine,
+) -> None:
+    """The events before the latest snapshot are gone, so a replay from the start cannot be
+    the fallback any more: retention keeps the two latest snapshots and the events after the
+    older one, and a load whose latest snapshot is unreadable starts from the one before."""
+    svc = engine.service
+    cron_id, _ = svc.apply(manifest("fallback"), T0)
+    end = hours(engine, cron_id, 24 * 5)
+    before = svc.load(cron_id).snapshot_state()
+    assert retain(engine, end) > 0
+    assert svc.snapshots is not None
+    recorder: Any = svc.snapshots.recorder
+    snaps = [s.originator_version for s in recorder.select_events(cron_id)]
+    assert len(snaps) == 2, snaps
+    key: Any = cron_id.hex if engine.config.kind == "sqlite" else cron_id
+    mark = "?" if engine.config.kind == "sqlite" else "%s"
+    with recorder.datastore.transaction(commit=True) as c:
+        c.execute(
+            f"UPDATE {recorder.events_table_name} SET state = {mark}"  # noqa: S608
+            f" WHERE originator_id = {mark} AND originator_version = {mark}",
+            (b"{broken", key, snaps[-1]),
+        )
+    svc.forget()
+    assert svc.load(cron_id).snapshot_state() == before
+    assert svc.load_many({cron_id: None})[cron_id].snapshot_state() == before
