@@ -185,6 +185,10 @@ class CronService(Application[UUID]):
         #: this process's own doing (a run completion, a command), which it can see without
         #: asking the store; only a second writer's saves are left for the store to refuse.
         self.saved_versions: dict[UUID, int] = {}
+        #: Called with the aggregates of every save, as saved: the scheduler keeps them as its
+        #: copies (adapters/runtime/decision_cache.py), so a run completion this process
+        #: recorded does not cost a reload before the next decision.
+        self.on_saved: Callable[[Sequence[CronWorkflow]], None] | None = None
         #: The fired ticks of a stream in a range (`fired_ticks`), wired by adapters/engine.py.
         self.fired_index: Callable[[UUID, datetime, datetime], set[datetime]] | None = None
 
@@ -288,6 +292,8 @@ class CronService(Application[UUID]):
             saved = self.saved_versions
             for agg in objs:
                 saved[agg.id] = agg.version
+            if self.on_saved is not None:
+                self.on_saved(objs)
             if crossed:
                 self.take_snapshots(crossed)
         open_receipts = self._receipts.__dict__.get("open")

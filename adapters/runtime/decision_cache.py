@@ -63,6 +63,20 @@ class DecisionCache:
                 out[fresh.id] = fresh
         return out
 
+    def saved(self, aggs: Iterable[CronWorkflow]) -> None:
+        """Aggregates this process just saved (CronService.on_saved): kept as the copies,
+        unless a newer one is held (a copy taken out to decide on, and saved, comes back by
+        `keep`). A run completion this process recorded thus costs the next decision no
+        reload; beyond the size, the oldest copies go as with `keep`."""
+        with self._lock:
+            copies = self._copies
+            for a in aggs:
+                held = copies.get(a.id)
+                if held is None or held.version < a.version:
+                    copies[a.id] = a
+            while len(copies) > self._size:
+                del copies[next(iter(copies))]
+
     def clear(self) -> None:
         with self._lock:
             self._copies.clear()

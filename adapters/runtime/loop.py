@@ -71,6 +71,7 @@ class SchedulerLoop:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.stop_event = stop_event if stop_event is not None else threading.Event()
         self.cache = DecisionCache(engine.service.load_many, engine.service.fast_forward)
+        engine.service.on_saved = self.cache.saved
         self.scheduling = Scheduler(
             engine.service,
             engine.view,
