@@ -356,9 +356,8 @@ def validate_resolved(expr: str, namespace: str, name: str) -> str:
         try:
             _parse(resolved, expr)
         except ScheduleError as e:
-            raise ScheduleError(
-                f"{e} (for {namespace}/{name} it resolves to {resolved!r})"
-            ) from None
+            # Of the same type: a caller tells "never fires" from a grammar error by it.
+            raise type(e)(f"{e} (for {namespace}/{name} it resolves to {resolved!r})") from None
     return resolved
 
 
