@@ -37,6 +37,7 @@ from adapters.explain import explain
 from adapters.loggaps import Gap, find_gaps, repair_gaps
 from adapters.manifestfiles import Admission, admit_files
 from adapters.objects import backfill_result, next_fire_times
+from adapters.presence import schedulers_running
 from adapters.selectors import parse_label_selector, select
 from adapters.store import StoreConfig, StoreURLError
 from adapters.storecheck import StoreUnavailable, check_store, describe
@@ -52,6 +53,11 @@ KIND = "cronworkflow.argoproj.io"
 #: `get cronworkflow NAME` as kubectl takes it: the resource word is optional.
 RESOURCE_WORDS = {"cronworkflow", "cronworkflows", "cwf", "cronwf", "cronworkflow.argoproj.io"}
 err_console = Console(stderr=True)
+#: What `list`, `get`, `apply`, `trigger` and `backfill` say when no scheduler holds the store.
+NOTHING_RUNS = (
+    "warning: no `cronsource run` is running on this store: nothing fires, and no Workflow is"
+    " created, until one runs"
+)
 
 
 def now() -> datetime:
@@ -104,6 +110,8 @@ class Ctx:
     output: str = "table"
     selector: str | None = None
     config: StoreConfig | None = field(default=None, repr=False)
+    #: Whether no `cronsource run` holds the store (None: not asked yet; see `unscheduled`).
+    nothing_runs: bool | None = field(default=None, repr=False)
 
     @property
     def ns(self) -> str:
@@ -116,9 +124,22 @@ class Ctx:
             fail(str(e))
         return self.config
 
+    def unscheduled(self, engine: Engine) -> bool:
+        """Whether no `cronsource run` holds the store (adapters/presence.py, what the status
+        page reads too), asked once per command. A store that cannot say (`memory:`, or a
+        failed query) gets no warning."""
+        if self.nothing_runs is None:
+            try:
+                self.nothing_runs = schedulers_running(engine) == 0
+            except Exception:
+                self.nothing_runs = False
+        return self.nothing_runs
+
     @contextmanager
-    def engine(self, *, catch_up: bool = True) -> Iterator[Engine]:
-        """The engine over a store that answers and is migrated, or one `error:` line."""
+    def engine(self, *, catch_up: bool = True, notice: bool = False) -> Iterator[Engine]:
+        """The engine over a store that answers and is migrated, or one `error:` line.
+        `notice`: once the command succeeded, say on stderr when no `cronsource run` holds
+        the store (nothing it recorded fires until one does)."""
         config = self.store_config()
         try:
             check_store(config)
@@ -137,6 +158,8 @@ class Ctx:
             with engine.service.receipt() as wrote:
                 yield engine
             engine.projector.settle(wrote)
+            if notice and self.unscheduled(engine):
+                click.echo(NOTHING_RUNS, err=True)
         finally:
             engine.close()
 
@@ -487,7 +510,7 @@ def apply(files: tuple[str, ...], force: bool) -> None:
         if obj.output != "name":
             click.echo(f"{names[-1]} {result.what}")
 
-    with obj.engine() as engine:
+    with obj.engine(notice=True) as engine:
         apply_all(engine, manifests, applied, force=force)
     if obj.output == "name":
         click.echo("\n".join(names))
@@ -536,7 +559,7 @@ def migrate_cmd() -> None:
         migrate(config)
     except StoreUnavailable as e:
         fail(str(e))
-    click.echo(f"store {config.url} ready")
+    click.echo(f"store {config.shown} ready")
     with obj.engine(catch_up=False) as engine:
         gaps = find_gaps(engine)
     if gaps:
@@ -669,7 +692,7 @@ def _list_view(rows: list[StatusRow], obj: Ctx) -> View:
 
 
 def _list(obj: Ctx) -> None:
-    with obj.engine() as engine:
+    with obj.engine(notice=True) as engine:
         check_namespace(engine, obj)
         rows = selected(engine.view.statuses(None if obj.all_namespaces else obj.ns), obj)
     emit(_list_view(rows, obj), obj.output)
@@ -732,7 +755,7 @@ def get(names: tuple[str, ...]) -> None:
     if not names:
         _list(obj)
         return
-    with obj.engine() as engine:
+    with obj.engine(notice=True) as engine:
         rows = [_find(engine, obj.ns, n) for n in names]
     if len(rows) == 1 and obj.output in ("table", "json", "yaml"):
         view = _get_view(rows[0])
@@ -790,6 +813,8 @@ def detail_cell(e: dict[str, Any]) -> str:
         return f"overlap={e.get('overlap')} parallel={e.get('parallel')}"
     if t == "HistoryPruned":
         return "removed " + ",".join(e.get("workflows") or [])
+    if t == "RunNotStarted":
+        return f"reason={e.get('reason')}: {e.get('message')}"
     if t in ("SubmissionFailed", "SpecRejected", "Stopped"):
         transient = " (transient, retried)" if e.get("transient") else ""
         return (e.get("message") or e.get("reason") or "-") + transient
@@ -949,9 +974,11 @@ def _targets(engine: Engine, obj: Ctx, names: Sequence[str]) -> list[tuple[str, 
     return [(obj.ns, n) for n in names]
 
 
-def _each(names: Sequence[str], do: Callable[[Engine, CronWorkflow], str]) -> None:
+def _each(
+    names: Sequence[str], do: Callable[[Engine, CronWorkflow], str], *, notice: bool = False
+) -> None:
     obj = _obj()
-    missing = 0
+    missing = done = 0
     with obj.engine() as engine:
         for ns, name in _targets(engine, obj, names):
             try:
@@ -961,7 +988,10 @@ def _each(names: Sequence[str], do: Callable[[Engine, CronWorkflow], str]) -> No
                 missing += 1
                 continue
             message = do(engine, agg)
+            done += 1
             click.echo(f"{KIND}/{name}" if obj.output == "name" else message)
+        if notice and done and obj.unscheduled(engine):
+            click.echo(NOTHING_RUNS, err=True)  # an unknown name alone stays one error line
     if missing:
         sys.exit(1)
 
@@ -1019,9 +1049,15 @@ def trigger(names: tuple[str, ...], request_id: str | None) -> None:
 
     def do(e: Engine, a: CronWorkflow) -> str:
         wf = e.service.trigger(a.id, now(), rid)
-        return f"workflow {wf} triggered" if wf else f"request {rid} already triggered"
+        if wf is None:
+            return f"request {rid} already triggered"
+        if _obj().unscheduled(e):
+            # Recorded, and created only when a `run` dispatches it (a manual run has no
+            # deadline: docs/scheduling.md), so it is not "triggered" yet.
+            return f"workflow {wf} queued: nothing creates it until `cronsource run` runs"
+        return f"workflow {wf} triggered"
 
-    _each(names, do)
+    _each(names, do, notice=True)
 
 
 # ---------------------------------------------------------------------- backfill
@@ -1097,7 +1133,7 @@ def backfill(
     if parallel is not None and overlap in ("Forbid", "Replace"):
         fail(f"--parallel applies to --overlap Allow or Queue, not {overlap}")
     ref = f"{obj.ns}/{name}"
-    with obj.engine() as engine:
+    with obj.engine(notice=True) as engine:
         try:
             agg = engine.service.find(obj.ns, name)
         except NotFound as ex:
@@ -1387,7 +1423,7 @@ def run(
     waker = Waker(engine)
     loop.install_signal_handlers(waker)
     click.echo(
-        f"cronsource running: store {config.url}, role {role}, workflows in {where}", err=True
+        f"cronsource running: store {config.shown}, role {role}, workflows in {where}", err=True
     )
 
     def ready() -> None:
@@ -1635,9 +1671,9 @@ def version() -> None:
         config = obj.store_config()
         try:
             check_store(config)
-            data["store"] = {"url": config.url, "status": "migrated"}
+            data["store"] = {"url": config.shown, "status": "migrated"}
         except StoreUnavailable as e:
-            data["store"] = {"url": config.url, "status": str(e)}
+            data["store"] = {"url": config.shown, "status": str(e)}
     if obj.output in ("json", "yaml"):
         emit(View(data, [], []), obj.output)
         return

@@ -21,8 +21,8 @@ from adapters.readside.model import ReadModel
 from adapters.store import StoreConfig
 from domain.cronworkflow import CronWorkflow
 from domain.decisions import DEFAULT_LATE_TOLERANCE
-from domain.service import CronService
-from projections.dispatch import Dispatcher, WorkflowTarget
+from domain.service import CronService, fired_in
+from projections.dispatch import NOT_STARTED_REASON, Dispatcher, NotStartedSink, WorkflowTarget
 from projections.readmodel import AggregateFollower, ReadModelProjection
 
 #: The stored topic of `CronWorkflowCreated` (the only event that carries a name).
@@ -153,6 +153,14 @@ class Engine:
             self._created_names.clear()
             self._created_after = 0
 
+    def fired_ticks(self, cron_id: UUID, start: datetime, end: datetime) -> set[datetime]:
+        """The ticks in [start, end] that fired (CronService.fired_ticks): the audit's, from
+        its index, and those of the stream's events the status view has not projected yet
+        (a read of the stream's tail, never of the whole stream)."""
+        ticks, projected = self.view.fired_ticks(str(cron_id), start, end)
+        tail = self.service.events.get(cron_id, gt=projected)
+        return ticks | fired_in(tail, start, end)
+
     def replica(self) -> CronService:
         """Another service instance on the same store (its own cache), as a second process
         would have; `simulate` uses these to interleave replicas."""
@@ -160,6 +168,7 @@ class Engine:
         svc = CronService(env=self.config.env(create_table=False), recorder=shared)
         svc.late_tolerance = self.service.late_tolerance
         svc.name_index = self.ids_named
+        svc.fired_index = self.fired_ticks
         self.extra_replicas.append(svc)
         return svc
 
@@ -194,6 +203,30 @@ def migrate(config: StoreConfig) -> None:
     view.close()
 
 
+def _not_started_sink(service: CronService) -> NotStartedSink:
+    """The dispatcher's RunNotStarted, recorded through the domain service."""
+
+    def record(
+        cron_id: Any,
+        workflow: str,
+        message: str,
+        late: timedelta,
+        deadline: timedelta,
+        at: datetime,
+    ) -> None:
+        service.run_not_started(
+            cron_id,
+            workflow,
+            NOT_STARTED_REASON,
+            message,
+            late.total_seconds(),
+            deadline.total_seconds(),
+            at,
+        )
+
+    return record
+
+
 def build_engine(
     store: str | StoreConfig | None = None,
     *,
@@ -222,6 +255,7 @@ def build_engine(
     engine = Engine(config, service, view, ReadModelProjection(view, follower))
     engine.projector = Projector(engine, lock_for(config))
     service.name_index = engine.ids_named
+    service.fired_index = engine.fired_ticks
     if target is not None:
         dfollower = AggregateFollower(load_at, load_many=service.load_many)
         engine.dispatcher = Dispatcher(
@@ -231,5 +265,7 @@ def build_engine(
             on_failure=lambda cid, wf, t, msg, at: service.submission_failed(
                 cid, wf, t, msg, False, at
             ),
+            on_not_started=_not_started_sink(service),
+            late_tolerance=lambda: service.late_tolerance,
         )
     return engine

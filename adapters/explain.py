@@ -16,7 +16,8 @@ _TICK = timedelta(microseconds=1)
 def explain(agg: CronWorkflow | None, t: datetime, decisions: list[AuditRow]) -> dict[str, Any]:
     """Why the CronWorkflow did or did not run at `t`.
 
-    `outcome` is Fired or Skipped when a decision for that tick is recorded. Otherwise it
+    `outcome` is Fired or Skipped when a decision for that tick is recorded, NotStarted when
+    it fired and its Workflow was not created by its starting deadline. Otherwise it
     says why there is none: Pending (not decided yet: due, or waiting for a resume),
     NotScheduled (at or before the creation or the last schedule change, whose ticks are
     never decided), NotATick (the schedule has no tick at `t`; `nextTick` names the next),
@@ -39,8 +40,17 @@ def explain(agg: CronWorkflow | None, t: datetime, decisions: list[AuditRow]) ->
             skips = [r for r in decisions if r.type == "ScheduleSkipped"]
             if skips:
                 out["explanation"] += f", after first being skipped ({skips[0].reason})"
+            not_started = [r for r in decisions if r.type == "RunNotStarted"]
+            if not_started:
+                n = not_started[-1]
+                out["outcome"] = "NotStarted"
+                out["reason"] = n.reason
+                out["explanation"] += (
+                    f"; not started (recorded at {rfc3339(n.at)}): {n.detail.get('message')}"
+                )
         else:
-            s = decisions[-1]
+            # A RunNotStarted always follows its fire; the skip is the decision here.
+            s = next((r for r in reversed(decisions) if r.type == "ScheduleSkipped"), decisions[-1])
             count = s.detail.get("count", 1)
             span = (
                 f"ticks {rfc3339(s.scheduled_time)}..{s.detail.get('lastScheduledTime')}"

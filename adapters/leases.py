@@ -37,6 +37,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from adapters.conninfo import with_defaults
+
 #: Seconds a replica may go without renewing before the others take its shards (`run
 #: --lease-duration`). Long enough that a busy server or a short network hiccup does not move
 #: shards; short enough that a frozen replica's CronWorkflows are decided again well inside the
@@ -191,7 +193,8 @@ def check_table(conninfo: str, schema: str) -> None:
     """Raise LeaseTableMissing unless `migrate` made the lease table (`run` asks at start, so
     that a store migrated by an older version is named in one line instead of a shard worker
     failing every second)."""
-    with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as conn:
+    # The URL's own connect_timeout wins over ours (adapters/store.py `with_defaults`).
+    with psycopg.connect(with_defaults(conninfo, connect_timeout=5), autocommit=True) as conn:
         name = sql.SQL("{}.cronsource_leases").format(sql.Identifier(schema or "public"))
         row = conn.execute(
             sql.SQL("SELECT to_regclass({})").format(sql.Literal(name.as_string(conn)))

@@ -196,6 +196,18 @@ class LocalTarget:
             out.append(None if created else self._conflict(c.workflow["metadata"], path))
         return out
 
+    def created(self, workflow: dict[str, Any], *, cron_id: str) -> bool:
+        """Whether this Workflow of ours exists (ours: `is_same_workflow`)."""
+        meta = workflow["metadata"]
+        path = self.manifest_path(meta["namespace"], meta["name"])
+        if self.outside(path) is not None:
+            return False
+        try:
+            existing = yaml.load(path.read_text(), Loader=_Loader) or {}
+        except FileNotFoundError:
+            return False
+        return isinstance(existing, dict) and is_same_workflow(existing.get("metadata") or {}, meta)
+
     @staticmethod
     def _conflict(meta: dict[str, Any], path: Path) -> PermanentSubmissionError | None:
         """AlreadyExists is success only if it is the same Workflow: our owner, our tick."""

@@ -48,7 +48,13 @@ SKEW_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 36
 #: backlog beyond that is read over the next scrapes.
 TAIL_PAGE = 5000
 TAIL_BUDGET = 2.0
-COUNTED_TYPES = ("ScheduleFired", "ScheduleSkipped", "RunCompleted", "SubmissionFailed")
+COUNTED_TYPES = (
+    "ScheduleFired",
+    "ScheduleSkipped",
+    "RunCompleted",
+    "SubmissionFailed",
+    "RunNotStarted",
+)
 
 
 def _truthy(v: Any) -> bool:
@@ -66,6 +72,7 @@ class EventTail:
         self.skipped_ticks: dict[tuple[str, str], float] = defaultdict(float)
         self.runs: dict[tuple[str, str], float] = defaultdict(float)
         self.dispatch_errors: dict[str, float] = defaultdict(float)
+        self.not_started: dict[tuple[str, str], float] = defaultdict(float)
         # per trigger: cumulative-free bucket counts (index len(SKEW_BUCKETS) is +Inf), sum
         self.skew: dict[str, list[float]] = {}
         self.skew_sum: dict[str, float] = defaultdict(float)
@@ -104,6 +111,8 @@ class EventTail:
             self.runs[(ns, str(phase or "Unknown"))] += n
         elif typ == "SubmissionFailed":
             self.dispatch_errors["transient" if _truthy(transient) else "permanent"] += n
+        elif typ == "RunNotStarted":
+            self.not_started[(ns, reason or "Unknown")] += n
 
     def _observe_skew(self, trigger: str, seconds: float) -> None:
         buckets = self.skew.setdefault(trigger, [0.0] * (len(SKEW_BUCKETS) + 1))
@@ -180,6 +189,13 @@ class EventTail:
         )
         for kind in ("permanent", "transient"):
             errors.add_metric([kind], self.dispatch_errors.get(kind, 0.0))
+        not_started = CounterMetricFamily(
+            "cronsource_runs_not_started",
+            "Fires whose Workflow was not created by their starting deadline (RunNotStarted)",
+            labels=["namespace", "reason"],
+        )
+        for (ns, reason), v in sorted(self.not_started.items()):
+            not_started.add_metric([ns, reason], v)
         skew = HistogramMetricFamily(
             "cronsource_fire_skew_seconds",
             "Decision time minus scheduled time of schedule and catch-up fires",
@@ -191,7 +207,7 @@ class EventTail:
                 acc += c
                 cumulative.append((b, acc))
             skew.add_metric([trigger], cumulative, sum_value=self.skew_sum[trigger])
-        return [fires, skips, ticks, runs, errors, skew]
+        return [fires, skips, ticks, runs, errors, not_started, skew]
 
 
 class _EngineCollector(Collector):
@@ -307,6 +323,12 @@ class _EngineCollector(Collector):
             for sup in self.loop.supervisors:
                 failures.add_metric([sup.name], float(sup.failures))
             yield failures
+            yield CounterMetricFamily(
+                "cronsource_clock_backward_jumps",
+                "Times this process saw the wall clock move back by more than the late"
+                " tolerance (nothing fires until it reaches the next undecided tick again)",
+                value=float(self.loop.clock_backward_jumps),
+            )
         if self.engine.config.kind != "postgresql":
             return
         rows = self.engine.view.advisory_locks(

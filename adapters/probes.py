@@ -7,11 +7,15 @@ with commands behind a token; this server carries no commands, so it may bind th
 for the kubelet without one. /metrics still asks for the bearer token when one is configured
 (the figures name namespaces); /healthz and /readyz never do (the kubelet sends none).
 
-Ready means both: the store answers within STORE_TIMEOUT, and the scheduler loop finished a
-turn no longer than `max_turn_age` ago. Healthy (alive) means the second only: a store that
-refuses connections does not stop the turns (each worker retries with backoff), so the pod is
-unready but not restarted, since a restart would not bring the store back; a loop stuck for
-longer than the bound (a hung connection, a deadlock) fails both, and the kubelet restarts it.
+Ready means all of: the store answers within STORE_TIMEOUT, it takes writes (the loop's write
+probe: a full disk, a read-only file system or database, a standby, a revoked privilege fail
+it), no worker's last step failed, and the scheduler loop finished a turn no longer than
+`max_turn_age` ago. Reads alone are not enough: with the SQLite disk full they went on
+working, and /readyz said ready for a minute while every write failed. Healthy (alive)
+means the turns only: a store that refuses connections or writes does not stop the turns
+(each worker retries with backoff), so the pod is unready but not restarted, since a restart
+would not bring the store back; a loop stuck for longer than the bound (a hung connection, a
+deadlock) fails both, and the kubelet restarts it.
 Before the first turn (start-up catch-up) the process counts as alive and not ready
 (docs/operator-guide.md, "Probes and metrics").
 
@@ -93,13 +97,17 @@ class Probes:
         self.metrics.registry.register(_TurnAge(loop))
         # One store check at a time: a hung one is not joined by more threads at every probe.
         self._checker = ThreadPoolExecutor(1, thread_name_prefix="store-check")
-        self._pending: Future[dict[str, int]] | None = None
+        self._pending: Future[tuple[dict[str, int], str | None]] | None = None
         self._lock = threading.Lock()
 
-    def _store_lag(self) -> dict[str, int]:
+    def _check_store(self) -> tuple[dict[str, int], str | None]:
+        return lag(self.engine), self.loop.write_probe.check()
+
+    def _store_state(self) -> tuple[dict[str, int], str | None]:
+        """(each projection's lag, why the store takes no writes or None)."""
         with self._lock:
             if self._pending is None or self._pending.done():
-                self._pending = self._checker.submit(lag, self.engine)
+                self._pending = self._checker.submit(self._check_store)
             pending = self._pending
         return pending.result(timeout=STORE_TIMEOUT)
 
@@ -112,17 +120,27 @@ class Probes:
         return 200, {"status": "ok"}
 
     def ready(self) -> tuple[int, dict[str, Any]]:
-        """503 with the first reason that fails: the store, no turn yet, or turns stopped."""
+        """503 with the first reason that fails: the store does not answer, takes no writes,
+        a worker's last step failed, no turn yet, or turns stopped."""
         last = self.loop.last_turn
         age = None if last is None else round(time.monotonic() - last, 3)
         body: dict[str, Any] = {"lastTurnAgeSeconds": age, "maxTurnAgeSeconds": self.max_turn_age}
         try:
-            body["lag"] = self._store_lag()
+            body["lag"], unwritable = self._store_state()
         except FutureTimeout:
             body.update(status="store unreachable", error=f"no answer within {STORE_TIMEOUT}s")
             return 503, body
         except Exception as e:
             body.update(status="store unreachable", error=f"{type(e).__name__}: {e}")
+            return 503, body
+        if unwritable is not None:
+            body.update(status="store not writable", error=unwritable)
+            return 503, body
+        failing = {s.name: s.last_error for s in self.loop.supervisors if s.failing}
+        if failing:
+            # The store answered the probe, but a worker's own write failed (a disk with a
+            # little room left, a constraint, a target that refuses): not ready until it works.
+            body.update(status="workers failing", failing=failing)
             return 503, body
         if age is None:
             return 503, {"status": "starting", **body}

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import psycopg
 
+from adapters.conninfo import with_defaults
 from domain.service import Receipt
 
 if TYPE_CHECKING:
@@ -93,23 +94,44 @@ class FileLock:
     def __init__(self, path: str) -> None:
         self.path = path
         self._fd: int | None = None
+        # `held_elsewhere` must not probe while another thread of this process takes the
+        # lock: the probe would see our own hold and call it another process's.
+        self._guard = threading.Lock()
 
     def try_acquire(self) -> bool:
-        if self._fd is not None:
+        with self._guard:
+            if self._fd is not None:
+                return True
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                return False
+            self._fd = fd
             return True
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            return False
-        self._fd = fd
-        return True
 
     def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # closing the descriptor drops the flock
-            self._fd = None
+        with self._guard:
+            if self._fd is not None:
+                os.close(self._fd)  # closing the descriptor drops the flock
+                self._fd = None
+
+    def held_elsewhere(self) -> bool:
+        """Whether another process holds the lock now (a `cronsource run`, or for a moment
+        a command catching up the read model); False while this process holds it. Probed
+        with a lock taken and dropped at once, on a descriptor of its own."""
+        with self._guard:
+            if self._fd is not None:
+                return False
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return True
+            finally:
+                os.close(fd)  # drops the probe's lock if it got it
+            return False
 
     def close(self) -> None:
         self.release()
@@ -130,7 +152,9 @@ class AdvisoryLock:
         if self._held:
             return True
         if self._conn is None or self._conn.closed:
-            self._conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5)
+            self._conn = psycopg.connect(
+                with_defaults(self.conninfo, connect_timeout=5), autocommit=True
+            )
         try:
             row = self._conn.execute(
                 "SELECT pg_try_advisory_lock(%s, %s)", (PROJECTOR_LOCK_CLASS, self.key)

@@ -44,9 +44,19 @@ from eventsourcing.persistence import (
     OperationalError,
     StoredEvent,
 )
-from eventsourcing.popo import POPOApplicationRecorder, POPOFactory
-from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
-from eventsourcing.sqlite import SQLITE3_DEFAULT_LOCK_TIMEOUT, SQLiteApplicationRecorder
+from eventsourcing.popo import POPOAggregateRecorder, POPOApplicationRecorder, POPOFactory
+from eventsourcing.postgres import (
+    PostgresAggregateRecorder,
+    PostgresApplicationRecorder,
+    PostgresDatastore,
+)
+from eventsourcing.postgres import PostgresFactory as LibraryPostgresFactory
+from eventsourcing.sqlite import (
+    SQLITE3_DEFAULT_LOCK_TIMEOUT,
+    SQLiteAggregateRecorder,
+    SQLiteApplicationRecorder,
+    SQLiteFactory,
+)
 from eventsourcing.utils import retry
 from psycopg.sql import SQL, Identifier
 
@@ -214,9 +224,11 @@ class PostgresRecorder(PostgresApplicationRecorder):
             " WHERE originator_id = ANY(%s) GROUP BY originator_id"
         ).format(table=table)
         self._select_many = SQL(
-            "SELECT originator_id, originator_version, topic, state FROM {table} "
-            "WHERE originator_id = ANY(%s) ORDER BY originator_id, originator_version"
-        ).format(table=table)
+            "SELECT e.originator_id, e.originator_version, e.topic, e.state FROM {table} e"
+            " JOIN unnest(%s::{id_type}[], %s::bigint[]) AS w(oid, gt)"
+            " ON e.originator_id = w.oid AND e.originator_version > w.gt"
+            " ORDER BY e.originator_id, e.originator_version"
+        ).format(table=table, id_type=id_type)
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -331,13 +343,21 @@ class PostgresRecorder(PostgresApplicationRecorder):
                 ),
             )
 
-    def select_events_many(self, originator_ids: Sequence[UUID]) -> dict[UUID, list[StoredEvent]]:
-        """Every event of these streams, in version order, by stream."""
+    def select_events_many(
+        self, originator_ids: Sequence[UUID], after: Mapping[UUID, int] | None = None
+    ) -> dict[UUID, list[StoredEvent]]:
+        """The events of these streams after the version `after` gives for each (all of
+        them for a stream it does not name), in version order, by stream."""
         out: dict[UUID, list[StoredEvent]] = defaultdict(list)
         ids = list(originator_ids)
+        gts = [(after or {}).get(i, 0) for i in ids]
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             for i in range(0, len(ids), MANY_CHUNK):
-                curs.execute(self._select_many, (ids[i : i + MANY_CHUNK],), prepare=True)
+                curs.execute(
+                    self._select_many,
+                    (ids[i : i + MANY_CHUNK], gts[i : i + MANY_CHUNK]),
+                    prepare=True,
+                )
                 for row in curs.fetchall():
                     oid = row["originator_id"]
                     out[oid].append(
@@ -407,19 +427,24 @@ class SqliteRecorder(SQLiteApplicationRecorder):
         with self.datastore.transaction(commit=True) as c:
             self._insert_events(c, stored_events)
 
-    def select_events_many(self, originator_ids: Sequence[UUID]) -> dict[UUID, list[StoredEvent]]:
-        """Every event of these streams, in version order, by stream."""
+    def select_events_many(
+        self, originator_ids: Sequence[UUID], after: Mapping[UUID, int] | None = None
+    ) -> dict[UUID, list[StoredEvent]]:
+        """The events of these streams after the version `after` gives for each (all of
+        them for a stream it does not name), in version order, by stream."""
         out: dict[UUID, list[StoredEvent]] = defaultdict(list)
-        keys = [i.hex if isinstance(i, UUID) else str(i) for i in originator_ids]
+        pairs = [(i.hex, (after or {}).get(i, 0)) for i in originator_ids]
         with self.datastore.transaction(commit=False) as c:
-            # SQLite's default limit is 32,766 host parameters; stay well below it.
-            for i in range(0, len(keys), MANY_CHUNK):
-                chunk = keys[i : i + MANY_CHUNK]
+            for i in range(0, len(pairs), CHECK_CHUNK):
+                chunk = pairs[i : i + CHECK_CHUNK]
+                values = ",".join("(?, ?)" for _ in chunk)
                 c.execute(
-                    f"SELECT originator_id, originator_version, topic, state "  # noqa: S608
-                    f"FROM {self.events_table_name} WHERE originator_id IN "
-                    f"({','.join('?' * len(chunk))}) ORDER BY originator_id, originator_version",
-                    chunk,
+                    f"WITH w(oid, gt) AS (VALUES {values}) "  # noqa: S608
+                    "SELECT e.originator_id, e.originator_version, e.topic, e.state"
+                    f" FROM w JOIN {self.events_table_name} e ON e.originator_id = w.oid"
+                    " AND e.originator_version > w.gt"
+                    " ORDER BY e.originator_id, e.originator_version",
+                    [x for pair in chunk for x in pair],
                 )
                 for row in c.fetchall():
                     # Our stream ids are all uuid5, which the recorder converts back to UUID.
@@ -431,7 +456,12 @@ class SqliteRecorder(SQLiteApplicationRecorder):
 
 
 class MemoryRecorder(POPOApplicationRecorder):
-    """`memory:`: the library's in-process recorder with the same last-version check."""
+    """`memory:`: the library's in-process recorder with the same last-version check. It
+    carries its snapshots (`snapshots`), so that replicas sharing it share them too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.snapshots = MemorySnapshotRecorder()
 
     def _assert_uniqueness(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
         super()._assert_uniqueness(stored_events, **kwargs)
@@ -444,9 +474,16 @@ class MemoryRecorder(POPOApplicationRecorder):
         if stale:
             raise StaleAppend(stale)
 
-    def select_events_many(self, originator_ids: Sequence[UUID]) -> dict[UUID, list[StoredEvent]]:
-        """Every event of these streams, in version order, by stream."""
-        return {oid: list(events) for oid in originator_ids if (events := self.select_events(oid))}
+    def select_events_many(
+        self, originator_ids: Sequence[UUID], after: Mapping[UUID, int] | None = None
+    ) -> dict[UUID, list[StoredEvent]]:
+        """The events of these streams after the version `after` gives for each."""
+        out = {}
+        for oid in originator_ids:
+            events = self.select_events(oid, gt=(after or {}).get(oid))
+            if events:
+                out[oid] = list(events)
+        return out
 
     def gaps(self) -> list[tuple[UUID, int, int]]:
         """Holes inside streams (none can arise in one process's memory, but say so)."""
@@ -461,8 +498,109 @@ class MemoryRecorder(POPOApplicationRecorder):
         return out
 
 
+# ---------------------------------------------------------------------------- snapshots
+#
+# Snapshots live in the library's aggregate recorders (table `<app>_snapshots`), with one
+# addition: the latest snapshot of many streams in one query, so that a batch load (the
+# scheduler's warm-up, the projections' prefetch) reads a snapshot and the events after it
+# per stream instead of whole streams.
+
+_NO_LIMIT = 2**62  # "any version" for the per-stream upper bound of a snapshot
+
+
+class PostgresSnapshotRecorder(PostgresAggregateRecorder):
+    def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
+        super().__init__(datastore, events_table_name=events_table_name)
+        table = SQL("{schema}.{table}").format(
+            schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name)
+        )
+        id_type = Identifier(self.datastore.originator_id_type)
+        self._latest_many = SQL(
+            "SELECT DISTINCT ON (s.originator_id) s.originator_id, s.originator_version,"
+            " s.topic, s.state FROM {table} s"
+            " JOIN unnest(%s::{id_type}[], %s::bigint[]) AS w(oid, upto)"
+            " ON s.originator_id = w.oid AND s.originator_version <= w.upto"
+            " ORDER BY s.originator_id, s.originator_version DESC"
+        ).format(table=table, id_type=id_type)
+
+    def select_latest_many(self, upto: Mapping[UUID, int | None]) -> dict[UUID, StoredEvent]:
+        """The latest snapshot of each stream at or below its version (None: any)."""
+        ids = list(upto)
+        limits = [v if v is not None else _NO_LIMIT for v in upto.values()]
+        out: dict[UUID, StoredEvent] = {}
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            for i in range(0, len(ids), MANY_CHUNK):
+                curs.execute(
+                    self._latest_many,
+                    (ids[i : i + MANY_CHUNK], limits[i : i + MANY_CHUNK]),
+                    prepare=True,
+                )
+                for row in curs.fetchall():
+                    oid = row["originator_id"]
+                    out[oid] = StoredEvent(
+                        oid, row["originator_version"], row["topic"], bytes(row["state"])
+                    )
+        return out
+
+
+class SqliteSnapshotRecorder(SQLiteAggregateRecorder):
+    def select_latest_many(self, upto: Mapping[UUID, int | None]) -> dict[UUID, StoredEvent]:
+        """The latest snapshot of each stream at or below its version (None: any)."""
+        pairs = [(i.hex, v if v is not None else _NO_LIMIT) for i, v in upto.items()]
+        out: dict[UUID, StoredEvent] = {}
+        with self.datastore.transaction(commit=False) as c:
+            for i in range(0, len(pairs), CHECK_CHUNK):
+                chunk = pairs[i : i + CHECK_CHUNK]
+                values = ",".join("(?, ?)" for _ in chunk)
+                c.execute(
+                    f"WITH w(oid, upto) AS (VALUES {values}) "  # noqa: S608
+                    "SELECT s.originator_id, s.originator_version, s.topic, s.state"
+                    f" FROM w JOIN {self.events_table_name} s ON s.originator_id = w.oid"
+                    " AND s.originator_version = (SELECT max(originator_version)"
+                    f" FROM {self.events_table_name} x WHERE x.originator_id = w.oid"
+                    " AND x.originator_version <= w.upto)",
+                    [x for pair in chunk for x in pair],
+                )
+                for row in c.fetchall():
+                    oid = cast(UUID, self.convert_originator_id(row["originator_id"]))
+                    out[oid] = StoredEvent(
+                        oid, row["originator_version"], row["topic"], row["state"]
+                    )
+        return out
+
+
+class MemorySnapshotRecorder(POPOAggregateRecorder):
+    def select_latest_many(self, upto: Mapping[UUID, int | None]) -> dict[UUID, StoredEvent]:
+        """The latest snapshot of each stream at or below its version (None: any)."""
+        out = {}
+        for oid, v in upto.items():
+            latest = self.select_events(oid, lte=v, desc=True, limit=1)
+            if latest:
+                out[oid] = latest[0]
+        return out
+
+
+class PostgresFactory(LibraryPostgresFactory):
+    """eventsourcing's PostgreSQL persistence, with our snapshot recorder (the event store's
+    recorder comes through APPLICATION_RECORDER_TOPIC, adapters/store.py)."""
+
+    aggregate_recorder_class = PostgresSnapshotRecorder
+
+
+class SqliteFactory(SQLiteFactory):
+    """eventsourcing's SQLite persistence, with our snapshot recorder."""
+
+    aggregate_recorder_class = SqliteSnapshotRecorder
+
+
 class MemoryFactory(POPOFactory):
-    """eventsourcing's in-process persistence with `MemoryRecorder` as the event store."""
+    """eventsourcing's in-process persistence with `MemoryRecorder` as the event store and
+    `MemorySnapshotRecorder` for snapshots."""
 
     def application_recorder(self) -> MemoryRecorder:
-        return MemoryRecorder()
+        self._recorder = MemoryRecorder()
+        return self._recorder
+
+    def aggregate_recorder(self, purpose: str = "events") -> MemorySnapshotRecorder:
+        recorder = getattr(self, "_recorder", None)
+        return recorder.snapshots if recorder is not None else MemorySnapshotRecorder()

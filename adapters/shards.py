@@ -34,6 +34,7 @@ import psycopg
 from psycopg import sql
 
 from adapters import leases
+from adapters.conninfo import with_defaults
 from adapters.leases import LEASE_SECONDS, Lease, LeaseLost
 from adapters.projector import (
     PROJECTOR_LOCK_CLASS,
@@ -146,7 +147,7 @@ class AdvisoryLockShards:
     def _connect(self) -> Any:
         if self._conn is None or self._conn.closed:
             self.owned, self._projector = set(), False
-            conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5)
+            conn = psycopg.connect(with_defaults(self.conninfo, connect_timeout=5), autocommit=True)
             try:
                 if self.schema:
                     # The projections write on this session (projector_transaction), and the

@@ -245,6 +245,14 @@ class SimTarget:
             end_phase=phase or self.default_phase,
         )
 
+    def created(self, workflow: dict[str, Any], *, cron_id: str) -> bool:
+        meta = workflow["metadata"]
+        key = (meta["namespace"], meta["name"])
+        wf = self.workflows.get(key)
+        return (
+            wf is not None and wf.deleted_at is None and is_same_workflow(self.metadata[key], meta)
+        )
+
     def terminate(self, namespace: str, name: str, at: datetime) -> None:
         wf = self.workflows.get((namespace, name))
         if wf is not None and wf.phase == "Running":  # finished already: not an error (Argo #11377)
@@ -353,6 +361,7 @@ class Simulation:
         #: Set when the log changed after a turn's last projection (the Waker's event).
         self.wake = threading.Event()
         self.watcher = SimRunWatcher(engine.service, target)
+        self.commands = engine.replica()
         self.loops = [
             SchedulerLoop(
                 engine,
@@ -383,7 +392,12 @@ class Simulation:
 
     @property
     def svc(self) -> Any:
-        return self.engine.service
+        """The scenario's actions (apply, suspend, resume, delete) come from a user, through
+        a service of their own, as `cronsource suspend` is another process than `run`: a
+        decision the runtime made before such an action is refused by the store, a real
+        second writer (`rejectedWrites`), while the runtime's own writes (run completions)
+        are its own and refuse nothing."""
+        return self.commands
 
     def _find(self, ref: str) -> UUID:
         ns, _, name = ref.rpartition("/")

@@ -10,9 +10,10 @@ CronWorkflow next needs a decision. A tick due longer ago than the late toleranc
 decided means no scheduler is deciding it: a live one decides a tick within the tolerance, or
 the tick would be recorded as missed. That holds whatever the schedules are (a daily schedule has
 no decision for hours and is still fine), and it is exactly the case in which the page would
-otherwise show a "next run" in the past. The time of the latest scheduled decision and, on
-PostgreSQL, the number of `cronsource run` replicas holding their member lock
-(adapters/shards.py) are shown beside it to say why.
+otherwise show a "next run" in the past. The time of the latest scheduled decision and the number
+of `cronsource run` processes holding the store (adapters/presence.py: their member locks on
+PostgreSQL, the projector file lock on SQLite; the CLI reads the same) are shown beside it to
+say why.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from datetime import datetime
 from typing import Any
 
 from adapters.engine import Engine
+from adapters.presence import schedulers_running
 from adapters.readside.queries import Queries
-from adapters.shards import _MEMBER_CLASS
 from projections.readmodel import AuditRow, rfc3339
 
 #: How many overdue CronWorkflows the answer names (the count covers all of them).
@@ -43,7 +44,7 @@ def scheduler_health(engine: Engine, now: datetime) -> dict[str, Any]:
         "overdueCount": count,
         "overdue": [{"namespace": ns, "name": n, "dueAt": rfc3339(due)} for ns, n, due in overdue],
         "lastDecisionAt": _last_decision(view),
-        "schedulers": _schedulers(view),
+        "schedulers": schedulers_running(engine),
     }
 
 
@@ -53,12 +54,6 @@ def _last_decision(view: Queries) -> str | None:
         if row.detail.get("trigger") not in _NOT_SCHEDULER:
             return rfc3339(row.at)
     return None
-
-
-def _schedulers(view: Queries) -> int | None:
-    if view.is_sqlite:
-        return None  # an embedded store: the scheduler is in-process, no lock to count
-    return view.lock_holders(_MEMBER_CLASS)
 
 
 def child_workflows(
@@ -91,6 +86,9 @@ def child_workflows(
             item["finishedAt"] = end.detail.get("finishedAt") or rfc3339(end.at)
         elif end.type == "SubmissionFailed":
             item["phase"] = "SubmissionFailed"
+            item["message"] = end.detail.get("message")
+        elif end.type == "RunNotStarted":
+            item["phase"] = "NotStarted"
             item["message"] = end.detail.get("message")
         else:
             item["phase"] = "Vanished"

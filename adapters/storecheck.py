@@ -10,19 +10,26 @@ turns whatever a store library raised later into the same kind of line.
 
 from __future__ import annotations
 
+import getpass
 import os
 import sqlite3
-from urllib.parse import unquote, urlparse
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 
+from adapters.conninfo import with_defaults
 from adapters.store import StoreConfig
 
 #: A direct connection attempt. A refused port answers in milliseconds; this bounds an
 #: unreachable (filtered) host, which never answers at all.
 CONNECT_TIMEOUT_SECONDS = 3
 #: Tables `migrate` creates; if one is missing, the store was never migrated (or partly).
-REQUIRED_TABLES = ("cronsource_events", "cronsource_tracking", "cronsource_status")
+REQUIRED_TABLES = (
+    "cronsource_events",
+    "cronsource_snapshots",
+    "cronsource_tracking",
+    "cronsource_status",
+)
 
 
 class StoreUnavailable(RuntimeError):
@@ -30,8 +37,15 @@ class StoreUnavailable(RuntimeError):
 
 
 def _where(config: StoreConfig) -> str:
-    p = urlparse(config.pg_conninfo)
-    return f"{p.hostname or '127.0.0.1'}:{p.port or 5432}"
+    """host:port of each server the URL names (libpq's defaults where it names none)."""
+    p = conninfo_to_dict(config.pg_conninfo)
+    hosts = str(p.get("host") or p.get("hostaddr") or os.environ.get("PGHOST") or "").split(",")
+    ports = str(p.get("port") or os.environ.get("PGPORT") or "").split(",")
+    if len(ports) == 1:
+        ports *= len(hosts)  # one port for every host, as libpq reads it
+    return ",".join(
+        f"{h or 'localhost'}:{port or 5432}" for h, port in zip(hosts, ports, strict=True)
+    )
 
 
 def _pg_message(config: StoreConfig, text: str) -> str:
@@ -41,7 +55,7 @@ def _pg_message(config: StoreConfig, text: str) -> str:
     if "connection refused" in low:
         return (
             f"connection refused at {where}: is PostgreSQL running there?"
-            f" (check --store {config.url})"
+            f" (check --store {config.shown})"
         )
     if "timeout expired" in low or "timed out" in low:
         return (
@@ -49,26 +63,30 @@ def _pg_message(config: StoreConfig, text: str) -> str:
             " port in --store and that the network allows it"
         )
     if "does not exist" in low and "database" in low:
-        db = urlparse(config.pg_conninfo).path.lstrip("/")
+        db = conninfo_to_dict(config.pg_conninfo).get("dbname")
         return (
             f"database {db!r} does not exist at {where}: create it (createdb {db}),"
             " then run `cronsource migrate`"
         )
     if "authentication failed" in low or "password" in low:
-        user = unquote(urlparse(config.pg_conninfo).username or "postgres")
+        user = (
+            conninfo_to_dict(config.pg_conninfo).get("user")
+            or os.environ.get("PGUSER")
+            or getpass.getuser()
+        )
         return (
             f"PostgreSQL at {where} refused user {user!r}: check the user and password in --store"
         )
     if "could not translate host name" in low or "name or service not known" in low:
-        return f"unknown host in --store {config.url}: check the host name"
+        return f"unknown host in --store {config.shown}: check the host name"
     first = next((line.strip() for line in text.splitlines() if line.strip()), text)
     return f"cannot connect to PostgreSQL at {where}: {first}"
 
 
 def _not_migrated(config: StoreConfig) -> str:
     return (
-        f"store {config.url} is not migrated (no cronsource tables):"
-        f" run `cronsource --store {config.url} migrate` first"
+        f"store {config.shown} is not migrated (no cronsource tables):"
+        f" run `cronsource --store {config.shown} migrate` first"
     )
 
 
@@ -94,7 +112,8 @@ def check_store(config: StoreConfig, *, need_tables: bool = True) -> None:
         return
     try:
         conn = psycopg.connect(
-            config.pg_conninfo, connect_timeout=CONNECT_TIMEOUT_SECONDS, autocommit=True
+            with_defaults(config.pg_conninfo, connect_timeout=CONNECT_TIMEOUT_SECONDS),
+            autocommit=True,
         )
     except psycopg.Error as e:
         raise StoreUnavailable(_pg_message(config, str(e))) from None

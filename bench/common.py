@@ -41,7 +41,7 @@ from rich.progress import (
 )
 
 from adapters.engine import migrate
-from adapters.store import StoreConfig
+from adapters.store import StoreConfig, split_schema
 from domain.cronworkflow import CronWorkflow
 from domain.manifest import parse_manifest
 
@@ -189,7 +189,7 @@ class Throwaway:
     config: StoreConfig
     workdir: Path
     kind: str
-    pg_url: str = ""  # postgresql://.../db of the fresh database (PostgreSQL only)
+    pg_url: str = ""  # libpq conninfo of the fresh database (PostgreSQL only)
     pg_schema: str = ""  # the fresh schema, when no database could be created
 
     @property
@@ -198,8 +198,9 @@ class Throwaway:
 
 
 def _pg_with_db(url: str, dbname: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path="/" + dbname, query=""))
+    """`url` naming another database; its libpq parameters (sslmode ...) stay, its schema goes."""
+    parts = urlsplit(split_schema(url)[0])
+    return urlunsplit(parts._replace(path="/" + dbname))
 
 
 @contextlib.contextmanager
@@ -272,9 +273,8 @@ def _fresh_postgres(
                 conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(name)))
 
         cleanup.append(drop_schema)
-        config = StoreConfig.parse(f"{base.pg_conninfo}?schema={name}")
-        return Throwaway(config, workdir, "postgresql", base.pg_conninfo, name)
-    fresh = _pg_with_db(base.pg_conninfo, name)
+        return Throwaway(base.with_schema(name), workdir, "postgresql", base.pg_conninfo, name)
+    fresh = _pg_with_db(url, name)
 
     def drop_database() -> None:
         with psycopg.connect(base.pg_conninfo, autocommit=True) as conn:

@@ -200,10 +200,10 @@ async def _run_peer(url: str, n: int, timeout: float, margin: float | None) -> d
     from apscheduler.triggers.cron import CronTrigger
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    from adapters.store import StoreConfig
+    from adapters.store import StoreConfig, split_schema
 
     config = StoreConfig.parse(url)
-    aurl = config.pg_conninfo.replace("postgresql://", "postgresql+asyncpg://", 1)
+    aurl = split_schema(url)[0].replace("postgresql://", "postgresql+asyncpg://", 1)
     engine = create_async_engine(aurl, pool_size=20, max_overflow=20)
     store = SQLAlchemyDataStore(engine, schema=config.pg_schema or None)
     margin = margin if margin is not None else 5.0 + 0.006 * n

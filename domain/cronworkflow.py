@@ -16,10 +16,11 @@ import hashlib
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from itertools import islice
-from typing import Any, Literal
+from typing import Any, Literal, cast
 from uuid import UUID, uuid5
 
-from eventsourcing.domain import Aggregate, event
+from eventsourcing.domain import Aggregate, Snapshot, event
+from eventsourcing.utils import get_topic
 
 from domain.backfill import BackfillPlan, BackfillTooLarge, start_from_queue
 from domain.decisions import (
@@ -153,8 +154,105 @@ def _compile_shared(
     return compile_schedule(schedules, timezone, dst_policy, anchor=anchor)
 
 
+#: The state a snapshot holds, in this order: everything events assign, nothing derived (the
+#: compiled schedule, the parsed spec and policy are rebuilt on first use).
+_SNAPSHOT_FIELDS = (
+    "_created_on",
+    "_modified_on",
+    "namespace",
+    "name",
+    "uid",
+    "incarnation",
+    "spec",
+    "labels",
+    "annotations",
+    "generation",
+    "last_applied",
+    "spec_error",
+    "when_error",
+    "baseline",
+    "decided_until",
+    "suspended",
+    "stopped",
+    "deleted",
+    "suspension_end",
+    "suspension_reason",
+    "not_started",
+    "active",
+    "finished",
+    "succeeded",
+    "failed",
+    "last_scheduled_time",
+    "last_finished_at",
+    "manual_runs",
+    "backfill_queue",
+    "backfill_parallel",
+    "backfill_running",
+)
+
+
+class CronWorkflowSnapshot(Snapshot):
+    """A CronWorkflow's state at a version, so that a load reads the latest snapshot and the
+    events after it instead of a stream that grows with every tick (eventsourcing's own
+    snapshotting). The state is the fields events assign, in JSON's types (sets and tuples as
+    lists), with the aggregate's `class_version`: a snapshot written by an older version is
+    brought up to date by the aggregate's `upcast_vN_vN+1` methods when it is read. The
+    timestamp is the aggregate's last modification, not a clock reading."""
+
+    TOPIC = "cronsource:CronWorkflowSnapshot/v1"
+
+    @classmethod
+    def take(cls, aggregate: Any) -> CronWorkflowSnapshot:
+        agg = cast(CronWorkflow, aggregate)
+        return cls(
+            originator_id=agg.id,
+            originator_version=agg.version,
+            timestamp=agg.modified_on,
+            topic=get_topic(type(agg)),
+            state=agg.snapshot_state(),
+        )
+
+    def mutate(self, _: Any) -> CronWorkflow:
+        agg = cast(CronWorkflow, super().mutate(None))
+        agg.restore_from_snapshot()
+        return agg
+
+
 class CronWorkflow(Aggregate):
     TOPIC = "cronsource:CronWorkflow/v1"
+    #: The version of the snapshot state (`snapshot_state`). 1: the state before the resume
+    #: rule moved to the scheduler, the last-applied record and runs not started (no
+    #: `suspension_end`, `suspension_reason`, `last_applied`, `not_started`); 2: today's. Each step has an `upcast_vN_vN+1`.
+    class_version = 2
+    Snapshot = CronWorkflowSnapshot
+
+    def snapshot_state(self) -> dict[str, Any]:
+        """The fields events assign, as JSON holds them, and the class version."""
+        state = {k: self.__dict__[k] for k in _SNAPSHOT_FIELDS}
+        state["active"] = dict(self.active)
+        state["finished"] = [list(f) for f in self.finished]
+        state["manual_runs"] = sorted(self.manual_runs)
+        state["backfill_running"] = sorted(self.backfill_running)
+        state["backfill_queue"] = list(self.backfill_queue)
+        state["class_version"] = type(self).class_version
+        return state
+
+    def restore_from_snapshot(self) -> None:
+        """Back to the types events give (after the library restored `__dict__`)."""
+        d = self.__dict__
+        d["finished"] = [(f[0], f[1], f[2]) for f in d["finished"]]
+        d["manual_runs"] = set(d["manual_runs"])
+        d["backfill_running"] = set(d["backfill_running"])
+        d["_compiled"] = None
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        """A snapshot of before the resume rule moved to the scheduler (a resume decided its
+        ticks at once, so no suspension is pending) and before the last-applied record."""
+        state.setdefault("suspension_end", None)
+        state.setdefault("suspension_reason", "Suspended")
+        state.setdefault("last_applied", None)
+        state.setdefault("not_started", None)
 
     # ------------------------------------------------------------------ creation
 
@@ -195,6 +293,13 @@ class CronWorkflow(Aggregate):
         self.suspended = False
         self.stopped = False
         self.deleted = False
+        #: The last resume: the undecided ticks before it belong to the suspension, decided by
+        #: the resume rule (see `tick`), as Suspended or Stopped.
+        self.suspension_end: datetime | None = None
+        self.suspension_reason = "Suspended"
+        #: The latest run not started past its deadline, for the status condition:
+        #: {"workflow": name, "message": why}; None until one is.
+        self.not_started: dict[str, str] | None = None
         self.active: dict[str, datetime] = {}
         self.finished: list[tuple[str, str, datetime]] = []
         self.succeeded = 0
@@ -384,6 +489,28 @@ class CronWorkflow(Aggregate):
         when = self._before_fire(ticks, at)
         if when is None:
             return []
+        fires: list[Fire] = []
+        end = self.suspension_end
+        held = [t for t in ticks if end is not None and t < end]
+        if held:
+            # The ticks of a suspension that was resumed since: the resume rule (the latest
+            # may run as a catch-up within its deadline, the others are skipped), decided
+            # here by the scheduler, not by the resume itself. A later tick due now wins.
+            rest = ticks[len(held) :]
+            outcome = decide_ticks(
+                held,
+                at,
+                self.policy(late_tolerance),
+                RunState(tuple(self.active), self.last_finished_at),
+                suspension=cast(Literal["Suspended", "Stopped"], self.suspension_reason),
+                when=when,
+                run_name=lambda t: workflow_name(self.name, t),
+                superseded=superseded or bool(rest),
+            )
+            fires = self._record(outcome, at)
+            if outcome.waiting or not rest:
+                return fires
+            ticks = rest
         pol = self.policy(late_tolerance)
         if not catch_up:
             pol = TickPolicy(pol.concurrency, None, False, 1, pol.late_tolerance)
@@ -396,7 +523,7 @@ class CronWorkflow(Aggregate):
             run_name=lambda t: workflow_name(self.name, t),
             superseded=superseded,
         )
-        return self._record(outcome, at)
+        return fires + self._record(outcome, at)
 
     def _before_fire(self, ticks: list[datetime], at: datetime) -> bool | str | None:
         """Argo's order before a fire (workflow/cron/operator.go `run`): the stop strategy,
@@ -464,36 +591,21 @@ class CronWorkflow(Aggregate):
         )
 
     def suspend(self, at: datetime, by: str = "", note: str = "") -> None:
-        """Suspend; ticks before `at` are decided first (they were not part of the suspension)."""
+        """Suspend: records only itself. Only the scheduler decides ticks, with the state it
+        sees when it decides (as Argo's controller does): a tick before `at` that no
+        scheduler decided yet is now a tick of the suspension, decided at the resume."""
         if self.deleted or self.suspended:
             return
-        self.tick(at, until=at - _TICK)
         self._suspended(at=at, by=by, note=note, timestamp=at)
 
     def resume(self, at: datetime, by: str = "", note: str = "") -> list[Fire]:
-        """Resume: the ticks of the suspension get their decisions now, at most one run."""
+        """Resume: records only itself. The scheduler then decides the ticks of the
+        suspension by the resume rule (`tick`): at most one run, a catch-up within the
+        deadline. Returns no fires (kept for the callers that add up a command's fires)."""
         if self.deleted or not (self.suspended or self.stopped):
             return []
-        reason: Literal["Suspended", "Stopped"] = "Stopped" if self.stopped else "Suspended"
         self._resumed(at=at, by=by, note=note, timestamp=at)
-        if self.spec_error:
-            return []
-        ticks = list(self.schedule.ticks_between(self.decided_until, at - _TICK))
-        if not ticks:
-            return []
-        when = self._before_fire(ticks, at)
-        if when is None:
-            return []
-        outcome = decide_ticks(
-            ticks,
-            at,
-            self.policy(),
-            RunState(tuple(self.active), self.last_finished_at),
-            suspension=reason,
-            when=when,
-            run_name=lambda t: workflow_name(self.name, t),
-        )
-        return self._record(outcome, at)
+        return []
 
     def update_spec(
         self,
@@ -593,7 +705,7 @@ class CronWorkflow(Aggregate):
                 self._close_ticks(at, "SpecError")
             elif reset:
                 if self.is_live:
-                    fires += self.tick(at, late_tolerance, until=at - _TICK, catch_up=False)
+                    self._close_superseded(at, late_tolerance)
                 elif self.suspended or self.stopped:
                     self._close_ticks(at, "Stopped" if self.stopped else "Suspended")
             self._spec_updated(
@@ -625,6 +737,22 @@ class CronWorkflow(Aggregate):
         elif not suspend and self.suspended:
             fires += self.resume(at, by="spec", note="spec.suspend is false")
         return fires
+
+    def _close_superseded(self, at: datetime, late_tolerance: timedelta) -> None:
+        """The ticks of the old schedule that no scheduler decided before it changed: they
+        are no ticks of the CronWorkflow any more, and the change itself starts nothing
+        (Argo drops them; old ticks are never caught up). Each is recorded as missed
+        (`DeadlineExceeded`) when no scheduler decided it within the late tolerance, else as
+        `ScheduleChanged`: the change came before any scheduler saw it."""
+        ticks = list(self.schedule.ticks_between(self.decided_until, at - _TICK))
+        if not ticks:
+            return
+        missed = [t for t in ticks if at - t >= late_tolerance]
+        if missed:
+            self._skipped_range(Skip(missed[0], missed[-1], len(missed), "DeadlineExceeded"), at)
+        later = ticks[len(missed) :]
+        if later:
+            self._skipped_range(Skip(later[0], later[-1], len(later), "ScheduleChanged"), at)
 
     def _close_ticks(self, at: datetime, reason: SkipReason) -> None:
         """Skip every undecided tick before `at` for `reason`: the ticks of a suspension or a
@@ -713,6 +841,34 @@ class CronWorkflow(Aggregate):
             trigger=trigger,
             created_at=created_at,
             reason=reason,
+            timestamp=at,
+        )
+        return True
+
+    def run_not_started(
+        self,
+        workflow: str,
+        reason: str,
+        message: str,
+        late_seconds: float,
+        deadline_seconds: float,
+        at: datetime,
+    ) -> bool:
+        """The dispatcher did not create this fire's Workflow: it reached the fire after the
+        fire's starting deadline (docs/design.md invariant 4). The run stops counting as
+        active, so Forbid's slot is free and the scheduler decides what waited behind it at
+        its next turn. Returns whether anything was recorded: False when the run is not
+        active (recorded already, by a dispatcher that repeats its batch after a crash, or
+        it ended), so a replay never records a run twice."""
+        if workflow not in self.active:
+            return False
+        self._run_not_started(
+            workflow_name=workflow,
+            scheduled_time=self.active[workflow],
+            reason=reason,
+            message=message,
+            late_seconds=late_seconds,
+            deadline_seconds=deadline_seconds,
             timestamp=at,
         )
         return True
@@ -927,6 +1083,11 @@ class CronWorkflow(Aggregate):
 
     @event("Resumed", topic="cronsource:Resumed/v1")
     def _resumed(self, at: datetime, by: str, note: str, timestamp: datetime) -> None:
+        # Ticks before `at` that are still undecided are the suspension's: `tick` decides
+        # them by the resume rule. (A resume written by an older cronsource decided them at
+        # once, so there are none left then.)
+        self.suspension_end = at
+        self.suspension_reason = "Stopped" if self.stopped else "Suspended"
         self.suspended = False
         self.stopped = False
 
@@ -982,6 +1143,23 @@ class CronWorkflow(Aggregate):
         if not transient:
             self.active.pop(workflow_name, None)
             self.backfill_running.discard(workflow_name)
+
+    @event("RunNotStarted", topic="cronsource:RunNotStarted/v1")
+    def _run_not_started(
+        self,
+        workflow_name: str,
+        scheduled_time: datetime,
+        reason: str,
+        message: str,
+        late_seconds: float,
+        deadline_seconds: float,
+        timestamp: datetime,
+    ) -> None:
+        self.active.pop(workflow_name, None)
+        self.backfill_running.discard(workflow_name)
+        # The latest run not started, for the status condition (projections/readmodel.py
+        # `status_of`); plain strings, so a snapshot stores it as it is.
+        self.not_started = {"workflow": workflow_name, "message": message}
 
     @event("HistoryPruned", topic="cronsource:HistoryPruned/v1")
     def _history_pruned(self, workflow_names: list[str], timestamp: datetime) -> None:

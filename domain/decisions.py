@@ -21,6 +21,7 @@ SkipReason = Literal[
     "WhenFalse",
     "CatchupLimit",
     "SpecError",
+    "ScheduleChanged",
 ]
 Trigger = Literal["schedule", "catchup", "manual", "backfill"]
 ConcurrencyPolicy = Literal["Allow", "Forbid", "Replace"]
@@ -118,10 +119,13 @@ def decide_ticks(
 
     def blocked(t: datetime) -> bool:
         # A tick that waited behind a run (Forbid with a deadline) and lost is a
-        # ConcurrencyForbid skip, not an outage skip: the audit log must say why.
+        # ConcurrencyForbid skip, not an outage skip: the audit log must say why. Only when
+        # a scheduler reached it by the end of its wait, though: one decided long after
+        # (the scheduler was down) was not decided in time, whatever ran meanwhile.
         return (
             policy.concurrency == "Forbid"
             and deadline is not None
+            and now - (t + deadline) < policy.late_tolerance
             and (
                 bool(runs.active)
                 or (runs.last_finished_at is not None and t < runs.last_finished_at)

@@ -4,19 +4,27 @@ At least once by design: the target operation happens before the tracking positi
 a crash between the two repeats the operation on restart. That is safe only because every
 target operation is idempotent on the deterministic Workflow name (create exclusively, or
 AlreadyExists with our owner and scheduled time counts as done).
+
+No run starts past its deadline (docs/design.md invariant 4): a schedule or catch-up fire the
+dispatcher reaches at or after its tick + `startingDeadlineSeconds` (the late tolerance when
+that is unset) is not created; it is recorded as RunNotStarted instead. Manual and backfill
+fires have no deadline: someone asked for them explicitly, as `kubectl create job --from` has
+none. A fire past its deadline whose Workflow exists already (created before a crash that kept
+the position from moving) is done, never "not started".
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from eventsourcing.persistence import Tracking
 
 from domain.cronworkflow import CronWorkflow
+from domain.decisions import DEFAULT_LATE_TOLERANCE
 from domain.service import event_type
 from projections.readmodel import AggregateFollower, rfc3339
 
@@ -67,6 +75,61 @@ class FailureSink(Protocol):
     ) -> None: ...
 
 
+class NotStartedSink(Protocol):
+    def __call__(
+        self,
+        cron_id: Any,
+        workflow: str,
+        message: str,
+        late: timedelta,
+        deadline: timedelta,
+        at: datetime,
+    ) -> None: ...
+
+
+#: The reason a RunNotStarted event gives for a fire reached past its starting deadline.
+NOT_STARTED_REASON = "DeadlineExceeded"
+
+
+def start_deadline(agg: CronWorkflow, trigger: str, late_tolerance: timedelta) -> timedelta | None:
+    """How long after its tick a fire's Workflow may still be created: the CronWorkflow's
+    `startingDeadlineSeconds`, or the late tolerance when that is unset or 0 (the same
+    rule as the scheduler's for a catch-up, domain/service.py `commit_deadline`). None for
+    manual and backfill fires, which have no deadline."""
+    if trigger not in ("schedule", "catchup"):
+        return None
+    return agg.policy(late_tolerance).deadline or late_tolerance
+
+
+def _duration(d: timedelta) -> str:
+    """`1.5s`, `60s`, `25m`, `1h2m3s`: a delay as a person reads it in a message."""
+    seconds = d.total_seconds()
+    if seconds < 10:
+        return f"{seconds:.3g}s"
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    h, rest = divmod(round(seconds), 3600)
+    m, s = divmod(rest, 60)
+    return "".join(f"{v}{unit}" for v, unit in ((h, "h"), (m, "m"), (s, "s")) if v)
+
+
+def not_started_message(
+    agg: CronWorkflow, late: timedelta, deadline: timedelta, late_tolerance: timedelta
+) -> str:
+    """Why a fire's Workflow was not created, naming the deadline's source (the event's
+    message; the status condition and `why` put it after "not started:")."""
+    d = agg.spec_model.starting_deadline_seconds
+    source = (
+        f"startingDeadlineSeconds: {d}"
+        if d
+        else f"the late tolerance of {_duration(late_tolerance)}; startingDeadlineSeconds is unset"
+    )
+    return (
+        f"the dispatcher reached it {_duration(late)} after its tick, past its starting"
+        f" deadline of {_duration(deadline)} ({source})"
+    )
+
+
 class WorkflowTarget(Protocol):
     """Where Workflows go: the local directory, the simulator, or a Kubernetes cluster.
 
@@ -79,6 +142,11 @@ class WorkflowTarget(Protocol):
     def create(
         self, workflow: dict[str, Any], *, cron_id: str, trigger: str, at: datetime
     ) -> None: ...
+
+    def created(self, workflow: dict[str, Any], *, cron_id: str) -> bool:
+        """Whether this Workflow of ours exists (`is_same_workflow`): a fire past its
+        deadline that was created before a crash is done, not "not started"."""
+        ...
 
     def terminate(self, namespace: str, name: str, at: datetime) -> None: ...
 
@@ -143,32 +211,47 @@ class Dispatcher:
         positions: PositionStore,
         follower: AggregateFollower,
         on_failure: FailureSink | None = None,
+        on_not_started: NotStartedSink | None = None,
+        late_tolerance: Callable[[], timedelta] = lambda: DEFAULT_LATE_TOLERANCE,
     ):
         self.target = target
         self.positions = positions
         self.follower = follower
         self.on_failure = on_failure
+        self.on_not_started = on_not_started
+        #: The runtime's late tolerance (`run --late-tolerance`), read at each batch.
+        self.late_tolerance = late_tolerance
 
     def process_batch(self, batch: Sequence[tuple[Any, Tracking]], at: datetime) -> None:
         """Dispatch events in order; the position moves once, after all of them (a crash
         before that repeats them, which the idempotent target absorbs).
 
-        Creations are collected and handed to the target together where it can take many at
-        once (`create_many`: one flush to disk for the local target); anything else the batch
-        asks of the target (terminate, delete) first sends the creations collected so far,
-        so the target sees the operations in log order.
+        `at` is the runtime's clock when the batch is dispatched: a fire whose starting
+        deadline has passed by then is not created (`_not_started`). Creations are collected
+        and handed to the target together where it can take many at once (`create_many`: one
+        flush to disk for the local target); anything else the batch asks of the target
+        (terminate, delete) first sends the creations collected so far, so the target sees
+        the operations in log order.
         """
         creates: list[tuple[Any, CronWorkflow, dict[str, Any]]] = []
+        late_tolerance = self.late_tolerance()
         self.follower.prefetch([ev for ev, _ in batch])
         for ev, _ in batch:
             agg = self.follower.follow(ev)
             kind = event_type(ev)
             if kind == "ScheduleFired":
+                wf = build_workflow(agg, ev.workflow_name, ev.scheduled_time)
+                deadline = start_deadline(agg, ev.trigger, late_tolerance)
+                if deadline is not None and at >= ev.scheduled_time + deadline:
+                    # Nothing of this fire reaches the target, not even the terminations of
+                    # the runs it replaces: they go on, as when a CronJob misses its window.
+                    self._not_started(ev, agg, wf, deadline, late_tolerance, at)
+                    continue
                 if ev.replaced:
                     self._create(creates, at)
                     for old in ev.replaced:
                         self.target.terminate(agg.namespace, old, at)
-                creates.append((ev, agg, build_workflow(agg, ev.workflow_name, ev.scheduled_time)))
+                creates.append((ev, agg, wf))
             elif kind == "HistoryPruned":
                 self._create(creates, at)
                 for name in ev.workflow_names:
@@ -176,6 +259,34 @@ class Dispatcher:
         self._create(creates, at)
         if batch:
             self.positions.track(self.name, batch[-1][1])
+
+    def _not_started(
+        self,
+        ev: Any,
+        agg: CronWorkflow,
+        wf: dict[str, Any],
+        deadline: timedelta,
+        late_tolerance: timedelta,
+        at: datetime,
+    ) -> None:
+        """A fire reached past its deadline: record that it was not started, unless its
+        Workflow exists already. That happens when the Workflow was created in time and the
+        process died before the position moved; the replay then comes late, and the run
+        did start. A transient error of the target here propagates like one of a create:
+        the position stays and the batch is repeated, so nothing is recorded on a guess.
+
+        Recording twice is harmless (a replay after the event was saved but before the
+        position moved): the aggregate records nothing for a run that is not active."""
+        if self.target.created(wf, cron_id=str(agg.id)):
+            return
+        if self.on_not_started is None:
+            raise RuntimeError(
+                f"workflow {agg.namespace}/{ev.workflow_name} is past its starting deadline"
+                " and this dispatcher has nowhere to record that it was not started"
+            )
+        late = at - ev.scheduled_time
+        message = not_started_message(agg, late, deadline, late_tolerance)
+        self.on_not_started(agg.id, ev.workflow_name, message, late, deadline, at)
 
     def process_event(self, ev: Any, tracking: Tracking, at: datetime) -> None:
         self.process_batch([(ev, tracking)], at)

@@ -19,7 +19,7 @@ from uuid import UUID
 from eventsourcing.persistence import Tracking
 
 from domain.cronhash import resolved_schedules
-from domain.cronworkflow import VERSIONS_LOST, CronWorkflow
+from domain.cronworkflow import VERSIONS_LOST, CronWorkflow, workflow_name
 from domain.service import event_type
 
 
@@ -122,6 +122,22 @@ def status_of(agg: CronWorkflow) -> dict[str, Any]:
         conditions.append({"type": "SpecError", "status": "True", "message": agg.spec_error})
     elif getattr(agg, "when_error", None):
         conditions.append({"type": "SpecError", "status": "True", "message": agg.when_error})
+    not_started = agg.not_started
+    if (
+        not_started is not None
+        and agg.last_scheduled_time is not None
+        and not_started["workflow"] == workflow_name(agg.name, agg.last_scheduled_time)
+    ):
+        # Argo's condition for a run its controller could not start; it holds until a later
+        # tick fires, as Argo removes it at the next submission.
+        conditions.append(
+            {
+                "type": "SubmissionError",
+                "status": "True",
+                "message": f"workflow {not_started['workflow']} not started:"
+                f" {not_started['message']}",
+            }
+        )
     status: dict[str, Any] = {
         "active": [
             {
@@ -197,6 +213,8 @@ _DETAIL_FIELDS = {
     "overlap": "overlap",
     "parallel": "parallel",
     "created_at": "createdAt",
+    "late_seconds": "lateSeconds",
+    "deadline_seconds": "deadlineSeconds",
 }
 
 

@@ -226,22 +226,30 @@ def test_resume_fires_at_most_one_catchup(deadline: int | None, expected: list[s
     before = version(svc, cron_id)
 
     svc.resume(cron_id, at("10:05:30"), by="alice")
+    # The resume records only itself (issue 21): the scheduler decides the ticks.
+    assert types(svc, cron_id, before) == ["Resumed"]
+    svc.tick([cron_id], at("10:05:30"))
 
-    assert types(svc, cron_id, before)[0] == "Resumed"
     assert decisions(svc, cron_id, before) == expected
     svc.tick([cron_id], at("10:06:00"))
     assert decisions(svc, cron_id)[-1] == "fire 10:06:00 schedule"
 
 
-def test_suspend_decides_the_ticks_before_it_normally() -> None:
+def test_a_suspend_records_only_itself_and_an_undecided_tick_before_it_never_fires() -> None:
+    """Only the scheduler decides ticks, with the state it sees (as Argo's controller): a
+    suspend that came after a tick but before any scheduler decided it means no fire."""
     svc = service()
     cron_id = create(svc, at("10:00:30"))
 
-    svc.suspend(cron_id, at("10:01:10"))  # the 10:01 tick was never ticked, but is on time
+    svc.suspend(cron_id, at("10:01:10"))  # the 10:01 tick was never ticked, though on time
 
-    assert fired(svc, cron_id) == [(at("10:01:00"), child(at("10:01:00")), "schedule")]
-    assert types(svc, cron_id)[-1] == "Suspended"
+    assert types(svc, cron_id) == ["CronWorkflowCreated", "Suspended"]
     assert svc.load(cron_id).next_due() is None
+    svc.tick([cron_id], at("10:01:20"))  # the scheduler sees a suspended CronWorkflow
+    svc.resume(cron_id, at("10:01:40"))
+    svc.tick([cron_id], at("10:01:40"))
+    assert fired(svc, cron_id) == []
+    assert skipped(svc, cron_id) == [(at("10:01:00"), at("10:01:00"), 1, "Suspended")]
 
 
 def test_spec_suspend_true_creates_a_suspended_cronworkflow() -> None:
@@ -262,6 +270,8 @@ def test_applying_suspend_false_resumes_with_at_most_one_run() -> None:
     cron_id = create(svc, at("10:00:30"), suspend=True, startingDeadlineSeconds=600)
 
     svc.apply(manifest(suspend=False, startingDeadlineSeconds=600), at("10:04:30"))
+    assert fired(svc, cron_id) == []  # the apply records only itself
+    svc.tick([cron_id], at("10:04:30"))
 
     assert fired(svc, cron_id) == [(at("10:04:00"), child(at("10:04:00")), "catchup")]
     assert skipped(svc, cron_id) == [(at("10:01:00"), at("10:03:00"), 3, "Suspended")]
@@ -590,11 +600,16 @@ def test_stop_strategy_stops_the_cronworkflow_after_two_failed_runs() -> None:
     assert len(stopped) == 1 and "cronworkflow.failed >= 2" in stopped[0].reason
     assert [t for t, _, _ in fired(svc, cron_id)] == [at(f"10:0{m}:00") for m in (1, 2, 3)]
     assert svc.load(cron_id).next_due() is None
-    # Resuming decides the ticks of the stop: skipped as Stopped, never run.
+    # After a resume the scheduler decides the ticks of the stop; the stop strategy is
+    # still met at that decision (as at Argo's next tick), so they are skipped as Stopped,
+    # never run, and the CronWorkflow stops again.
     before = version(svc, cron_id)
     svc.resume(cron_id, at("10:05:30"))
+    assert not svc.load(cron_id).stopped
+    svc.tick([cron_id], at("10:05:30"))
     assert skipped(svc, cron_id, before) == [(at("10:04:00"), at("10:05:00"), 2, "Stopped")]
     assert fired(svc, cron_id, before) == []
+    assert svc.load(cron_id).stopped
 
 
 def test_when_false_skips_after_one_success() -> None:

@@ -86,7 +86,7 @@ def test_applying_without_the_uid_updates_the_object_created_with_it(run: Any) -
     run("apply", "-f", write(run.tmp, "a.yaml", [manifest(uid=UID)]))
     res = run("apply", "-f", write(run.tmp, "b.yaml", [manifest({"schedules": ["*/5 * * * *"]})]))
     assert "hello updated" in res.output
-    listed = json.loads(run("list", "-o", "json").output)["items"]
+    listed = json.loads(run("list", "-o", "json").stdout)["items"]
     assert [c["spec"]["schedules"] for c in listed] == [["*/5 * * * *"]]
 
 
@@ -261,7 +261,7 @@ def test_explicit_nulls_read_as_unset(run: Any, meta: dict[str, Any], spec: dict
     res = run("lint", write(run.tmp, "m.yaml", [m]))
     assert res.exit_code == 0, res.output
     assert run("apply", "-f", write(run.tmp, "m.yaml", [m])).exit_code == 0
-    got = json.loads(run("get", "hello", "-o", "json").output)
+    got = json.loads(run("get", "hello", "-o", "json").stdout)
     assert got["spec"]["suspend"] is False and got["spec"]["concurrencyPolicy"] == "Allow"
     assert got["spec"].get("timezone", "") == "" and got["metadata"]["labels"] == {}
 
@@ -457,7 +457,7 @@ def test_lint_and_apply_take_the_cronworkflows_of_a_file_and_ignore_other_kinds(
     res = run("lint", f)
     assert res.exit_code == 0 and "1 CronWorkflow(s) valid" in res.output, res.output
     assert "hello created" in run("apply", "-f", f).output
-    listed = json.loads(run("list", "-o", "json").output)["items"]
+    listed = json.loads(run("list", "-o", "json").stdout)["items"]
     assert [c["metadata"]["name"] for c in listed] == ["hello"]
 
 

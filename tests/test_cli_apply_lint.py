@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from adapters.cli import NOTHING_RUNS
 from adapters.engine import build_engine
 from adapters.store import StoreConfig
 from domain.manifest import parse_manifest
@@ -24,6 +25,8 @@ from tests.test_cli_first_hour import EXE, ROOT, cs
 
 @pytest.fixture
 def store(tmp_path: Path) -> str:
+    """A store no `cronsource run` holds: every apply ends with the line NOTHING_RUNS
+    (tests/test_cli_nothing_runs.py)."""
     return f"sqlite:///{tmp_path / 'cs.db'}"
 
 
@@ -84,10 +87,11 @@ def test_reapplying_argos_example_after_a_suspend_keeps_it_suspended(store, tmp_
 
     assert again.returncode == 0, again.stderr
     assert again.stdout.strip() == "cronworkflow.argoproj.io/hello-world unchanged"
-    assert again.stderr.strip() == (
+    assert again.stderr.splitlines() == [
         "warning: default/hello-world: spec.suspend kept at true, set since the last apply by"
-        " another writer (the file still says false; --force-conflicts takes it)"
-    )
+        " another writer (the file still says false; --force-conflicts takes it)",
+        NOTHING_RUNS,
+    ]
     assert get("hello-world", store)["spec"]["suspend"] is True
     assert history("hello-world", store) == ["CronWorkflowCreated", "Suspended"]
 
@@ -100,7 +104,7 @@ def test_force_conflicts_and_its_alias_overwrite_take_the_files_values(store, tm
         cs("suspend", "hello-world", store=store)
         forced = cs("apply", "-f", str(f), flag, store=store)
         assert forced.returncode == 0 and "hello-world updated" in forced.stdout, forced.stderr
-        assert forced.stderr == ""
+        assert forced.stderr.splitlines() == [NOTHING_RUNS]
         assert get("hello-world", store)["spec"]["suspend"] is False
     resumed = json.loads(
         cs("history", "hello-world", "--type", "Resumed", "-o", "json", store=store).stdout
@@ -153,7 +157,8 @@ def test_a_changed_file_value_wins_and_a_dropped_one_resets(store, tmp_path):
 
     r = cs("apply", "-f", str(f), store=store)
 
-    assert r.returncode == 0 and r.stderr == "" and "etl updated" in r.stdout
+    assert r.returncode == 0 and r.stderr.splitlines() == [NOTHING_RUNS]
+    assert "etl updated" in r.stdout
     got = get("etl", store)["spec"]
     assert got["suspend"] is True and "startingDeadlineSeconds" not in got
 
@@ -209,10 +214,11 @@ def test_without_a_last_applied_record_apply_falls_back_to_two_way_and_says_so(s
     assert first.returncode == 0 and "etl updated" in first.stdout
     assert first.stderr.splitlines() == [
         "warning: default/etl: no last-applied record: applied two-way (the file's values"
-        " replace the live ones); the next apply merges three-way"
+        " replace the live ones); the next apply merges three-way",
+        NOTHING_RUNS,
     ]
     assert get("etl", store)["spec"]["startingDeadlineSeconds"] == 60
-    assert second.stderr == "" and "etl unchanged" in second.stdout
+    assert second.stderr.splitlines() == [NOTHING_RUNS] and "etl unchanged" in second.stdout
 
 
 # ---------------------------------------------------------------------- item 5: every bad file
@@ -320,4 +326,4 @@ def test_unknown_names_are_warned_at_lint_and_apply_and_strict_makes_them_errors
 
     applied = cs("apply", "-f", str(f), store=store)
     assert applied.returncode == 0 and "typo created" in applied.stdout
-    assert applied.stderr.splitlines() == warnings
+    assert applied.stderr.splitlines() == [*warnings, NOTHING_RUNS]

@@ -243,7 +243,7 @@ def test_output_formats_selectors_and_several_names(store, tmp_path):
     got = json.loads(cs("get", "a", "b", "-o", "json", store=store).stdout)
     assert [i["spec"]["suspend"] for i in got["items"]] == [False, True]
     r = cs("trigger", "a", "nosuch", store=store)
-    assert r.returncode == 1 and "triggered" in r.stdout and "default/nosuch not found" in r.stderr
+    assert r.returncode == 1 and "queued" in r.stdout and "default/nosuch not found" in r.stderr
     assert cs("delete", "a", "b", store=store).stdout.count("deleted") == 2
 
 

@@ -138,3 +138,15 @@ def test_after_a_stall_catchup_all_runs_the_capped_catchups_then_the_latest():
         Fire(at("10:00:20"), "catchup"),
         Fire(at("10:00:30"), "schedule"),
     ]
+
+
+def test_a_forbid_tick_no_scheduler_reached_in_time_is_missed_not_forbid():
+    """Forbid with a deadline and a run active: a tick the scheduler decides 25 minutes after
+    its wait ended (the scheduler was down) was not decided in time (issue 21): it is
+    DeadlineExceeded, never ConcurrencyForbid. One decided at the end of its wait did wait
+    behind the run: ConcurrencyForbid."""
+    pol = TickPolicy(concurrency="Forbid", deadline=timedelta(seconds=60))
+    late = decide_ticks([at("10:01:00")], at("10:27:00"), pol, RunState(("a",)))
+    assert late.decisions == [Skip(at("10:01:00"), at("10:01:00"), 1, "DeadlineExceeded")]
+    waited = decide_ticks([at("10:01:00")], at("10:02:00"), pol, RunState(("a",)))
+    assert waited.decisions == [Skip(at("10:01:00"), at("10:01:00"), 1, "ConcurrencyForbid")]

@@ -98,7 +98,8 @@ def wf(name: str, t: datetime) -> str:
 def make_history(api: Api) -> None:
     """`hourly` (0 * * * *, no deadline), created at 10:00: fires at 11:00 (its run fails) and
     12:00 (2 s late), is suspended 12:30-15:30 (13, 14, 15 skipped: Suspended), and the
-    scheduler is down until 17:10 (16, 17 skipped: DeadlineExceeded)."""
+    scheduler is down until 17:10 (16, 17 skipped: DeadlineExceeded). The scheduler decides
+    the suspension's ticks too, so both skips are recorded at 17:10."""
     assert api.apply(manifest("hourly")).status_code == 201
     api.tick("hourly", h(11))
     api.run_completed("hourly", wf("hourly", h(11)), "Failed", h(11, 5))
@@ -358,7 +359,8 @@ def test_backfill_dry_run_lists_then_fires_each_skipped_tick_once(api: Api) -> N
     api.at(h(10, 1))
     api.http.post(f"{CW}/hourly/suspend")
     api.at(h(13, 30))
-    api.http.post(f"{CW}/hourly/resume")  # 11, 12, 13 skipped (Suspended)
+    api.http.post(f"{CW}/hourly/resume")
+    api.tick("hourly", h(13, 30))  # the scheduler decides: 11, 12, 13 skipped (Suspended)
     body = {"start": "2026-05-04T10:30:00Z", "end": "2026-05-04T12:00:00Z"}
     dry = api.http.post(f"{CW}/hourly/backfill", json={**body, "dryRun": True})
     assert dry.status_code == 200, dry.text
@@ -392,6 +394,7 @@ def test_backfill_queue_runs_one_after_another_and_forbid_skips_overlaps(api: Ap
     api.http.post(f"{CW}/hourly/suspend")
     api.at(h(13, 30))
     api.http.post(f"{CW}/hourly/resume")
+    api.tick("hourly", h(13, 30))  # the scheduler decides the suspension's ticks
     body = {"start": "2026-05-04T10:30:00Z", "end": "2026-05-04T13:00:00Z"}
     forbid = api.http.post(f"{CW}/hourly/backfill", json={**body, "overlap": "Forbid"}).json()
     # One run at once: the earliest starts, the others would overlap it.
@@ -425,6 +428,7 @@ def test_backfill_refuses_an_oversized_or_inverted_range_naming_the_field(api: A
     api.at(T0 + timedelta(days=8))
     api.http.post(f"{CW}/minutely/suspend")
     api.http.post(f"{CW}/minutely/resume")
+    api.tick("minutely", T0 + timedelta(days=8))  # the scheduler decides 8 days of ticks
     big = {"start": "2026-05-04T00:00:00Z", "end": "2026-05-12T00:00:00Z", "dryRun": True}
     r = api.http.post(f"{CW}/minutely/backfill", json=big)
     assert fields(r) == {"end"} and "10000" in r.json()["detail"]
@@ -686,7 +690,7 @@ def test_events_filter_by_type_reason_and_time_and_page_by_log_position(api: Api
     window = api.http.get(
         "/api/v1/events", params={"since": "2026-05-04T15:00:00Z", "until": "2026-05-04T16:00:00Z"}
     )
-    assert [e["type"] for e in window.json()["items"]] == ["Resumed", "ScheduleSkipped"]
+    assert [e["type"] for e in window.json()["items"]] == ["Resumed"]
     suspended_by = api.http.get(f"{CW}/hourly/history", params={"type": "Suspended"}).json()
     assert suspended_by["items"][0]["by"] == "alice"
     two_types = api.http.get(

@@ -38,6 +38,10 @@ class RecordingBatchTarget:
     def create(self, workflow: dict[str, Any], *, cron_id: str, trigger: str, at: Any) -> None:
         raise AssertionError("a target with create_many is given whole batches")
 
+    def created(self, workflow: dict[str, Any], *, cron_id: str) -> bool:
+        self.calls.append(("created", workflow["metadata"]["name"]))
+        return False
+
     def terminate(self, namespace: str, name: str, at: datetime) -> None:
         self.calls.append(("terminate", name))
 
@@ -84,7 +88,8 @@ def test_fires_committed_together_are_created_in_one_concurrent_call(
 def test_replace_terminates_only_after_the_replaced_run_was_created(
     engine: Engine, target: RecordingBatchTarget
 ) -> None:
-    cron_id = apply(engine, "job", concurrencyPolicy="Replace")
+    # A deadline that T1's fire is still within when both are dispatched at T2.
+    cron_id = apply(engine, "job", concurrencyPolicy="Replace", startingDeadlineSeconds=120)
     engine.service.tick([cron_id], T1)
     engine.service.tick([cron_id], T2)  # both fires reach the dispatcher in one batch
     engine.catch_up(T2)

@@ -24,7 +24,8 @@ from uuid import UUID
 
 import psycopg
 import pytest
-from eventsourcing.utils import strtobool
+from eventsourcing.postgres import PostgresFactory
+from eventsourcing.utils import resolve_topic, strtobool
 
 from adapters.engine import Engine, build_engine, migrate
 from adapters.recorders import StaleAppend
@@ -40,7 +41,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = ROOT / "tests" / "procs" / "decide_worker.py"
-EVENT_TABLES = {"cronsource_events"}
+EVENT_TABLES = {"cronsource_events", "cronsource_snapshots"}
 VIEW_TABLES = {"cronsource_status", "cronsource_audit", "cronsource_tracking"}
 #: The replicas' leases (adapters/leases.py), made by `migrate` with the read model.
 LEASE_TABLES = {"cronsource_leases"}
@@ -162,7 +163,9 @@ def test_store_env_never_enables_db_functions() -> None:
             # Absent, or pinned off; never on (docs/design.md section 2).
             assert not strtobool(env.get("POSTGRES_ENABLE_DB_FUNCTIONS") or "n"), env
             assert env["CREATE_TABLE"] == ("y" if create else "n")
-            assert env["PERSISTENCE_MODULE"] == "eventsourcing.postgres"
+            # eventsourcing's own PostgreSQL factory, given the URL's whole conninfo.
+            factory = resolve_topic(env["PERSISTENCE_MODULE"])
+            assert issubclass(factory, PostgresFactory), factory
 
 
 def test_migrate_creates_tables_once_and_replicas_run_without_ddl(pg_url: str) -> None:
@@ -171,7 +174,7 @@ def test_migrate_creates_tables_once_and_replicas_run_without_ddl(pg_url: str) -
     early = build_engine(pg_url, create_tables=False)
     try:
         assert public_tables(pg_url) == set()
-        with pytest.raises(Exception, match="cronsource_events"):
+        with pytest.raises(Exception, match="cronsource_(events|snapshots)"):
             early.service.apply(manifest("early"), T0)
         assert public_tables(pg_url) == set()
     finally:

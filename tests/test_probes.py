@@ -41,6 +41,7 @@ ALWAYS = {
     "cronsource_worker_failures_total",
     "cronsource_fires_total",
     "cronsource_last_turn_age_seconds",
+    "cronsource_clock_backward_jumps_total",
 }
 POSTGRES_ONLY = {"cronsource_shards_owned", "cronsource_replicas", "cronsource_shards_unowned"}
 

@@ -11,6 +11,9 @@ operation and the tracking position repeats the operation on restart):
 - A name that exists and is not ours (another CronWorkflow's owner uid, no owner at all, or our
   owner with another scheduled time) is refused for good: `PermanentSubmissionError`, which the
   dispatcher feeds back as SubmissionFailed. The object found is left untouched.
+- `created` says whether our Workflow (the same owner uid and scheduled time) exists: the
+  dispatcher asks before it records a fire past its deadline as not started, so that a
+  Workflow created before a crash counts as done. Missing, deleted, or someone else's: False.
 - `create_many` (optional: LocalTarget and KubeTarget have it) answers per creation, in order:
   None when done, the PermanentSubmissionError when refused; one refusal does not stop the rest.
 - `terminate` (Replace) ends a running Workflow; a Workflow that has finished already, or that
@@ -291,6 +294,26 @@ def test_create_many_answers_per_creation_in_order(h: Harness) -> None:
         "theirs",
         "main",
     )
+
+
+# -- created -----------------------------------------------------------------------------------
+
+
+def test_created_is_true_only_while_our_workflow_exists(h: Harness) -> None:
+    def ours() -> bool:
+        return h.target.created(workflow(h.namespace), cron_id=CRON_ID)
+
+    assert ours() is False
+    create(h, workflow(h.namespace))
+    assert ours() is True  # asked with a fresh dict, as the dispatcher builds one
+    assert h.target.created(workflow(h.namespace, scheduled=NEXT_TICK), cron_id=CRON_ID) is False
+    h.target.delete(h.namespace, NAME, NEXT_TICK)
+    assert ours() is False
+
+
+def test_a_name_someone_else_holds_is_not_created(h: Harness) -> None:
+    create(h, workflow(h.namespace, owner_uid="uid-other", entrypoint="theirs"), OTHER_CRON_ID)
+    assert h.target.created(workflow(h.namespace), cron_id=CRON_ID) is False
 
 
 # -- terminate ---------------------------------------------------------------------------------

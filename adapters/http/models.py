@@ -77,7 +77,10 @@ class EventList(BaseModel):
 
 class Decision(BaseModel):
     at: str
-    outcome: str = Field(description="Fired, Skipped, Pending, NotScheduled, NotATick or Unknown")
+    outcome: str = Field(
+        description="Fired, NotStarted (fired, its Workflow not created by its starting"
+        " deadline), Skipped, Pending, NotScheduled, NotATick or Unknown"
+    )
     reason: str | None = None
     explanation: str
     decisions: list[Event]
@@ -220,7 +223,9 @@ class SchedulerHealth(BaseModel):
         description="When a scheduler last recorded a decision (fire or skip)"
     )
     schedulers: int | None = Field(
-        description="`cronsource run` replicas connected to the store (PostgreSQL only)"
+        description="`cronsource run` processes holding the store: replicas holding their"
+        " member lock on PostgreSQL, 1 or 0 on SQLite (the projector file lock); null for"
+        " memory:"
     )
 
 
@@ -231,7 +236,7 @@ class ChildWorkflow(BaseModel):
     trigger: str
     phase: str = Field(
         description="Succeeded, Failed, Error (from the run's end), Active (not finished),"
-        " SubmissionFailed or Vanished"
+        " SubmissionFailed, NotStarted (not created by its starting deadline) or Vanished"
     )
     finishedAt: str | None = None
     message: str | None = None

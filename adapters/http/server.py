@@ -39,7 +39,7 @@ def serve(
         engine.view.next_due()
     except Exception as e:
         hint = " (run `cronsource migrate` first)" if config.kind == "postgresql" else ""
-        raise ServeError(f"cannot open store {config.url}: {e}{hint}") from None
+        raise ServeError(f"cannot open store {config.shown}: {e}{hint}") from None
     configure_logging(logging.DEBUG if verbose else logging.INFO)
     try:
         app = create_app(engine, settings)
@@ -47,7 +47,7 @@ def serve(
             "serving on http://%s:%d (store %s, auth %s)",
             host,
             port,
-            config.url,
+            config.shown,
             "bearer token" if settings.token else "off (loopback only)",
         )
         _Server(

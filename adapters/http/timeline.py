@@ -30,10 +30,10 @@ def timeline(
     bucket: timedelta,
 ) -> list[dict[str, Any]]:
     """Per CronWorkflow, one cell per `bucket` of [since, until): ticks fired, of which
-    failed (the run ended Failed/Error, or its submission was refused for good), and ticks
-    skipped by reason. Fires and failures are placed by the tick's scheduled time. A skipped
-    range's ticks are spread over the cells it spans in proportion to time (the event stores
-    the range and its count, not each tick)."""
+    failed (the run ended Failed/Error, its submission was refused for good, or it was not
+    started by its deadline), and ticks skipped by reason. Fires and failures are placed by
+    the tick's scheduled time. A skipped range's ticks are spread over the cells it spans in
+    proportion to time (the event stores the range and its count, not each tick)."""
     n = max(1, math.ceil((until - since) / bucket))
     cells: dict[str, list[dict[str, Any]]] = {
         f"{r.namespace}/{r.name}": [{} for _ in range(n)] for r in rows
@@ -60,7 +60,9 @@ def timeline(
         if e.type == "ScheduleSkipped":
             for i, k in _spread(t, skip_last(e), e.detail.get("count", 1), since, bucket, n):
                 add(key, i, "skipped", k, e.reason or "Unknown")
-        elif e.type == "SubmissionFailed" and not e.detail.get("transient"):
+        elif e.type == "RunNotStarted" or (
+            e.type == "SubmissionFailed" and not e.detail.get("transient")
+        ):
             add(key, math.floor((t - since) / bucket), "failed", 1)
     return [
         {

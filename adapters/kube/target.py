@@ -15,6 +15,7 @@ Workflow (bench/kube_create.py measures both).
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 import logging
 import random
@@ -107,6 +108,11 @@ class KubeTarget:
         retries)."""
         return self.kube.run(self._create_many(creations))
 
+    def created(self, workflow: dict[str, Any], *, cron_id: str) -> bool:
+        """Whether this Workflow of ours exists in the cluster (transient errors retried,
+        then raised: the caller must not guess)."""
+        return self.kube.run(self.created_async(workflow, cron_id))
+
     def terminate(self, namespace: str, name: str, at: datetime) -> None:
         self.kube.run(self.terminate_async(namespace, name))
 
@@ -173,6 +179,24 @@ class KubeTarget:
                 return
             raise PermanentSubmissionError(f"workflow {ns}/{name} exists and is not ours")
         raise PermanentSubmissionError(f"workflow {ns}/{name}: create keeps racing a delete")
+
+    async def created_async(self, workflow: dict[str, Any], cron_id: str) -> bool:
+        meta = copy.deepcopy(workflow["metadata"])
+        ns, name = meta["namespace"], meta["name"]
+        try:
+            existing = await get_object(self.kube, self.backoff, ns, WF, name)
+        except ApiError as e:
+            if e.status == 404:
+                return False
+            raise
+        for ref in meta.get("ownerReferences") or []:
+            # As in `create_async`: an aggregate without a uid names the cluster's object.
+            if ref.get("kind") == "CronWorkflow" and ref.get("uid") == cron_id:
+                try:
+                    ref["uid"] = await self._owner(ns, ref["name"], cron_id)
+                except PermanentSubmissionError:
+                    return False  # no such CronWorkflow: the Workflow cannot be its child
+        return is_same_workflow(existing.get("metadata") or {}, meta)
 
     async def terminate_async(self, namespace: str, name: str) -> None:
         """Replace: `spec.shutdown: Terminate`; gone or already finished is fine."""

@@ -118,6 +118,26 @@ class Queries:
         )
         return int(rows[0][0]) if rows and rows[0][0] is not None else None
 
+    def fired_ticks(
+        self, cron_id: str, start: datetime, end: datetime
+    ) -> tuple[set[datetime], int]:
+        """Scheduled times in [start, end] that fired (or whose run was recovered) for this
+        stream, manual runs left out, and the stream version the status view has projected
+        (events after it are not in the audit yet): what a backfill must not fire again."""
+        rows = self._query(
+            "SELECT scheduled_time, detail FROM cronsource_audit WHERE cron_id = ?"
+            " AND type IN ('ScheduleFired', 'RunRecovered')"
+            " AND scheduled_time >= ? AND scheduled_time <= ?",
+            (cron_id, start.timestamp(), end.timestamp()),
+        )
+        ticks = {
+            t
+            for r in rows
+            if json.loads(r[1]).get("trigger") != "manual" and (t := dt(r[0])) is not None
+        }
+        version = self._query("SELECT version FROM cronsource_status WHERE cron_id = ?", (cron_id,))
+        return ticks, int(version[0][0]) if version else 0
+
     def recorded_workflows(self, namespace: str, workflows: Sequence[str]) -> set[str]:
         """Which of these Workflows the log records (a fire, or a recovery): the others exist
         without an event (adapters/runtime/recovery.py)."""
@@ -262,21 +282,22 @@ class Queries:
     def decisions_at(self, namespace: str, name: str, t: datetime) -> list[AuditRow]:
         """The decisions recorded for the tick at `t`: a ScheduleFired for exactly `t`, or a
         ScheduleSkipped whose range of ticks covers `t`, in log order (a skipped tick may
-        be backfilled later, so both can appear).
+        be backfilled later, so both can appear), and a RunNotStarted for exactly `t` (the
+        fire's Workflow was not created in time).
 
         A decision is always recorded at or after its tick, so `at >= t` bounds the scan to
         the decisions made since then that started at or before `t`.
         """
         rows = self._query(
             f"SELECT {AUDIT_COLUMNS} FROM cronsource_audit WHERE namespace = ? AND name = ?"
-            " AND type IN ('ScheduleFired', 'ScheduleSkipped')"
+            " AND type IN ('ScheduleFired', 'ScheduleSkipped', 'RunNotStarted')"
             " AND scheduled_time <= ? AND at >= ? ORDER BY notification_id",
             (namespace, name, t.timestamp() + 0.0005, t.timestamp() - 0.0005),
         )
         out = []
         for row in map(audit_from_row, rows):
             assert row.scheduled_time is not None
-            if row.type == "ScheduleFired":
+            if row.type in ("ScheduleFired", "RunNotStarted"):
                 if abs((row.scheduled_time - t).total_seconds()) < 0.001:
                     out.append(row)
             elif row.scheduled_time <= t <= skip_last(row):
@@ -293,8 +314,8 @@ class Queries:
     ) -> Window:
         """What a timeline of [since, until) in cells of `step` needs. Fires and failed runs
         are counted per cell by the database (an every-minute CronWorkflow has 10,080 fires
-        a week: they never travel as rows); skipped ranges and refused submissions, which
-        are few, come as rows."""
+        a week: they never travel as rows); skipped ranges, refused submissions and runs not
+        started, which are few, come as rows."""
         where, scope = "", []
         for column, value in (("namespace", namespace), ("name", name)):
             if value is not None:
@@ -323,7 +344,8 @@ class Queries:
         rows = self._query(
             f"SELECT {AUDIT_COLUMNS} FROM cronsource_audit f WHERE"
             " ((f.type = 'ScheduleSkipped' AND f.scheduled_time < ? AND f.at >= ?)"
-            " OR (f.type = 'SubmissionFailed' AND f.scheduled_time >= ? AND f.scheduled_time < ?))"
+            " OR (f.type IN ('SubmissionFailed', 'RunNotStarted')"
+            " AND f.scheduled_time >= ? AND f.scheduled_time < ?))"
             f"{where} ORDER BY notification_id",
             [u, s, s, u, *scope],
         )
@@ -373,13 +395,13 @@ class Queries:
 
     def run_ends(self, namespace: str, name: str, workflows: Sequence[str]) -> list[AuditRow]:
         """What ended these Workflows of the CronWorkflow (RunCompleted, SubmissionFailed,
-        RunVanished), in log order."""
+        RunNotStarted, RunVanished), in log order."""
         if not workflows:
             return []
         marks = ", ".join("?" for _ in workflows)
         rows = self._query(
             f"SELECT {AUDIT_COLUMNS} FROM cronsource_audit WHERE namespace = ? AND name = ?"
-            " AND type IN ('RunCompleted', 'SubmissionFailed', 'RunVanished')"
+            " AND type IN ('RunCompleted', 'SubmissionFailed', 'RunNotStarted', 'RunVanished')"
             f" AND workflow IN ({marks}) ORDER BY notification_id",
             (namespace, name, *workflows),
         )

@@ -38,6 +38,9 @@ INDEXES = [
     # Which fire made this Workflow (the run watcher, for a Workflow file that is missing).
     "CREATE INDEX IF NOT EXISTS cronsource_audit_workflow"
     " ON cronsource_audit (namespace, workflow)",
+    # The ticks of one CronWorkflow that fired in a range (a backfill must not fire them again).
+    "CREATE INDEX IF NOT EXISTS cronsource_audit_ticks"
+    " ON cronsource_audit (cron_id, scheduled_time)",
 ]
 TABLE_NAMES = ("cronsource_tracking", "cronsource_status", "cronsource_audit")
 

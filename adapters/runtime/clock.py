@@ -57,12 +57,13 @@ class VirtualClock:
             raise ValueError("VirtualClock needs an aware start instant")
         self._start = start
         self._now = start
+        self._stepped = 0.0  # seconds the wall time was stepped back (step_wall)
 
     def now(self) -> datetime:
         return self._now
 
     def monotonic(self) -> float:
-        return (self._now - self._start).total_seconds()
+        return (self._now - self._start).total_seconds() + self._stepped
 
     def wait(self, seconds: float, wake: threading.Event | None = None) -> bool:
         if wake is not None and wake.is_set():
@@ -73,5 +74,12 @@ class VirtualClock:
         return False
 
     def set(self, at: datetime) -> None:
-        """Put the clock at `at` (tests stepping time by hand)."""
+        """Put the clock at `at` (tests stepping time by hand); the monotonic counter moves
+        with it."""
+        self._now = at
+
+    def step_wall(self, at: datetime) -> None:
+        """Put the wall time at `at` and leave the monotonic counter where it is: what an NTP
+        step or an operator's `date -s` does to a real clock."""
+        self._stepped += (self._now - at).total_seconds()
         self._now = at

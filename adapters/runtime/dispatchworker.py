@@ -25,7 +25,7 @@ class DispatchWorker:
     def __init__(self, loop: SchedulerLoop) -> None:
         self.loop = loop
         self.wake = threading.Event()
-        self.supervisor = Supervisor("dispatch", loop.clock)
+        self.supervisor = Supervisor("dispatch", loop.clock, loop.write_probe.check)
         self._thread = threading.Thread(target=self._run, name="dispatch", daemon=True)
 
     def start(self) -> None:
@@ -39,6 +39,8 @@ class DispatchWorker:
                 done = self.supervisor.run(lambda: self.step(TURN_BUDGET))
                 if done:
                     continue  # there may be more already
+            else:
+                self.supervisor.forget()  # another replica dispatches: its failures are its own
             loop.clock.wait(loop.poll_seconds, self.wake)
             self.wake.clear()
 

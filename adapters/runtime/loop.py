@@ -18,7 +18,7 @@ import logging
 import signal
 import threading
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from adapters.engine import Engine
@@ -29,9 +29,15 @@ from adapters.runtime.dispatchworker import DispatchWorker
 from adapters.runtime.projection import ProjectionWorker, lag
 from adapters.runtime.runwatcher import RunPoller
 from adapters.runtime.scheduler import Scheduler
-from adapters.runtime.settings import IDENTITY_SECONDS, REPORT_SECONDS, TURN_BUDGET
+from adapters.runtime.settings import (
+    IDENTITY_SECONDS,
+    RECOVERY_WAIT,
+    REPORT_SECONDS,
+    TURN_BUDGET,
+)
 from adapters.runtime.supervisor import Supervisor
 from adapters.runtime.waker import Waker
+from adapters.runtime.writeprobe import WriteProbe
 from adapters.shards import REBALANCE_SECONDS, Ownership
 from adapters.storeidentity import store_identity
 
@@ -75,12 +81,15 @@ class SchedulerLoop:
             # This process projects only while its ownership holds the projector role (a
             # scheduler-only replica keeps the store's own lock: it never projects by reading).
             engine.projector.lock = RoleLock(ownership.is_projector)
-        self.projector = Supervisor("projections", self.clock)
-        self.scheduler = Supervisor("scheduler", self.clock)
-        self.watch = Supervisor("run watcher", self.clock)
-        self.shards = Supervisor("shards", self.clock)
-        self.warmer = Supervisor("warm-up", self.clock)
-        self.store = Supervisor("store", self.clock)
+        #: Whether the store takes writes (readiness, and recovery from a backoff).
+        self.write_probe = WriteProbe(engine.config, self.clock)
+        probe = self.write_probe.check
+        self.projector = Supervisor("projections", self.clock, probe)
+        self.scheduler = Supervisor("scheduler", self.clock, probe)
+        self.watch = Supervisor("run watcher", self.clock, probe)
+        self.shards = Supervisor("shards", self.clock, probe)
+        self.warmer = Supervisor("warm-up", self.clock, probe)
+        self.recovery = Supervisor("recovery", self.clock, probe)
         #: What the store was at the last look (adapters/storeidentity.py), when that was,
         #: and whether a step failed since (a lost connection): see `check_store`.
         self._identity: str | None = None
@@ -88,6 +97,7 @@ class SchedulerLoop:
         self._store_lost = False
         #: Whether the runs that exist are still to be held against the log (`recover_once`).
         self._recover_pending = True
+        self._recover_since: float | None = None
         self.heartbeat = heartbeat  # the operator's log line every REPORT_SECONDS
         self.dispatch_worker: DispatchWorker | None = None  # started by `run`
         self._last_rebalance: float | None = None
@@ -95,6 +105,9 @@ class SchedulerLoop:
         #: clock.monotonic() when the last turn finished; None before the first (the probe
         #: server's readiness bounds its age: adapters/probes.py).
         self.last_turn: float | None = None
+        #: Times the wall clock moved back by more than the late tolerance (a metric).
+        self.clock_backward_jumps = 0
+        self._last_seen: tuple[datetime, float] | None = None  # (wall, monotonic) last turn
 
     # The scheduler step, as the benchmarks and tests drive it.
 
@@ -150,11 +163,12 @@ class SchedulerLoop:
 
     def check_store(self) -> None:
         """Drop every cached copy of the log when the store may have lost what they were
-        built from: it is another server or file now (a failover, a restore, a restart), or
-        a step failed since the last look (a lost connection). The version check already
-        refuses a save built on such a copy; dropping them means the next decision is made
-        on what the log holds instead of being refused again. Looks at most once every
-        IDENTITY_SECONDS while nothing failed."""
+        built from: it is another server or file now (a failover, a restore, a restart,
+        also one the pool reconnected to silently). The version check already refuses a save
+        built on such a copy; dropping them means the next decisions are made on what the log
+        holds instead of being refused again, and the runs it lost are recovered first. Looks
+        at most once every IDENTITY_SECONDS; every turn while the store does not answer, so
+        the scheduler (which waits for it) goes on as soon as it does."""
         now = self.clock.monotonic()
         if (
             not self._store_lost
@@ -164,16 +178,16 @@ class SchedulerLoop:
             return
         self._identity_at = now
         identity = store_identity(self.engine)
-        if self._identity is not None and (identity != self._identity or self._store_lost):
-            why = "is another store now" if identity != self._identity else "was unreachable"
+        if self._identity is not None and identity != self._identity:
             log.warning(
-                "the store %s (was: %s; now: %s): cached copies dropped, the next decisions"
-                " read what the log holds",
-                why,
+                "the store is another one now (was: %s; now: %s): cached copies dropped; the"
+                " runs it lost are recovered before the next decisions",
                 self._identity,
                 identity,
             )
             self.forget()
+        elif self._store_lost:
+            log.info("the store answers again (the same one: %s)", identity)
         self._identity = identity
         self._store_lost = False
 
@@ -181,6 +195,19 @@ class SchedulerLoop:
         self.engine.forget()
         self.scheduling.forget()
         self._recover_pending = True
+        self._recover_since = None
+
+    def recovery_first(self) -> bool:
+        """Whether the scheduler waits this turn for the recovery of lost runs: a tick whose
+        run exists must be recorded by its recovery, not decided again first (a skip and a
+        recovery of one tick would be two decisions). This process recovers when it projects
+        and has a run watcher; it waits at most RECOVERY_WAIT seconds for it (a long
+        projection backlog at start-up must not hold every fire back), then decides anyway."""
+        if not (self._recover_pending and self.runs_projections and self.watcher is not None):
+            return False
+        if self._recover_since is None:
+            self._recover_since = self.clock.monotonic()
+        return self.clock.monotonic() - self._recover_since < RECOVERY_WAIT
 
     def recover_once(self, now: datetime) -> int | None:
         """Record the runs that exist and that the log has no fire for (after start-up and
@@ -190,12 +217,42 @@ class SchedulerLoop:
         found = self.watcher.recover(now)
         if found is not None:
             self._recover_pending = False
+            self._recover_since = None
         return found
+
+    def watch_wall_clock(self) -> None:
+        """Log and count a backward step of the wall clock beyond the late tolerance.
+
+        Nothing else is needed for correctness: the scheduler decides the ticks each
+        CronWorkflow has not decided yet, from its log, never "the ticks before now", so no
+        tick is decided twice; the next undecided tick simply waits until the wall clock
+        reaches it again. That wait is silent from the outside (a fleet stepped back an hour
+        fires nothing for an hour), hence the warning and the metric.
+        """
+        now, mono = self.clock.now(), self.clock.monotonic()
+        last, self._last_seen = self._last_seen, (now, mono)
+        if last is None:
+            return
+        expected = last[0] + timedelta(seconds=mono - last[1])
+        back = expected - now
+        if back > self.engine.service.late_tolerance:
+            self.clock_backward_jumps += 1
+            log.warning(
+                "the wall clock moved back by %.0fs (to %s, expected %s): nothing fires until"
+                " it reaches the next tick not decided yet; no tick is decided twice",
+                back.total_seconds(),
+                now.isoformat(timespec="seconds"),
+                expected.isoformat(timespec="seconds"),
+            )
 
     def turn(self) -> None:
         clock = self.clock
-        failures = sum(s.failures for s in self.supervisors)
-        if self.store.run(self.check_store) is None and self.store.failures:
+        self.watch_wall_clock()
+        try:
+            self.check_store()
+        except Exception as e:  # unreachable: nothing below decides until it answers again
+            if not self._store_lost:
+                log.warning("the store does not answer: %s: %s", type(e).__name__, e)
             self._store_lost = True
         if (
             self._last_rebalance is None
@@ -206,8 +263,11 @@ class SchedulerLoop:
         if self.runs_projections:
             self.projector.run(lambda: self.project_once(clock.now()))
             if self._recover_pending and self.watcher is not None:
-                self.watch.run(lambda: self.recover_once(clock.now()))
-        if self.runs_scheduler:
+                self.recovery.run(lambda: self.recover_once(clock.now()))
+        # Not while the store may be another one than the copies were made on, nor before
+        # the runs it lost are recovered: a decision then would be made on copies ahead of
+        # the log, or decide again a tick whose run exists.
+        if self.runs_scheduler and not self._store_lost and not self.recovery_first():
             self.scheduler.run(lambda: self.schedule_once(clock.now()))
         if self.runs_projections:
             self.projector.run(lambda: self.project_once(clock.now()))
@@ -216,6 +276,10 @@ class SchedulerLoop:
                 self.watch.run(
                     lambda: watcher.poll(clock.now(), self.budget(), self.stop_event.is_set)
                 )
+        else:
+            # Another replica projects now: a failure from when we did is not ours to report.
+            self.projector.forget()
+            self.watch.forget()
         if self.runs_scheduler:
             # Last, after the projections moved the due index past this turn's decisions.
             self.warmer.run(lambda: self.warm_once(clock.now()))
@@ -223,8 +287,6 @@ class SchedulerLoop:
         if self.heartbeat and clock.monotonic() - self._last_report >= REPORT_SECONDS:
             self._last_report = clock.monotonic()
             self.projector.run(self.report)
-        if sum(s.failures for s in self.supervisors) > failures:
-            self._store_lost = True  # looked at again, and copies dropped, once it answers
         self.last_turn = clock.monotonic()
 
     @property
@@ -236,7 +298,7 @@ class SchedulerLoop:
             self.watch,
             self.shards,
             self.warmer,
-            self.store,
+            self.recovery,
             *extra,
         ]
 

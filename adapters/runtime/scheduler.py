@@ -134,7 +134,7 @@ class Scheduler:
         overlap instead of adding up. Batches hold distinct CronWorkflows, so the two never
         touch the same aggregate.
         """
-        prepared = self._take_prepared(now)
+        prepared = self._still_current(self._take_prepared(now))
         taken = {a.id for _, batch in prepared for a in batch}
         seen = self.due(now)
         due = [cron_id for cron_id in seen if cron_id not in taken]
@@ -181,6 +181,22 @@ class Scheduler:
         if now - instant > PREPARED_MAX_DELAY:
             return []  # their copies were taken out of the cache: the next decision reloads
         return [(instant, batch) for batch in batches]
+
+    def _still_current(
+        self, prepared: list[tuple[datetime, list[CronWorkflow]]]
+    ) -> list[tuple[datetime, list[CronWorkflow]]]:
+        """The decisions made in advance whose CronWorkflow this process has not written
+        since (a run completion its watcher reported, a command it served): those it has
+        are left out and decided now on fresh state, instead of being committed for the
+        store to refuse. So one replica rejects no write; a second writer's saves are the
+        store's to refuse, as the version check is there for (`rejected_writes`)."""
+        saved = self.service.saved_versions
+        kept = []
+        for instant, batch in prepared:
+            current = [a for a in batch if saved.get(a.id, 0) <= a.version - len(a.pending_events)]
+            if current:
+                kept.append((instant, current))
+        return kept
 
     def prepare_once(self, now: datetime) -> int:
         """Decide in advance the next due instant's CronWorkflows, when it is near.

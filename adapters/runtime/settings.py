@@ -29,3 +29,7 @@ REPORT_SECONDS = 30.0
 #: query, so that after a failover the cached copies ahead of the promoted log go within a
 #: second instead of every save on them being refused.
 IDENTITY_SECONDS = 1.0
+#: Seconds the scheduler waits, after start-up or a change of store, for the runs the log lost
+#: to be recovered before it decides anything (adapters/runtime/recovery.py): a failover's
+#: recovery takes one list of the Workflows once the read model is at the head of the log.
+RECOVERY_WAIT = 10.0

@@ -297,6 +297,9 @@ class CronLog:
     fires: list[Fire] = field(default_factory=list)
     skips: list[Skip] = field(default_factory=list)
     pruned: set[str] = field(default_factory=set)
+    #: RunNotStarted events by Workflow name (a fire whose Workflow was not created by its
+    #: starting deadline: it must have no Workflow, and be recorded once).
+    not_started: Counter[str] = field(default_factory=Counter)
     event_types: Counter[str] = field(default_factory=Counter)
 
     @property
@@ -373,6 +376,8 @@ def read_logs(engine: Engine, events: list[tuple[int, Any]] | None = None) -> di
             )
         elif kind == "HistoryPruned":
             log.pruned.update(ev.workflow_names)
+        elif kind == "RunNotStarted":
+            log.not_started[ev.workflow_name] += 1
         elif kind == "SpecUpdated":
             assert not ev.reset_baseline, f"{log.name}: unexpected schedule change"
     return logs
@@ -493,7 +498,8 @@ def leftover_temp_files(directory: Path) -> list[Path]:
 def check_workflow_files(directory: Path, logs: dict[str, CronLog]) -> int:
     """Invariant 4 on the local target: every ScheduleFired has exactly one Workflow file
     (files are named by the Workflow, so 'exactly one' is: present, ours, for that tick, and
-    no file without a fire) unless a HistoryPruned event deleted it. Returns files checked."""
+    no file without a fire) unless a HistoryPruned event deleted it, or exactly one
+    RunNotStarted event and no file at all (never both). Returns files checked."""
     files = workflow_files(directory)
     problems: list[str] = []
     expected: dict[str, tuple[CronLog, Fire]] = {}
@@ -504,6 +510,12 @@ def check_workflow_files(directory: Path, logs: dict[str, CronLog]) -> int:
             expected[f.workflow] = (log, f)
     for name, (log, f) in expected.items():
         path = files.get(name)
+        if name in log.not_started:
+            if log.not_started[name] != 1:
+                problems.append(f"{name}: {log.not_started[name]} RunNotStarted events")
+            if path is not None:
+                problems.append(f"{name}: recorded as not started, and its file exists")
+            continue
         if name in log.pruned:
             if path is not None:
                 problems.append(f"{name}: pruned by HistoryPruned but its file is still there")
@@ -517,6 +529,9 @@ def check_workflow_files(directory: Path, logs: dict[str, CronLog]) -> int:
             problems.append(f"{name}: file is for another scheduled time")
         if log.owner_uid not in {o["uid"] for o in meta["ownerReferences"]}:
             problems.append(f"{name}: file is not owned by {log.name}")
+    unfired = sorted(n for lg in logs.values() for n in lg.not_started if n not in expected)
+    if unfired:
+        problems.append(f"RunNotStarted without a ScheduleFired: {unfired[:5]}")
     extra = sorted(set(files) - set(expected))
     if extra:
         problems.append(f"{len(extra)} Workflow files without a ScheduleFired: {extra[:5]}")
@@ -701,13 +716,17 @@ def check_catch_up_rules(logs: dict[str, CronLog], tolerance: timedelta) -> None
                 if not any(t > s.last for t in decided_at.get(s.at, ())):
                     problems.append(f"{where}: Forbid skip with no later tick decided with it")
             elif s.reason == "CatchupLimit":
+                # A later tick ran with it: a catch-up within the deadline, or (issue 27,
+                # item 4) the latest due tick, on time.
                 later = [
                     f
                     for f in log.fires
-                    if f.trigger == "catchup" and f.fired_at == s.at and f.scheduled_time > s.last
+                    if f.trigger in ("catchup", "schedule")
+                    and f.fired_at == s.at
+                    and f.scheduled_time > s.last
                 ]
                 if dl is None or s.at >= s.first + dl or not later:
-                    problems.append(f"{where}: no later catch-up within the deadline")
+                    problems.append(f"{where}: no later fire within the deadline")
             elif s.reason == "ConcurrencyForbid":
                 if log.spec.get("concurrencyPolicy") != "Forbid":
                     problems.append(f"{where}: policy is not Forbid")

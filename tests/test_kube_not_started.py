@@ -1,0 +1,165 @@
+"""No run starts past its deadline, against the real API server (tests/kube/apiserver.py):
+the dispatcher creates a fire's Workflow in the cluster only until tick +
+`startingDeadlineSeconds`; an API server that refuses every request (a fault proxy answering
+500, tests/kube/faultproxy.py) until past the deadline leaves no Workflow and a RunNotStarted
+event; a Workflow that exists already is success when the dispatcher replays the fire late.
+
+The dispatcher's clock (`at`) is given; the HTTP traffic and the server are real.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import pytest
+from kubernetes import client
+
+from adapters.engine import Engine
+from adapters.kube import CWF, GROUP, VERSION, WF, AioKube, Backoff, build_kube_engine, connect
+from domain.cronworkflow import workflow_name
+from domain.manifest import parse_manifest
+from domain.service import event_type
+from tests.instants import T0
+from tests.kube.faultproxy import FaultProxy, Faults
+from tests.test_run_not_started import crash_before_the_position_moves
+
+pytestmark = pytest.mark.k8s
+
+TICK = T0 + timedelta(minutes=1)
+DEADLINE = timedelta(seconds=60)
+NAME = workflow_name("job", TICK)
+
+
+@pytest.fixture
+def api(kube_api: Any) -> Any:
+    return client.CustomObjectsApi(kube_api)
+
+
+@pytest.fixture
+def proxy(kube_apiserver: Any, tmp_path: Path) -> Iterator[FaultProxy]:
+    """Every request through it answers 500 while it is enabled."""
+    with FaultProxy(kube_apiserver.kubeconfig, tmp_path / "proxy", Faults(error=1.0)) as p:
+        yield p
+
+
+@pytest.fixture
+def kube(proxy: FaultProxy) -> Iterator[AioKube]:
+    k = connect(str(proxy.kubeconfig))
+    yield k
+    k.close()
+
+
+@pytest.fixture
+def engine(kube: AioKube) -> Iterator[Engine]:
+    eng = build_kube_engine("memory:", kube, backoff=Backoff(attempts=2, sleep=lambda s: None))
+    yield eng
+    eng.close()
+
+
+def fired(engine: Engine, api: Any, ns: str) -> UUID:
+    """A CronWorkflow in the cluster, admitted with its uid, whose TICK has fired."""
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "CronWorkflow",
+        "metadata": {"name": "job", "namespace": ns},
+        "spec": {
+            "schedules": ["* * * * *"],
+            "startingDeadlineSeconds": int(DEADLINE.total_seconds()),
+            "workflowSpec": {"entrypoint": "main", "templates": [{"name": "main"}]},
+        },
+    }
+    obj = api.create_namespaced_custom_object(GROUP, VERSION, ns, CWF, body)
+    body["metadata"]["uid"] = obj["metadata"]["uid"]
+    cron_id, _ = engine.service.apply(parse_manifest(body), T0)
+    engine.service.tick([cron_id], TICK)
+    return cron_id
+
+
+def children(api: Any, ns: str) -> list[str]:
+    items = api.list_namespaced_custom_object(GROUP, VERSION, ns, WF)["items"]
+    return [w["metadata"]["name"] for w in items]
+
+
+def types(engine: Engine, cron_id: UUID) -> list[str]:
+    return [event_type(e) for e in engine.service.events.get(cron_id)]
+
+
+def refused_until(engine: Engine, proxy: FaultProxy, heals: timedelta) -> datetime:
+    """The dispatcher tries every 10 s from the tick while the API server answers 500, then
+    once more when it answers again; returns that last instant."""
+    t = TICK
+    while t < TICK + heals:
+        with pytest.raises(Exception, match="500"):
+            engine.dispatch(t)
+        t += timedelta(seconds=10)
+    proxy.enabled = False
+    engine.dispatch(t)
+    return t
+
+
+@pytest.mark.parametrize(
+    ("heals", "created"),
+    [
+        pytest.param(timedelta(seconds=30), True, id="refused for 30s of a 60s deadline"),
+        pytest.param(timedelta(minutes=5), False, id="refused for 5 minutes"),
+    ],
+)
+def test_an_api_server_refusing_until_past_the_deadline_leaves_no_workflow(
+    engine: Engine,
+    proxy: FaultProxy,
+    api: Any,
+    kube_namespace: str,
+    heals: timedelta,
+    created: bool,
+) -> None:
+    ns = kube_namespace
+    cron_id = fired(engine, api, ns)
+
+    back = refused_until(engine, proxy, heals)
+
+    assert proxy.counts["error"] > 0
+    assert children(api, ns) == ([NAME] if created else [])
+    not_started = [
+        e for e in engine.service.events.get(cron_id) if event_type(e) == "RunNotStarted"
+    ]
+    if created:
+        assert not_started == []
+        return
+    (ev,) = not_started
+    assert ev.workflow_name == NAME and ev.late_seconds == (back - TICK).total_seconds()
+    assert engine.service.load(cron_id).active == {}
+    engine.dispatch(back + timedelta(minutes=1))  # the event itself reaches the dispatcher
+    assert children(api, ns) == [] and types(engine, cron_id).count("RunNotStarted") == 1
+
+
+def test_a_dispatcher_that_was_down_creates_nothing_past_the_deadline(
+    engine: Engine, proxy: FaultProxy, api: Any, kube_namespace: str
+) -> None:
+    proxy.enabled = False
+    ns = kube_namespace
+    cron_id = fired(engine, api, ns)
+
+    engine.dispatch(TICK + timedelta(minutes=25))
+
+    assert children(api, ns) == []
+    assert types(engine, cron_id)[-1] == "RunNotStarted"
+
+
+def test_a_workflow_created_before_a_crash_is_done_when_replayed_past_the_deadline(
+    engine: Engine, proxy: FaultProxy, api: Any, kube_namespace: str
+) -> None:
+    proxy.enabled = False
+    ns = kube_namespace
+    cron_id = fired(engine, api, ns)
+    crash_before_the_position_moves(engine, TICK + timedelta(seconds=5))
+    assert children(api, ns) == [NAME]
+
+    engine.dispatch(TICK + timedelta(minutes=30))
+
+    assert children(api, ns) == [NAME]
+    assert "RunNotStarted" not in types(engine, cron_id)
+    assert engine.service.load(cron_id).active == {NAME: TICK}
