@@ -72,12 +72,12 @@ def test_get_shows_the_resolution_beside_the_schedule_as_written(run: Cli) -> No
         assert table.exit_code == 0, table.output
         lines = {
             k.strip(): v.strip()
-            for k, _, v in (ln.partition(":") for ln in table.output.splitlines())
+            for k, _, v in (ln.partition(":") for ln in table.stdout.splitlines())
         }
         assert lines["Schedules"] == "H * * * *, 30 2 * * *"
         assert lines["ResolvedSchedules"] == f"{resolved}, 30 2 * * *"
         for fmt, load in (("json", json.loads), ("yaml", yaml.safe_load)):
-            obj = load(run("get", name, "-o", fmt).output)
+            obj = load(run("get", name, "-o", fmt).stdout)
             assert obj["spec"]["schedules"] == ["H * * * *", "30 2 * * *"]
             assert obj["status"]["resolvedSchedules"] == {"H * * * *": resolved}
 
@@ -85,22 +85,22 @@ def test_get_shows_the_resolution_beside_the_schedule_as_written(run: Cli) -> No
 def test_a_cronworkflow_without_h_shows_no_resolution(run: Cli) -> None:
     assert run.apply(manifest("plain", "0 * * * *")).exit_code == 0
     assert "ResolvedSchedules" not in run("get", "plain").output
-    assert "resolvedSchedules" not in json.loads(run("get", "plain", "-o", "json").output)["status"]
+    assert "resolvedSchedules" not in json.loads(run("get", "plain", "-o", "json").stdout)["status"]
 
 
 def test_next_and_why_use_the_resolution(run: Cli) -> None:
     assert run.apply(*(manifest(n, "H * * * *") for n in RESOLVED)).exit_code == 0
     for name, resolved in RESOLVED.items():
         minute = int(resolved.split()[0])
-        times = json.loads(run("next", name, "-c", "3", "-o", "json").output)
+        times = json.loads(run("next", name, "-c", "3", "-o", "json").stdout)
         utc = [datetime.fromisoformat(t["utc"].replace("Z", "+00:00")) for t in times]
         assert [t.minute for t in utc] == [minute] * 3
         assert [b - a for a, b in zip(utc, utc[1:], strict=False)] == [timedelta(hours=1)] * 2
         first = times[0]["utc"]
-        why = json.loads(run("why", name, "--at", first, "-o", "json").output)
+        why = json.loads(run("why", name, "--at", first, "-o", "json").stdout)
         assert why["outcome"] == "Pending"
         other = (utc[0] + timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        why = json.loads(run("why", name, "--at", other, "-o", "json").output)
+        why = json.loads(run("why", name, "--at", other, "-o", "json").stdout)
         assert (why["outcome"], why["nextTick"]) == ("NotATick", times[1]["utc"])
 
 
