@@ -1,5 +1,5 @@
 """Hashed `H` schedules through every surface: `apply`, `get` (table, json, yaml), `next`,
-`why`, the HTTP API and its OpenAPI document. Each compiles through the same domain code, so
+`why`, `backfill`, the HTTP API and its OpenAPI document. Each compiles through the same domain code, so
 each must show the same resolution (Argo PR #16604's, pinned by tests/test_cronhash.py and
 the differential test); the spec is shown as written. `simulate` is pinned by the scenario
 tests/scenarios/hashed-spread.yaml."""
@@ -102,6 +102,28 @@ def test_next_and_why_use_the_resolution(run: Cli) -> None:
         other = (utc[0] + timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
         why = json.loads(run("why", name, "--at", other, "-o", "json").stdout)
         assert (why["outcome"], why["nextTick"]) == ("NotATick", times[1]["utc"])
+
+
+def test_backfill_runs_the_resolved_ticks(run: Cli) -> None:
+    assert run.apply(manifest("report-a", "H * * * *")).exit_code == 0
+    plan = json.loads(
+        run(
+            "backfill",
+            "report-a",
+            "--start",
+            "2026-05-04T00:00:00Z",
+            "--end",
+            "2026-05-04T03:00:00Z",
+            "--dry-run",
+            "-o",
+            "json",
+        ).stdout
+    )
+    assert [i["scheduledTime"] for i in plan["items"]] == [
+        "2026-05-04T00:08:00Z",
+        "2026-05-04T01:08:00Z",
+        "2026-05-04T02:08:00Z",
+    ]
 
 
 def test_a_malformed_h_is_refused_in_one_line_and_nothing_is_stored(run: Cli) -> None:
