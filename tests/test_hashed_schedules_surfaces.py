@@ -1,7 +1,7 @@
 """Hashed `H` schedules through every surface: `apply`, `get` (table, json, yaml), `next`,
-`why`, `backfill`, the HTTP API and its OpenAPI document. Each compiles through the same domain code, so
-each must show the same resolution (Argo PR #16604's, pinned by tests/test_cronhash.py and
-the differential test); the spec is shown as written. `simulate` is pinned by the scenario
+`why`, `backfill`, the HTTP API and its OpenAPI document. Each compiles through the same domain
+code, so each must show the same resolution (Argo PR #16604's, pinned by tests/test_cronhash.py
+and the differential test); the spec is shown as written. `simulate` is pinned by the scenario
 tests/scenarios/hashed-spread.yaml."""
 
 from __future__ import annotations
