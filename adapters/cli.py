@@ -779,6 +779,16 @@ def _find(engine: Engine, namespace: str, name: str) -> StatusRow:
     fail(f"cronworkflow {namespace}/{name} not found")
 
 
+def _resolved_row(spec: dict[str, Any], st: dict[str, Any]) -> list[list[str]]:
+    """`argo cron get`'s ResolvedSchedules line (Argo PR #16604): every schedule with its `H`
+    items resolved, shown only when one has any."""
+    resolved = st.get("resolvedSchedules") or {}
+    if not resolved:
+        return []
+    listed = spec.get("schedules") or [spec.get("schedule", "")]
+    return [["ResolvedSchedules", ", ".join(resolved.get(s, s) for s in listed)]]
+
+
 def _get_view(c: StatusRow) -> View:
     spec, st = c.spec, c.status
     t0 = now()
@@ -787,6 +797,7 @@ def _get_view(c: StatusRow) -> View:
         ["Name", c.name],
         ["Namespace", c.namespace],
         ["Schedules", _schedules(spec)],
+        *_resolved_row(spec, st),
         ["Timezone", spec.get("timezone") or "UTC"],
         ["Concurrency", spec.get("concurrencyPolicy", "Allow")],
         ["Suspended", str(spec.get("suspend", False)).lower()],

@@ -48,7 +48,7 @@ from domain.manifest import (
     parse_manifest,
     scheduling_options,
 )
-from domain.schedule import CompiledSchedule, compile_schedule, needs_anchor
+from domain.schedule import CompiledSchedule, compile_schedule, needs_anchor, resolve_schedules
 from domain.whentemplate import evaluate_when
 
 #: uuid5 namespace of cronsource stream ids; never change it (ids are stored everywhere).
@@ -131,12 +131,20 @@ def _schedule_key(spec: dict[str, Any], annotations: dict[str, str]) -> tuple[An
 
 
 def _compile(
-    schedules: tuple[str, ...], timezone: str, dst_policy: str, baseline: datetime
+    schedules: tuple[str, ...],
+    timezone: str,
+    dst_policy: str,
+    baseline: datetime,
+    namespace: str,
+    name: str,
 ) -> CompiledSchedule:
     """Compiled schedules are immutable, so aggregates with the same schedule share one; only
-    `@every` depends on the aggregate's own anchor (its creation time)."""
-    anchor = baseline if needs_anchor(schedules) else None
-    return _compile_shared(schedules, timezone, dst_policy, anchor)
+    `@every` depends on the aggregate's own anchor (its creation time). Hashed `H` items are
+    resolved for this CronWorkflow first (derived each time, never stored, never written back
+    into the spec), so aggregates whose `H` lands on the same minute share one too."""
+    resolved = resolve_schedules(schedules, namespace, name)
+    anchor = baseline if needs_anchor(resolved) else None
+    return _compile_shared(resolved, timezone, dst_policy, anchor)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -379,6 +387,8 @@ class CronWorkflow(Aggregate):
                 spec.timezone,
                 scheduling_options(self.annotations).dst_policy,
                 self.baseline,
+                self.namespace,
+                self.name,
             )
             self._compiled = (key, compiled)
             return compiled

@@ -41,6 +41,7 @@ from domain.schedule import (
     ScheduleError,
     schedule_zone,
     validate_expression,
+    validate_resolved,
     validate_timezone,
     zone_conflict,
 )
@@ -313,6 +314,21 @@ class CronWorkflowManifest(_Model):
     metadata: ObjectMeta
     spec: CronWorkflowSpec
     status: dict[str, Any] | None = None  # written by us; ignored on input
+
+    @model_validator(mode="after")
+    def _hashed_schedules_fire(self) -> CronWorkflowManifest:
+        """Each schedule checked as what its hashed `H` items resolve to for this namespace
+        and name: `0 0 31 H *` is a schedule that never fires for some names only."""
+        spec, meta = self.spec, self.metadata
+        named = [(f"schedules[{i}]", s) for i, s in enumerate(spec.schedules or [])]
+        if spec.schedule and spec.schedule.strip():
+            named.append(("schedule", spec.schedule))
+        for path, s in named:
+            try:
+                validate_resolved(s, meta.namespace, meta.name)
+            except ScheduleError as e:
+                raise ValueError(f"@spec.{path}: {e}") from None
+        return self
 
 
 class ManifestError(ValueError):

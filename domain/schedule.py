@@ -16,9 +16,14 @@ times to real instants, and the DST rules of docs/design.md section 4, live here
 - `@every d` ignores time zones: it fires at anchor + k * d for k = 1, 2, ...
 
 The grammar is robfig/cron's (what Argo accepts), checked here before croniter sees anything:
-croniter accepts much that Argo rejects (`L`, `W`, `#`, `H`, seconds and years fields,
-wrapping ranges) and reads some tokens differently (`5-5` is the whole field to croniter).
-croniter only ever receives a normalised expression of explicit value lists.
+croniter accepts much that Argo rejects (`L`, `W`, `#`, seconds and years fields, wrapping
+ranges) and reads some tokens differently (`5-5` is the whole field to croniter, and its `H`
+is its own random pick). croniter only ever receives a normalised expression of explicit value
+lists.
+
+Hashed `H` items (Argo PR #16604, "v4.2 and after") are resolved before any of this, by
+`domain.cronhash` with the CronWorkflow's namespace and name (`resolve_schedules`): what is
+compiled is always the resolution, never the spec's text, and the spec is never rewritten.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter  # type: ignore[import-untyped]
 
+from domain.cronhash import MalformedHash, expand
 from domain.durations import parse_duration
 
 DST_POLICIES: Final = ("once", "argo")
@@ -56,6 +62,12 @@ _PROBE_STEP: Final = timedelta(days=5)
 
 class ScheduleError(ValueError):
     """A schedule that admission must refuse; the message names the problem and the input."""
+
+
+class NeverFires(ScheduleError):
+    """A valid expression with no tick at all (`0 0 30 2 *`). With hashed items, whether an
+    expression never fires can depend on what `H` resolves to (`0 0 31 H *`), so this one is
+    only decided once the CronWorkflow's namespace and name are known."""
 
 
 # --------------------------------------------------------------------------- grammar
@@ -107,6 +119,7 @@ _UNSUPPORTED: Final = (
     (re.compile(r"[0-9]*LW|LW[0-9]*", re.I), "LW"),
     (re.compile(r"[0-9]*L|L[0-9]*|L-[0-9]+", re.I), "L"),
     (re.compile(r"[0-9]+W|W[0-9]+", re.I), "W"),
+    # croniter's random `R`, and a lower-case `h` (Argo's hashed items are upper case only).
     (re.compile(r"[HR](\([0-9]+-[0-9]+\))?(/[0-9]+)?", re.I), "H"),
 )
 
@@ -128,6 +141,12 @@ class _EveryRule:
 
 
 def _unsupported(token: str, expr: str) -> ScheduleError | None:
+    if token.startswith("H"):
+        # Only a caller that skipped `resolve_schedules` gets here: admission resolves first.
+        return ScheduleError(
+            f"hashed item {token!r} in {expr!r} is not resolved: resolve_schedules() with the"
+            " CronWorkflow's namespace and name before compiling"
+        )
     if "#" in token:
         return ScheduleError(f"unsupported cron syntax '#' in {expr!r}")
     for pattern, name in _UNSUPPORTED:
@@ -198,31 +217,41 @@ def _croniter_field(values: frozenset[int], spec: _FieldSpec, star: bool) -> str
     return ",".join(str(v) for v in sorted(values))
 
 
-def _split_zone(expr: str) -> tuple[str | None, str]:
+def _split_zone(expr: str, shown: str) -> tuple[str | None, str]:
     """robfig's `CRON_TZ=<zone> <spec>` (or `TZ=`): the zone, and the spec after it."""
     if not expr.startswith(("CRON_TZ=", "TZ=")):
         return None, expr
     head, sep, rest = expr.partition(" ")
     name = head.partition("=")[2]
     if not sep or not rest.strip():
-        raise ScheduleError(f"{head!r} must be followed by a schedule, in {expr!r}")
+        raise ScheduleError(f"{head!r} must be followed by a schedule, in {shown!r}")
     if name == "":
-        raise ScheduleError(f"{head!r} names no time zone, in {expr!r}")
+        raise ScheduleError(f"{head!r} names no time zone, in {shown!r}")
     _zone(name)
     return name, rest.strip()
 
 
 def schedule_zone(expr: str) -> str | None:
-    """The zone an expression names itself (`CRON_TZ=Asia/Tokyo 0 9 * * *`), if any."""
-    rule = _parse(expr)
-    return rule.zone if isinstance(rule, _CronRule) else None
+    """The zone an expression names itself (`CRON_TZ=Asia/Tokyo 0 9 * * *`), if any; None
+    for `@every`, which robfig runs without one. Read from the prefix alone, so that it needs
+    no resolution of hashed items (the prefix is never hashed)."""
+    zone, body = _split_zone(expr, expr)
+    if zone is None or body.split()[0] == "@every":
+        return None
+    return zone
 
 
 @functools.lru_cache(maxsize=4096)
-def _parse(expr: str) -> _CronRule | _EveryRule:
-    """Validate once per distinct expression: 100k CronWorkflows share a handful of them."""
-    zone, body = _split_zone(expr)
-    rule = _parse_body(body, expr)
+def _parse(expr: str, shown: str | None = None) -> _CronRule | _EveryRule:
+    """Validate once per distinct expression: 100k CronWorkflows share a handful of them.
+
+    `shown` is the text that messages quote when `expr` is what a spec's hashed items resolved
+    to: the user wrote `H 25 * * *`, and `value 25 out of range ... in '9 25 * * *'` would
+    send them looking for a schedule they never wrote.
+    """
+    named = expr if shown is None else shown
+    zone, body = _split_zone(expr, named)
+    rule = _parse_body(body, named)
     if zone is not None and isinstance(rule, _CronRule):
         return _CronRule(rule.croniter_expr, rule.elapsed, zone)
     return rule
@@ -234,6 +263,9 @@ def _parse_body(body: str, expr: str) -> _CronRule | _EveryRule:
         raise ScheduleError(f"empty cron expression {expr!r}")
     head = tokens[0]
     if head.startswith("@"):
+        if any(t.startswith("H") for t in tokens[1:]):
+            # Argo resolves `H` in 5-field expressions only; robfig then refuses the rest.
+            raise ScheduleError(f"H (hash) cannot be used with {head}, in {expr!r}")
         if head == "@every":
             return _parse_every(tokens, expr)
         if head == "@reboot":
@@ -253,7 +285,7 @@ def _parse_body(body: str, expr: str) -> _CronRule | _EveryRule:
     # A day-of-month that never occurs (Feb 30) makes the expression silent forever unless
     # day-of-week ORs other days in; reject it rather than admit a schedule that never fires.
     if weekdays_star and not days_star and min(days) > max(_MONTH_DAYS[m] for m in months):
-        raise ScheduleError(f"{expr!r} never fires: no such day in its months")
+        raise NeverFires(f"{expr!r} never fires: no such day in its months")
     return _CronRule(
         croniter_expr=" ".join(
             _croniter_field(values, spec, star)
@@ -275,11 +307,58 @@ def _parse_every(tokens: list[str], expr: str) -> _EveryRule:
     return _EveryRule(max(_SECOND, period - period % _SECOND))
 
 
+def resolve_expression(expr: str, namespace: str, name: str) -> str:
+    """`expr` with its hashed `H` items resolved for the CronWorkflow namespace/name, exactly
+    as Argo resolves them (domain.cronhash); unchanged without any. Raises ScheduleError with
+    Argo's message for a malformed item (`"H(30-10)" is malformed: range "30-10" is inverted`).
+    """
+    try:
+        return expand(expr, namespace, name)
+    except MalformedHash as e:
+        raise ScheduleError(str(e)) from None
+
+
+def resolve_schedules(expressions: Sequence[str], namespace: str, name: str) -> tuple[str, ...]:
+    """Every expression resolved for one CronWorkflow (see `resolve_expression`): what the
+    scheduler compiles, `next` lists and `status.resolvedSchedules` records."""
+    return tuple(resolve_expression(e, namespace, name) for e in _expression_tuple(expressions))
+
+
 def validate_expression(expr: str) -> None:
-    """Admission check for one schedule; raises ScheduleError naming the problem."""
+    """Admission check for one schedule on its own; raises ScheduleError naming the problem.
+
+    A hashed expression is checked as far as its text allows: Argo's item syntax, and the
+    grammar of what it resolves to. Whether it fires at all can depend on the resolution
+    (`0 0 31 H *` never fires when `H` lands on a month without a 31st), which needs the
+    CronWorkflow's namespace and name: `validate_resolved` checks that.
+    """
     if not isinstance(expr, str):
         raise ScheduleError(f"a schedule must be a string, got {type(expr).__name__}")
-    _parse(expr)
+    # The hash decides values only; whether an item is well-formed, and the grammar of the
+    # rest, do not depend on it, so any namespace and name will do here.
+    resolved = resolve_expression(expr, "", "")
+    if resolved == expr:
+        _parse(expr)
+        return
+    try:
+        _parse(resolved, expr)
+    except NeverFires:
+        pass
+
+
+def validate_resolved(expr: str, namespace: str, name: str) -> str:
+    """Admission check for one schedule of the CronWorkflow namespace/name, hashed items
+    resolved; returns the resolution. Raises ScheduleError naming the schedule as written
+    and, when it differs, what it resolved to."""
+    validate_expression(expr)
+    resolved = resolve_expression(expr, namespace, name)
+    if resolved != expr:
+        try:
+            _parse(resolved, expr)
+        except ScheduleError as e:
+            # Of the same type: a caller tells "never fires" from a grammar error by it.
+            raise type(e)(f"{e} (for {namespace}/{name} it resolves to {resolved!r})") from None
+    return resolved
 
 
 @functools.lru_cache(maxsize=1024)

@@ -18,6 +18,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import Tracking
 
+from domain.cronhash import resolved_schedules
 from domain.cronworkflow import VERSIONS_LOST, CronWorkflow, workflow_name
 from domain.service import event_type
 
@@ -110,7 +111,12 @@ class ReadModelView(Protocol):
 
 
 def status_of(agg: CronWorkflow) -> dict[str, Any]:
-    """Argo's CronWorkflowStatus from aggregate state."""
+    """Argo's CronWorkflowStatus from aggregate state.
+
+    `resolvedSchedules` (Argo PR #16604, "v4.2 and after") maps each schedule with hashed `H`
+    items to what it resolves to for this CronWorkflow; derived from spec, namespace and name
+    like the compiled schedule, and absent when no schedule has an `H` (Argo's `omitempty`).
+    """
     conditions: list[dict[str, Any]] = []
     if agg.spec_error:
         conditions.append({"type": "SpecError", "status": "True", "message": agg.spec_error})
@@ -132,7 +138,7 @@ def status_of(agg: CronWorkflow) -> dict[str, Any]:
                 f" {not_started['message']}",
             }
         )
-    return {
+    status: dict[str, Any] = {
         "active": [
             {
                 "apiVersion": "argoproj.io/v1alpha1",
@@ -148,6 +154,10 @@ def status_of(agg: CronWorkflow) -> dict[str, Any]:
         "failed": agg.failed,
         "phase": "Stopped" if agg.stopped else "Active",
     }
+    resolved = resolved_schedules(agg.spec_model.all_schedules, agg.namespace, agg.name)
+    if resolved:
+        status["resolvedSchedules"] = resolved
+    return status
 
 
 #: The label Argo's cron controller puts on a CronWorkflow its stopStrategy stopped

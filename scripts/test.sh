@@ -56,6 +56,10 @@ CRONSOURCE_ARGO_ORACLE=$(sed -n 1p <<<"$argo_bins")
 CRONSOURCE_ARGO_CONTROLLER=$(sed -n 2p <<<"$argo_bins")
 export CRONSOURCE_ARGO_ORACLE CRONSOURCE_ARGO_CONTROLLER
 
+echo "== Argo PR #16604's cronhash, the oracle of hashed H schedules (standard library only; seconds)"
+CRONSOURCE_ARGO_CRONHASH=$(scripts/build-argo-cronhash.sh | tail -n 1)
+export CRONSOURCE_ARGO_CRONHASH
+
 echo "== Debian packages: Chromium (status-page test), mmdebstrap/buildah/podman/runc/skopeo (image)"
 need=()
 for pkg in chromium mmdebstrap buildah podman runc skopeo; do

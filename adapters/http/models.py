@@ -18,6 +18,22 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
+class CronWorkflowStatus(BaseModel):
+    """Argo's CronWorkflowStatus (active, lastScheduledTime, conditions, succeeded, failed,
+    phase) and `nextScheduledTime` (cronsource extension); the fields named here are those
+    whose shape a client may rely on beyond that."""
+
+    model_config = ConfigDict(extra="allow")
+    resolvedSchedules: dict[str, str] | None = Field(
+        default=None,
+        # Absent rather than null, as Argo's `omitempty` leaves it.
+        exclude_if=lambda v: v is None,
+        description="Each schedule with hashed `H` items mapped to what it resolves to for this"
+        " CronWorkflow (Argo PR #16604, v4.2 and after); absent when no schedule has an `H`.",
+        examples=[{"H H * * *": "9 6 * * *"}],
+    )
+
+
 class CronWorkflowObject(BaseModel):
     """A CronWorkflow in Argo's shape; `metadata.resourceVersion` is the aggregate version,
     `status.nextScheduledTime` the next due time (cronsource extension)."""
@@ -27,7 +43,7 @@ class CronWorkflowObject(BaseModel):
     kind: str
     metadata: dict[str, Any]
     spec: dict[str, Any]
-    status: dict[str, Any]
+    status: CronWorkflowStatus
 
 
 class CronWorkflowList(BaseModel):

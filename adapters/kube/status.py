@@ -6,7 +6,10 @@ a merge patch of the main resource (Argo's CRD has no /status subresource) with
 `metadata.resourceVersion` as precondition, so a concurrent change (a user's edit of spec or
 labels, another writer) makes it 409; it then re-reads, re-checks the sequence and tries again.
 It sends only `status`, its own annotation and Argo's completed label, never spec or other
-labels (Argo #15877).
+labels (Argo #15877). `status.resolvedSchedules` is a map, which a merge patch merges key by
+key: the patch nulls the keys the object shows and the status no longer has (a schedule edited
+away), and drops the whole map when no schedule has an `H` any more, as Argo's controller does
+(PR #16604, persistResolvedSchedules).
 
 With a `SeenMetadata` (the CronWorkflow watch's copy, as Argo patches from its informer's),
 the first try takes the object's metadata from there instead of reading it: a burst's status
@@ -21,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from adapters.kube.port import CWF, ApiError, KubeApi
-from adapters.kube.seen import SeenMetadata
+from adapters.kube.seen import Seen, SeenMetadata, resolved_schedule_keys
 from adapters.kube.target import Backoff, get_object
 from domain.cronworkflow import CronWorkflow
 from projections.readmodel import LABEL_COMPLETED, StatusRow, status_row
@@ -31,16 +34,26 @@ ANNOTATION_SEQUENCE = "cronsource.io/status-sequence"
 IN_FLIGHT = 16
 
 
-def status_patch(row: StatusRow, meta: dict[str, Any]) -> dict[str, Any]:
+def status_patch(
+    row: StatusRow, meta: dict[str, Any], shown_resolved: frozenset[str] = frozenset()
+) -> dict[str, Any]:
     """The merge patch for one status write. Besides status and our annotation it sets
     only Argo's completed label, as Argo does when the stop strategy is met, and removes it
-    once resumed; no other label is touched."""
+    once resumed; no other label is touched. `shown_resolved` are the keys of the object's
+    `status.resolvedSchedules` at `meta`'s version: those the status no longer has are
+    nulled, or the map dropped when it is empty."""
+    status = dict(row.status)
+    ours: dict[str, Any] = status.get("resolvedSchedules") or {}
+    if ours:
+        status["resolvedSchedules"] = {**dict.fromkeys(shown_resolved - ours.keys()), **ours}
+    elif shown_resolved:
+        status["resolvedSchedules"] = None
     body: dict[str, Any] = {
         "metadata": {
             "resourceVersion": meta["resourceVersion"],
             "annotations": {ANNOTATION_SEQUENCE: str(row.version)},
         },
-        "status": row.status,
+        "status": status,
     }
     shown = (meta.get("labels") or {}).get(LABEL_COMPLETED)
     if row.status.get("phase") == "Stopped" and shown != "true":
@@ -93,21 +106,22 @@ class StatusWriter:
         if row.deleted:
             return False
         uid = row.metadata.get("uid")
-        meta = None if self.seen is None else self.seen.get(row.namespace, row.name)
+        seen = None if self.seen is None else self.seen.get_seen(row.namespace, row.name)
         fresh = False
         for _ in range(self.max_conflicts):
-            if meta is None:
-                meta, fresh = await self._read(row), True
-                if meta is None:
+            if seen is None:
+                seen, fresh = await self._read(row), True
+                if seen is None:
                     return False
+            meta = seen.metadata
             shown = (meta.get("annotations") or {}).get(ANNOTATION_SEQUENCE, "")
             other = bool(uid) and meta.get("uid") != uid  # another incarnation of the name
             if other or (shown.isdigit() and int(shown) >= row.version):
                 if fresh:
                     return False
-                meta = None  # dropped only on what the API says, not on the watch's copy
+                seen = None  # dropped only on what the API says, not on the watch's copy
                 continue
-            body = status_patch(row, meta)
+            body = status_patch(row, meta, seen.resolved_schedules)
             try:
                 written = await self.backoff.call(
                     functools.partial(self.kube.patch, row.namespace, CWF, row.name, body)
@@ -118,15 +132,15 @@ class StatusWriter:
                 if e.status != 409:
                     raise
                 self.conflicts += 1
-                meta, fresh = None, False  # read it next try
+                seen, fresh = None, False  # read it next try
                 continue
             if self.seen is not None:
                 self.seen.saw(written)
             return True
         raise RuntimeError(f"status of {row.namespace}/{row.name}: too many conflicts")
 
-    async def _read(self, row: StatusRow) -> dict[str, Any] | None:
-        """The object's metadata from the API; None when it is gone."""
+    async def _read(self, row: StatusRow) -> Seen | None:
+        """The object's metadata (and resolved-schedule keys) from the API; None when gone."""
         self.reads += 1
         try:
             obj = await get_object(self.kube, self.backoff, row.namespace, CWF, row.name)
@@ -136,4 +150,4 @@ class StatusWriter:
             raise
         if self.seen is not None:
             self.seen.saw(obj)
-        return dict(obj["metadata"])
+        return Seen(dict(obj["metadata"]), resolved_schedule_keys(obj))

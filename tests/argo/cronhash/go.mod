@@ -1,0 +1,3 @@
+module cronsource.test/argo/cronhash
+
+go 1.26
