@@ -383,7 +383,7 @@ class OursLoaded:
     """How many CronWorkflows `cronsource run --kube` has admitted, from its log."""
 
     def __init__(self, store: Any) -> None:
-        from adapters.engine import build_engine
+        from cronsource.adapters.runtime.engine import build_engine
 
         self.engine = build_engine(store, create_tables=False)
 

@@ -40,11 +40,6 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from adapters.engine import Engine, build_engine
-from adapters.runtime.clock import VirtualClock
-from adapters.runtime.loop import SchedulerLoop
-from adapters.runtime.settings import BATCH
-from adapters.shards import SoleOwner
 from bench.common import (
     FIRED_TOPIC,
     BenchError,
@@ -62,7 +57,12 @@ from bench.common import (
     throwaway_store,
     utcnow,
 )
-from domain.cronworkflow import CronWorkflow
+from cronsource.adapters.clock import VirtualClock
+from cronsource.adapters.infrastructure.shards import SoleOwner
+from cronsource.adapters.runtime.engine import Engine, build_engine
+from cronsource.adapters.runtime.loop import SchedulerLoop
+from cronsource.adapters.runtime.settings import BATCH
+from cronsource.domain.cronworkflow import CronWorkflow
 
 
 def timed_ticks(engine: Engine, marks: list[tuple[float, int]], advance: Any = None) -> None:

@@ -40,10 +40,10 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from adapters.engine import migrate
-from adapters.store import StoreConfig, split_schema
-from domain.cronworkflow import CronWorkflow
-from domain.manifest import parse_manifest
+from cronsource.adapters.infrastructure.store.config import StoreConfig, split_schema
+from cronsource.adapters.runtime.engine import migrate
+from cronsource.domain.cronworkflow import CronWorkflow
+from cronsource.domain.manifest import parse_manifest
 
 NAMESPACE = "bench"
 #: The topic of a fire in the log (domain/cronworkflow.py).

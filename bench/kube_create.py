@@ -38,10 +38,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from adapters.engine import build_engine
-from adapters.kube import IN_FLIGHT, WF, build_kube_engine, connect
-from adapters.kube.port import GROUP, VERSION
-from adapters.runtime.settings import BATCH, TURN_BUDGET
 from bench.common import (
     BenchError,
     Throwaway,
@@ -54,10 +50,15 @@ from bench.common import (
     throwaway_store,
     utcnow,
 )
-from domain.cronworkflow import CronWorkflow, workflow_name
-from domain.manifest import parse_manifest
-from domain.service import event_type
-from projections.dispatch import build_workflow
+from cronsource.adapters.infrastructure.kube import IN_FLIGHT, WF, connect
+from cronsource.adapters.infrastructure.kube.port import GROUP, VERSION
+from cronsource.adapters.runtime.engine import build_engine
+from cronsource.adapters.runtime.kube import build_kube_engine
+from cronsource.adapters.runtime.settings import BATCH, TURN_BUDGET
+from cronsource.domain.cronworkflow import CronWorkflow, workflow_name
+from cronsource.domain.manifest import parse_manifest
+from cronsource.domain.service import event_type
+from cronsource.projections.dispatch import build_workflow
 
 
 @contextlib.contextmanager

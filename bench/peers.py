@@ -80,14 +80,14 @@ def _delays(starts: list[float], due: float) -> dict[str, Any]:
 
 
 def run_ours(url: str, n: int, workdir: Path, timeout: float, mode: str) -> dict[str, Any]:
-    from adapters.engine import build_engine
-    from adapters.localtarget import LocalTarget
-    from adapters.runtime.clock import SystemClock
-    from adapters.runtime.loop import SchedulerLoop
-    from adapters.runtime.runwatcher import RunWatcher
-    from adapters.runtime.waker import Waker
-    from adapters.shards import AdvisoryLockShards, Ownership, SoleOwner
-    from adapters.store import StoreConfig
+    from cronsource.adapters.clock import SystemClock
+    from cronsource.adapters.infrastructure.localtarget import LocalTarget
+    from cronsource.adapters.infrastructure.shards import AdvisoryLockShards, Ownership, SoleOwner
+    from cronsource.adapters.infrastructure.store.config import StoreConfig
+    from cronsource.adapters.runtime.engine import build_engine
+    from cronsource.adapters.runtime.loop import SchedulerLoop
+    from cronsource.adapters.runtime.runwatcher import RunWatcher
+    from cronsource.adapters.runtime.waker import Waker
 
     config = StoreConfig.parse(url)
     wfdir = workdir / "workflows"
@@ -200,7 +200,7 @@ async def _run_peer(url: str, n: int, timeout: float, margin: float | None) -> d
     from apscheduler.triggers.cron import CronTrigger
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    from adapters.store import StoreConfig, split_schema
+    from cronsource.adapters.infrastructure.store.config import StoreConfig, split_schema
 
     config = StoreConfig.parse(url)
     aurl = split_schema(url)[0].replace("postgresql://", "postgresql+asyncpg://", 1)

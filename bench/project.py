@@ -41,13 +41,6 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from adapters.engine import Engine, build_engine
-from adapters.localtarget import LocalTarget
-from adapters.runtime.decision_cache import DecisionCache
-from adapters.runtime.loop import SchedulerLoop
-from adapters.runtime.settings import BATCH
-from adapters.runtime.waker import Waker
-from adapters.store import StoreConfig
 from bench.common import (
     BenchError,
     Throwaway,
@@ -61,6 +54,13 @@ from bench.common import (
     throwaway_store,
     utcnow,
 )
+from cronsource.adapters.infrastructure.localtarget import LocalTarget
+from cronsource.adapters.infrastructure.store.config import StoreConfig
+from cronsource.adapters.runtime.decision_cache import DecisionCache
+from cronsource.adapters.runtime.engine import Engine, build_engine
+from cronsource.adapters.runtime.loop import SchedulerLoop
+from cronsource.adapters.runtime.settings import BATCH
+from cronsource.adapters.runtime.waker import Waker
 
 #: The local target's run duration: long, so no run ends (and writes events) during the bench.
 RUN_DURATION = timedelta(days=1)
@@ -249,7 +249,7 @@ def start_projector(t: Throwaway, wfdir: Path, kind: str) -> subprocess.Popen[st
 
 def serve_projector(url: str, wfdir: str) -> int:
     """The projection part of `cronsource run`, in a process of its own (see the docstring)."""
-    from adapters.shards import AdvisoryLockShards, Ownership, SoleOwner
+    from cronsource.adapters.infrastructure.shards import AdvisoryLockShards, Ownership, SoleOwner
 
     config = StoreConfig.parse(url)
     engine = build_engine(config, target=LocalTarget(wfdir, RUN_DURATION), create_tables=False)

@@ -51,7 +51,7 @@ from bench.common import (
     utcnow,
 )
 
-SHARDS = 64  # adapters/shards.py SHARDS
+SHARDS = 64  # adapters/infrastructure/shards.py SHARDS
 
 SHARDS_SETTLE_TIMEOUT = 60.0
 
@@ -67,11 +67,11 @@ def worker(
     out: Any,
 ) -> None:
     """One replica's scheduler: rebalance, warm (if asked), wait at the barrier, burst."""
-    from adapters.engine import build_engine
-    from adapters.runtime.clock import VirtualClock
-    from adapters.runtime.loop import SchedulerLoop
-    from adapters.shards import AdvisoryLockShards
-    from adapters.store import StoreConfig
+    from cronsource.adapters.clock import VirtualClock
+    from cronsource.adapters.infrastructure.shards import AdvisoryLockShards
+    from cronsource.adapters.infrastructure.store.config import StoreConfig
+    from cronsource.adapters.runtime.engine import build_engine
+    from cronsource.adapters.runtime.loop import SchedulerLoop
 
     config = StoreConfig.parse(url)
     engine = build_engine(config, create_tables=False)
@@ -124,7 +124,7 @@ def lock_sampler(t: Any, stop: threading.Event, samples: list[int]) -> None:
 
 
 def one(store: str, n: int, replicas: int, mode: str, bar: Any) -> dict[str, Any]:
-    from adapters.engine import build_engine
+    from cronsource.adapters.runtime.engine import build_engine
 
     with throwaway_store(store, "replicas") as t:
         if t.kind != "postgresql":

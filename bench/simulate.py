@@ -25,8 +25,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from adapters.simulate import load_scenario, simulate
 from bench.common import emit, machine_note, manifest, progress, r, self_peak_rss_mb
+from cronsource.adapters.entrypoints.simulate import load_scenario, simulate
 
 START = datetime(2026, 3, 2, tzinfo=UTC)  # a Monday; no DST change in UTC
 CASES: list[tuple[int, str]] = [(1, "* * * * *"), (100, "0 * * * *")]

@@ -7,9 +7,9 @@ up: the state a replica restarts into.
 
 Timed: the real `cronsource run` is started as a separate process on that store (local target,
 no manifests to apply). `startup_seconds` runs from the spawn until it prints that its first
-turn is done ("cronsource ready", adapters/cli.py: projections caught up, what was due decided,
-the next minute's aggregates loaded). For M minutes after that, this process watches the event
-log: each ScheduleFired is timestamped when it first becomes visible (a poll every 20 ms), so
+turn is done ("cronsource ready", adapters/entrypoints/cli.py: projections caught up, what was due
+decided, the next minute's aggregates loaded). For M minutes after that, this process watches the
+event log: each ScheduleFired is timestamped when it first becomes visible (a poll every 20 ms), so
 skew = visible - scheduled is an upper bound of commit time minus scheduled time. Ticks that
 came due while the set-up ran (before the replica was ready) fire at start-up, late by design;
 they are counted as `backlog_fires`, not in the skew. Also samples
@@ -33,8 +33,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from adapters.engine import build_engine
-from adapters.localtarget import LocalTarget
 from bench.common import (
     BenchError,
     create_crons,
@@ -45,6 +43,8 @@ from bench.common import (
     rss_mb,
     throwaway_store,
 )
+from cronsource.adapters.infrastructure.localtarget import LocalTarget
+from cronsource.adapters.runtime.engine import build_engine
 
 FIRED = "cronsource:ScheduleFired/v1"
 

@@ -22,8 +22,8 @@ from uuid import UUID, uuid5
 from eventsourcing.domain import Aggregate, Snapshot, event
 from eventsourcing.utils import get_topic, register_topic
 
-from domain.backfill import BackfillPlan, BackfillTooLarge, start_from_queue
-from domain.decisions import (
+from cronsource.domain.backfill import BackfillPlan, BackfillTooLarge, start_from_queue
+from cronsource.domain.decisions import (
     DEFAULT_LATE_TOLERANCE,
     Fire,
     Outcome,
@@ -33,14 +33,14 @@ from domain.decisions import (
     TickPolicy,
     decide_ticks,
 )
-from domain.expressions import (
+from cronsource.domain.expressions import (
     NOW_VARIABLE,
     ExpressionError,
     cronworkflow_variables,
     evaluate_bool,
 )
-from domain.lastapplied import applied_config, live_config, merge, record_problem
-from domain.manifest import (
+from cronsource.domain.lastapplied import applied_config, live_config, merge, record_problem
+from cronsource.domain.manifest import (
     ANNOTATION_DST_POLICY,
     CronWorkflowManifest,
     CronWorkflowSpec,
@@ -48,8 +48,13 @@ from domain.manifest import (
     parse_manifest,
     scheduling_options,
 )
-from domain.schedule import CompiledSchedule, compile_schedule, needs_anchor, resolve_schedules
-from domain.whentemplate import evaluate_when
+from cronsource.domain.schedule import (
+    CompiledSchedule,
+    compile_schedule,
+    needs_anchor,
+    resolve_schedules,
+)
+from cronsource.domain.whentemplate import evaluate_when
 
 #: uuid5 namespace of cronsource stream ids; never change it (ids are stored everywhere).
 STREAM_NAMESPACE = UUID("6f2d1a52-6c1e-4a55-9d0e-2b8f3c1a7e10")
@@ -1209,7 +1214,7 @@ def _upcast_without_last_applied(state: dict[str, Any]) -> None:
 
 # Version 2 of the two events that carry a spec adds `last_applied` (the record of the apply
 # that wrote it; None when the writer was not an apply). The stored topic stays the same, so
-# every reader that selects events by topic (adapters/engine.py's CREATED_TOPIC) still finds
+# every reader that selects events by topic (adapters/runtime/engine.py's CREATED_TOPIC) still finds
 # both versions; eventsourcing stores `class_version` in the event and upcasts v1 on load.
 _SPEC_EVENTS: tuple[type[Any], ...] = (
     CronWorkflow.Created,

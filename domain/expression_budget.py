@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from domain.durations import MAX_DURATION_CHARS
+from cronsource.domain.durations import MAX_DURATION_CHARS
 
 #: Longest text `float()`/`int()` convert: a float64 has 17 significant digits; 128 leaves
 #: room for exponents, signs and leading zeros.
@@ -54,7 +54,7 @@ def admission_problem(
     are known (a `now()` is unavailable here: the domain reads no clock)."""
     if not source:
         return None
-    from domain.expressions import ExpressionError, cronworkflow_variables, evaluate
+    from cronsource.domain.expressions import ExpressionError, cronworkflow_variables, evaluate
 
     variables = cronworkflow_variables(
         name=name,

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from domain.manifest import CronWorkflowManifest
+    from cronsource.domain.manifest import CronWorkflowManifest
 
 
 class _Missing:

@@ -24,12 +24,12 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from domain.durations import parse_duration
-from domain.expression_budget import admission_problem
-from domain.expressions import ExpressionError
-from domain.expressions import validate_expression as validate_condition
-from domain.expressions.names import unknown_names
-from domain.objectlimits import (
+from cronsource.domain.durations import parse_duration
+from cronsource.domain.expression_budget import admission_problem
+from cronsource.domain.expressions import ExpressionError
+from cronsource.domain.expressions import validate_expression as validate_condition
+from cronsource.domain.expressions.names import unknown_names
+from cronsource.domain.objectlimits import (
     annotation_problems,
     label_problem,
     label_problems,
@@ -37,7 +37,7 @@ from domain.objectlimits import (
     schedule_problem,
     subdomain_problem,
 )
-from domain.schedule import (
+from cronsource.domain.schedule import (
     ScheduleError,
     schedule_zone,
     validate_expression,
@@ -45,8 +45,8 @@ from domain.schedule import (
     validate_timezone,
     zone_conflict,
 )
-from domain.whentemplate import unknown_when_names, validate_when
-from domain.workflowspec import workflow_spec_problem
+from cronsource.domain.whentemplate import unknown_when_names, validate_when
+from cronsource.domain.workflowspec import workflow_spec_problem
 
 #: Longest CronWorkflow name: `<name>-<10-digit unix seconds>` must fit Kubernetes' 63.
 MAX_NAME_LENGTH = 52

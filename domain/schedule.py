@@ -40,8 +40,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter  # type: ignore[import-untyped]
 
-from domain.cronhash import MalformedHash, expand
-from domain.durations import parse_duration
+from cronsource.domain.cronhash import MalformedHash, expand
+from cronsource.domain.durations import parse_duration
 
 DST_POLICIES: Final = ("once", "argo")
 

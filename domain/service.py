@@ -25,11 +25,11 @@ from eventsourcing.application import (
 )
 from eventsourcing.persistence import ApplicationRecorder, EventStore, IntegrityError, StoredEvent
 
-from domain.backfill import BackfillPlan, Overlap, plan_backfill
-from domain.cronworkflow import CronWorkflow, CronWorkflowSnapshot, Phase, stream_id
-from domain.decisions import DEFAULT_LATE_TOLERANCE
-from domain.lastapplied import applied_config
-from domain.manifest import CronWorkflowManifest
+from cronsource.domain.backfill import BackfillPlan, Overlap, plan_backfill
+from cronsource.domain.cronworkflow import CronWorkflow, CronWorkflowSnapshot, Phase, stream_id
+from cronsource.domain.decisions import DEFAULT_LATE_TOLERANCE
+from cronsource.domain.lastapplied import applied_config
+from cronsource.domain.manifest import CronWorkflowManifest
 
 T = TypeVar("T")
 
@@ -71,7 +71,7 @@ class StaleVersion(RuntimeError):
 class Receipt:
     """Where a command's events went in the log: the highest notification id it wrote (0:
     it wrote nothing). A reader that must see its own write waits for the projections to
-    pass this position (adapters/projector.py) instead of projecting itself."""
+    pass this position (adapters/runtime/projector.py) instead of projecting itself."""
 
     position: int = 0
 
@@ -176,7 +176,7 @@ class CronService(Application[UUID]):
         self.rejected_writes = 0
         self._receipts = threading.local()
         #: Streams that may hold a CronWorkflow of a given namespace and name whatever its
-        #: Kubernetes uid (the read model's status rows, wired by adapters/engine.py). A
+        #: Kubernetes uid (the read model's status rows, wired by adapters/runtime/engine.py). A
         #: stream id includes the uid, so without this a name alone cannot reach an object
         #: exported from a cluster or seen by the watcher.
         self.name_index: Callable[[str, str], Iterable[UUID]] | None = None
@@ -189,7 +189,8 @@ class CronService(Application[UUID]):
         #: copies (adapters/runtime/decision_cache.py), so a run completion this process
         #: recorded does not cost a reload before the next decision.
         self.on_saved: Callable[[Sequence[CronWorkflow]], None] | None = None
-        #: The fired ticks of a stream in a range (`fired_ticks`), wired by adapters/engine.py.
+        #: The fired ticks of a stream in a range (`fired_ticks`), wired by
+        #: adapters/runtime/engine.py.
         self.fired_index: Callable[[UUID, datetime, datetime], set[datetime]] | None = None
 
     def construct_recorder(self) -> ApplicationRecorder:
@@ -215,9 +216,9 @@ class CronService(Application[UUID]):
         """Many aggregates at once (`None`: the latest version), missing ones left out.
 
         Where the store can read many streams in one query (`select_latest_many` and
-        `select_events_many`, see adapters/recorders.py) this is two round trips per
-        thousand aggregates, each the latest snapshot and the events after it, instead of a
-        load each; otherwise it loads them one by one.
+        `select_events_many`, see adapters/infrastructure/store/recorders/) this is two round
+        trips per thousand aggregates, each the latest snapshot and the events after it, instead
+        of a load each; otherwise it loads them one by one.
         """
         select_many = getattr(self.recorder, "select_events_many", None)
         snapshots = self.snapshots
@@ -611,8 +612,8 @@ class CronService(Application[UUID]):
     def fired_ticks(self, cron_id: UUID, start: datetime, end: datetime) -> set[datetime]:
         """Scheduled times in [start, end] that fired in this stream (manual runs aside), for
         backfill. Through `fired_index` (the audit read model, indexed, plus the events it has
-        not projected yet: adapters/engine.py) when the adapters give one, so its cost does not
-        grow with the stream; else from the whole stream."""
+        not projected yet: adapters/runtime/engine.py) when the adapters give one, so its cost
+        does not grow with the stream; else from the whole stream."""
         if self.fired_index is not None:
             return self.fired_index(cron_id, start, end)
         return fired_in(self.events.get(cron_id), start, end)
@@ -832,8 +833,8 @@ def fired_in(events: Iterable[Any], start: datetime, end: datetime) -> set[datet
 
 
 def _streams_of(error: Exception) -> set[UUID]:
-    """The streams a refused save names (`StaleAppend.streams` of adapters/recorders.py; any
-    other IntegrityError names none)."""
+    """The streams a refused save names (`StaleAppend.streams` of
+    adapters/infrastructure/store/recorders/; any other IntegrityError names none)."""
     return set(getattr(error, "streams", ()))
 
 
@@ -841,8 +842,9 @@ def commit_deadline(aggs: Iterable[CronWorkflow], late_tolerance: timedelta) -> 
     """The latest instant these decided aggregates may be committed and still be what was
     decided: an on-time fire within the late tolerance of its tick, a catch-up within its
     tick's deadline (startingDeadlineSeconds). Later, the fire would be a late run recorded
-    as on time, so the commit is refused and the ticks decided again (adapters/recorders.py
-    `commit_within`). None: nothing in them has a deadline (skips are as true later as now)."""
+    as on time, so the commit is refused and the ticks decided again
+    (adapters/infrastructure/store/recorders/ `commit_within`). None: nothing in them has a
+    deadline (skips are as true later as now)."""
     deadline: datetime | None = None
     for agg in aggs:
         for ev in agg.pending_events:

@@ -23,8 +23,13 @@ from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
-from domain.expressions import ExpressionError, evaluate, evaluate_bool, validate_expression
-from domain.expressions.names import UnknownName, unknown_names
+from cronsource.domain.expressions import (
+    ExpressionError,
+    evaluate,
+    evaluate_bool,
+    validate_expression,
+)
+from cronsource.domain.expressions.names import UnknownName, unknown_names
 
 __all__ = ["evaluate_when", "render_when", "unknown_when_names", "validate_when"]
 

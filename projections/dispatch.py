@@ -23,10 +23,10 @@ from typing import Any, Protocol
 
 from eventsourcing.persistence import Tracking
 
-from domain.cronworkflow import CronWorkflow
-from domain.decisions import DEFAULT_LATE_TOLERANCE
-from domain.service import event_type
-from projections.readmodel import AggregateFollower, rfc3339
+from cronsource.domain.cronworkflow import CronWorkflow
+from cronsource.domain.decisions import DEFAULT_LATE_TOLERANCE
+from cronsource.domain.service import event_type
+from cronsource.projections.readmodel import AggregateFollower, rfc3339
 
 LABEL_CRON = "workflows.argoproj.io/cron-workflow"
 ANNOTATION_SCHEDULED = "workflows.argoproj.io/scheduled-time"

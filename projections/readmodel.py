@@ -18,9 +18,9 @@ from uuid import UUID
 
 from eventsourcing.persistence import Tracking
 
-from domain.cronhash import resolved_schedules
-from domain.cronworkflow import VERSIONS_LOST, CronWorkflow, workflow_name
-from domain.service import event_type
+from cronsource.domain.cronhash import resolved_schedules
+from cronsource.domain.cronworkflow import VERSIONS_LOST, CronWorkflow, workflow_name
+from cronsource.domain.service import event_type
 
 
 def rfc3339(t: datetime | None) -> str | None:

@@ -14,8 +14,8 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 
-from adapters.engine import Engine, build_engine, migrate
-from adapters.store import StoreConfig
+from cronsource.adapters.infrastructure.store.config import StoreConfig
+from cronsource.adapters.runtime.engine import Engine, build_engine, migrate
 
 
 def pg_engine(url: str) -> Engine:

@@ -17,8 +17,8 @@ from uuid import UUID
 
 import pytest
 
-from domain.manifest import CronWorkflowManifest, parse_manifest
-from domain.service import CronService, event_type
+from cronsource.domain.manifest import CronWorkflowManifest, parse_manifest
+from cronsource.domain.service import CronService, event_type
 from tests.instants import at
 
 MEMORY = {"PERSISTENCE_MODULE": "eventsourcing.popo"}

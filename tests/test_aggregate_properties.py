@@ -44,16 +44,16 @@ from hypothesis.stateful import (
     rule,
 )
 
-from domain.cronworkflow import CronWorkflow
-from domain.decisions import DEFAULT_LATE_TOLERANCE
-from domain.manifest import (
+from cronsource.domain.cronworkflow import CronWorkflow
+from cronsource.domain.decisions import DEFAULT_LATE_TOLERANCE
+from cronsource.domain.manifest import (
     CronWorkflowManifest,
     CronWorkflowSpec,
     parse_manifest,
     scheduling_options,
 )
-from domain.schedule import CompiledSchedule, compile_schedule
-from domain.service import CronService, event_type
+from cronsource.domain.schedule import CompiledSchedule, compile_schedule
+from cronsource.domain.service import CronService, event_type
 
 MEMORY = {"PERSISTENCE_MODULE": "eventsourcing.popo"}
 NAMES = ("alpha", "beta")

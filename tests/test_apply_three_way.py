@@ -16,10 +16,10 @@ from uuid import UUID
 
 import pytest
 
-from domain.cronworkflow import CronWorkflow
-from domain.lastapplied import MISSING, merge
-from domain.manifest import CronWorkflowManifest, ManifestError, parse_manifest
-from domain.service import CronService, NotFound, event_type
+from cronsource.domain.cronworkflow import CronWorkflow
+from cronsource.domain.lastapplied import MISSING, merge
+from cronsource.domain.manifest import CronWorkflowManifest, ManifestError, parse_manifest
+from cronsource.domain.service import CronService, NotFound, event_type
 from tests.instants import at
 from tests.test_golden import replay
 

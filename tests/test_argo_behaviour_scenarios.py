@@ -18,7 +18,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from adapters.cli import cli
+from cronsource.adapters.entrypoints.cli import cli
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios" / "argo"
 NAMES = sorted(

@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from adapters.kube import CWF, GROUP, VERSION, WF
+from cronsource.adapters.infrastructure.kube import CWF, GROUP, VERSION, WF
 from tests.argo import peer
 from tests.kube import apiserver
 

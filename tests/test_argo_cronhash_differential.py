@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from domain.cronhash import MalformedHash, expand
+from cronsource.domain.cronhash import MalformedHash, expand
 from tests import test_cronhash as fixtures
 from tests.buildscript import REPO, built_paths
 

@@ -15,7 +15,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from domain.expressions import ExpressionError, evaluate
+from cronsource.domain.expressions import ExpressionError, evaluate
 from tests.argo import peer
 
 _CRON: dict[str, Any] = {

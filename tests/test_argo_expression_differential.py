@@ -22,8 +22,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from domain.expressions import NOW_VARIABLE, ExpressionError, cronworkflow_variables, evaluate_bool
-from domain.whentemplate import evaluate_when
+from cronsource.domain.expressions import (
+    NOW_VARIABLE,
+    ExpressionError,
+    cronworkflow_variables,
+    evaluate_bool,
+)
+from cronsource.domain.whentemplate import evaluate_when
 from tests.argo import corpus, peer
 from tests.instants import T0
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from adapters.cli import cli
+from cronsource.adapters.entrypoints.cli import cli
 from tests.argo import corpus, peer
 from tests.argo.lint_cases import CASES
 

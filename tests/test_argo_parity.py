@@ -15,7 +15,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from adapters.cli import cli
+from cronsource.adapters.entrypoints.cli import cli
 
 TEMPLATES = [{"name": "main", "container": {"image": "busybox", "command": ["true"]}}]
 
@@ -110,8 +110,8 @@ def test_simulate_suspends_a_cronworkflow_that_carries_a_uid(tmp_path: Path) -> 
 
 
 def _svc_and_cron(t0: Any, **spec: Any) -> Any:
-    from domain.manifest import parse_manifest
-    from domain.service import CronService
+    from cronsource.domain.manifest import parse_manifest
+    from cronsource.domain.service import CronService
 
     svc = CronService(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
     m = manifest(spec)
@@ -120,7 +120,7 @@ def _svc_and_cron(t0: Any, **spec: Any) -> Any:
 
 
 def _events(svc: Any, cron_id: Any) -> list[tuple[str, Any]]:
-    from domain.service import event_type
+    from cronsource.domain.service import event_type
 
     return [(event_type(e), e) for e in svc.events.get(cron_id)]
 
@@ -146,7 +146,7 @@ def test_a_stop_strategy_already_true_starts_nothing() -> None:
 
 
 def test_a_stop_strategy_that_fails_to_evaluate_skips_the_tick_and_never_stops() -> None:
-    from projections.readmodel import status_of
+    from cronsource.projections.readmodel import status_of
 
     # `cronworkflow.labels.team` is nil: nil > 1 fails to evaluate (expr-lang, as Argo).
     svc, cron_id = _svc_and_cron(
@@ -181,8 +181,8 @@ def test_a_run_completing_with_a_failing_stop_strategy_does_not_stop() -> None:
 
 
 def test_a_stopped_cronworkflow_carries_argos_completed_label() -> None:
-    from adapters.kube.status import status_patch
-    from projections.readmodel import LABEL_COMPLETED, status_row
+    from cronsource.adapters.infrastructure.kube.status import status_patch
+    from cronsource.projections.readmodel import LABEL_COMPLETED, status_row
 
     # e2e cron_test.go asserts cronWf.Labels[common.LabelKeyCronWorkflowCompleted] == "true"
     assert LABEL_COMPLETED == "cronworkflows.argoproj.io/completed"
@@ -204,7 +204,7 @@ def test_a_stopped_cronworkflow_carries_argos_completed_label() -> None:
 
 
 def test_children_keep_finalizers_and_get_the_labels_argo_propagates() -> None:
-    from projections.dispatch import build_workflow
+    from cronsource.projections.dispatch import build_workflow
 
     svc, cron_id = _svc_and_cron(_t("10:00:30"))
     m = manifest(
@@ -223,7 +223,7 @@ def test_children_keep_finalizers_and_get_the_labels_argo_propagates() -> None:
             "team": "not-propagated",
         },
     )
-    from domain.manifest import parse_manifest
+    from cronsource.domain.manifest import parse_manifest
 
     svc.apply(parse_manifest(m), _t("10:00:40"))
     wf = build_workflow(svc.load(cron_id), "hello-1777888860", _t("10:01:00"))
@@ -285,7 +285,7 @@ def test_a_cron_tz_prefix_with_spec_timezone_is_refused(run: Any) -> None:
 def test_every_with_a_fraction_of_a_second_ticks_as_robfig_does() -> None:
     from datetime import timedelta
 
-    from domain.schedule import compile_schedule
+    from cronsource.domain.schedule import compile_schedule
 
     t0 = _t("10:00:00")
     for expr, step in [("@every 1500ms", 1), ("@every 500ms", 1), ("@every 2.9s", 2)]:
@@ -416,8 +416,9 @@ def test_workflow_specs_argo_accepts_are_accepted(run: Any, ws: dict[str, Any]) 
 
 
 def test_an_invalid_workflow_spec_from_the_cluster_is_rejected_and_fires_nothing() -> None:
-    # What the Kubernetes watcher does with an object edited by kubectl (adapters/kube/watch.py).
-    from domain.manifest import ManifestError, parse_manifest
+    # What the Kubernetes watcher does with an object edited by kubectl
+    # (adapters/runtime/kube/watch.py).
+    from cronsource.domain.manifest import ManifestError, parse_manifest
 
     svc, cron_id = _svc_and_cron(_t("10:00:30"))
     bad = manifest()
@@ -433,8 +434,8 @@ def test_an_invalid_workflow_spec_from_the_cluster_is_rejected_and_fires_nothing
 
 def test_a_stored_spec_from_before_these_checks_still_loads() -> None:
     # Streams written by an older cronsource must stay readable.
-    from domain.cronworkflow import CronWorkflow
-    from domain.manifest import parse_manifest
+    from cronsource.domain.cronworkflow import CronWorkflow
+    from cronsource.domain.manifest import parse_manifest
 
     agg = CronWorkflow.from_manifest(parse_manifest(manifest()), _t("10:00:00"))
     agg.spec = {**agg.spec, "workflowSpec": {"foo": 1}}
@@ -471,7 +472,7 @@ def test_a_file_without_any_cronworkflow_is_an_error(run: Any) -> None:
 
 
 def _variables(**extra: Any) -> dict[str, object]:
-    from domain.expressions import NOW_VARIABLE, cronworkflow_variables
+    from cronsource.domain.expressions import NOW_VARIABLE, cronworkflow_variables
 
     return {
         **cronworkflow_variables(
@@ -507,7 +508,7 @@ def _variables(**extra: Any) -> dict[str, object]:
     ],
 )
 def test_when_substitutes_tags_and_offers_argos_functions(when: str, expected: bool) -> None:
-    from domain.whentemplate import evaluate_when, validate_when
+    from cronsource.domain.whentemplate import evaluate_when, validate_when
 
     validate_when(when)
     assert evaluate_when(when, _variables()) is expected

@@ -5,9 +5,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from domain.backfill import BackfillTooLarge, plan_backfill, start_from_queue
-from domain.manifest import parse_manifest
-from domain.service import CronService, event_type
+from cronsource.domain.backfill import BackfillTooLarge, plan_backfill, start_from_queue
+from cronsource.domain.manifest import parse_manifest
+from cronsource.domain.service import CronService, event_type
 
 T = [datetime(2026, 5, 4, h, tzinfo=UTC) for h in range(1, 6)]  # 01:00 .. 05:00
 

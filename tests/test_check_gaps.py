@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from adapters.engine import build_engine
+from cronsource.adapters.runtime.engine import build_engine
 from tests.faults.harness import cronsource_bin
 
 MANIFEST = {

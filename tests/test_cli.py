@@ -10,7 +10,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from adapters.cli import cli
+from cronsource.adapters.entrypoints.cli import cli
 
 GOOD = {
     "apiVersion": "argoproj.io/v1alpha1",

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
-from adapters.cli import NOTHING_RUNS
-from adapters.engine import build_engine
-from adapters.store import StoreConfig
-from domain.manifest import parse_manifest
+from cronsource.adapters.entrypoints.cli import NOTHING_RUNS
+from cronsource.adapters.infrastructure.store.config import StoreConfig
+from cronsource.adapters.runtime.engine import build_engine
+from cronsource.domain.manifest import parse_manifest
 from tests.test_cli import stored_events
 from tests.test_cli_first_hour import EXE, ROOT, cs
 

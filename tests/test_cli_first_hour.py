@@ -127,8 +127,8 @@ def test_every_command_on_a_closed_port_says_connection_refused_at_once(args):
 
 
 def test_the_connection_check_itself_fails_well_under_a_second():
-    from adapters.store import StoreConfig
-    from adapters.storecheck import StoreUnavailable, check_store
+    from cronsource.adapters.infrastructure.store.check import StoreUnavailable, check_store
+    from cronsource.adapters.infrastructure.store.config import StoreConfig
 
     config = StoreConfig.parse(f"postgresql://postgres@127.0.0.1:{closed_port()}/x")
     started = time.monotonic()

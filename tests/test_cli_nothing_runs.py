@@ -2,10 +2,10 @@
 
 With no `cronsource run` holding the store, `list`, `get`, `apply`, `trigger` and `backfill`
 print one line on stderr saying that nothing fires until one runs, and `trigger` says its run
-is queued, not triggered. The signal is the one the status page reads (adapters/presence.py):
-the projector file lock on SQLite, the replicas' member locks on PostgreSQL. With a `run`
-going, nothing extra is printed, and the triggered run is created. Once the `run` is gone
-(SIGTERM, or kill -9: the kernel and the server drop its locks), the line is back.
+is queued, not triggered. The signal is the one the status page reads
+(adapters/application/presence.py): the projector file lock on SQLite, the replicas' member locks on
+PostgreSQL. With a `run` going, nothing extra is printed, and the triggered run is created. Once the
+`run` is gone (SIGTERM, or kill -9: the kernel and the server drop its locks), the line is back.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from adapters.cli import NOTHING_RUNS
-from adapters.engine import build_engine
-from adapters.statuspage import scheduler_health
+from cronsource.adapters.application.statuspage import scheduler_health
+from cronsource.adapters.entrypoints.cli import NOTHING_RUNS
+from cronsource.adapters.runtime.engine import build_engine
 from tests.faults.harness import wait_for
 from tests.probe_helpers import RunProcess
 from tests.test_cli_first_hour import EXE, cs

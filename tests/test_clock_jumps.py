@@ -14,13 +14,13 @@ from uuid import UUID
 import pytest
 from prometheus_client.core import Metric
 
-from adapters.engine import Engine, build_engine
-from adapters.metrics import Metrics
-from adapters.runtime.clock import VirtualClock
-from adapters.runtime.loop import SchedulerLoop
-from adapters.shards import SoleOwner
-from domain.manifest import parse_manifest
-from domain.service import event_type
+from cronsource.adapters.clock import VirtualClock
+from cronsource.adapters.infrastructure.shards import SoleOwner
+from cronsource.adapters.observability.metrics import Metrics
+from cronsource.adapters.runtime.engine import Engine, build_engine
+from cronsource.adapters.runtime.loop import SchedulerLoop
+from cronsource.domain.manifest import parse_manifest
+from cronsource.domain.service import event_type
 from tests.instants import T0
 
 MINUTELY = {

@@ -19,13 +19,13 @@ from typing import Any
 import psycopg
 import pytest
 
-from adapters.engine import Engine, build_engine, migrate
-from adapters.runtime.clock import SystemClock
-from adapters.runtime.scheduler import Scheduler
-from adapters.shards import SoleOwner
-from adapters.store import StoreConfig
-from domain.manifest import parse_manifest
-from domain.service import commit_deadline, event_type
+from cronsource.adapters.clock import SystemClock
+from cronsource.adapters.infrastructure.shards import SoleOwner
+from cronsource.adapters.infrastructure.store.config import StoreConfig
+from cronsource.adapters.runtime.engine import Engine, build_engine, migrate
+from cronsource.adapters.runtime.scheduler import Scheduler
+from cronsource.domain.manifest import parse_manifest
+from cronsource.domain.service import commit_deadline, event_type
 
 TOLERANCE = timedelta(seconds=2)
 HOLD = 4.0  # seconds the other connection keeps the log locked: past the tolerance
@@ -128,7 +128,7 @@ def test_a_commit_held_up_past_the_tolerance_is_decided_again_as_missed(engine: 
 def test_the_commit_deadline_is_the_earliest_fire_within_its_rule() -> None:
     """On time: tick + tolerance; catch-up: tick + startingDeadlineSeconds; skips: none."""
     svc_env = {"PERSISTENCE_MODULE": "eventsourcing.popo"}
-    from domain.service import CronService
+    from cronsource.domain.service import CronService
 
     svc = CronService(env=svc_env)
     t0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from domain.cronhash import MalformedHash, expand, fnv32a, go_quote, resolved_schedules
-from domain.manifest import ManifestError, parse_manifest
-from domain.schedule import (
+from cronsource.domain.cronhash import MalformedHash, expand, fnv32a, go_quote, resolved_schedules
+from cronsource.domain.manifest import ManifestError, parse_manifest
+from cronsource.domain.schedule import (
     ScheduleError,
     compile_schedule,
     resolve_schedules,

@@ -17,7 +17,12 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from domain.schedule import NeverFires, compile_schedule, resolve_expression, validate_resolved
+from cronsource.domain.schedule import (
+    NeverFires,
+    compile_schedule,
+    resolve_expression,
+    validate_resolved,
+)
 
 #: (low, high) of a bare `H` per field, and of cron itself (what `H(a-b)` may span).
 HASH_RANGES = [(0, 59), (0, 23), (1, 28), (1, 12), (0, 6)]

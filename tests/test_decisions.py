@@ -4,7 +4,7 @@ from datetime import timedelta
 
 import pytest
 
-from domain.decisions import Fire, RunState, Skip, TickPolicy, decide_ticks
+from cronsource.domain.decisions import Fire, RunState, Skip, TickPolicy, decide_ticks
 from tests.instants import at
 
 MINUTES = [at(f"10:0{i}:00") for i in range(1, 6)]  # 10:01 .. 10:05

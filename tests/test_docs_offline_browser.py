@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from adapters.http import ServeSettings, create_app
+from cronsource.adapters.entrypoints.http import ServeSettings, create_app
 from tests.fakes import FixedClock
 from tests.http_helpers import serving
 from tests.instants import T0
@@ -24,7 +24,7 @@ PATHS = ["/api/v1/namespaces/{namespace}/cronworkflows", "/api/v1/events", "/rea
 
 @pytest.fixture
 def base_url() -> Iterator[str]:
-    from adapters.engine import build_engine
+    from cronsource.adapters.runtime.engine import build_engine
 
     engine = build_engine("memory:")
     try:

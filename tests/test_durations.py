@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from domain.durations import MAX_DURATION_CHARS, parse_duration
+from cronsource.domain.durations import MAX_DURATION_CHARS, parse_duration
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain.expressions.names import unknown_names
-from domain.manifest import name_warnings, parse_manifest
-from domain.whentemplate import unknown_when_names
+from cronsource.domain.expressions.names import unknown_names
+from cronsource.domain.manifest import name_warnings, parse_manifest
+from cronsource.domain.whentemplate import unknown_when_names
 from tests.argo import corpus, peer
 
 TYPOS = [

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from domain.expressions import ExpressionError, evaluate, validate_expression
-from domain.expressions.parser import compile_expression
-from domain.expressions.syntax import depth
+from cronsource.domain.expressions import ExpressionError, evaluate, validate_expression
+from cronsource.domain.expressions.parser import compile_expression
+from cronsource.domain.expressions.syntax import depth
 
 _DEPTH_LIMIT = 100
 

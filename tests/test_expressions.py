@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.expressions import (
+from cronsource.domain.expressions import (
     MAX_EXPRESSION_LENGTH,
     NOW_VARIABLE,
     ExpressionError,

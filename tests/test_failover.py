@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from adapters.engine import build_engine
+from cronsource.adapters.runtime.engine import build_engine
 from tests import pgserver
 from tests.faults.harness import (
     Replica,

@@ -32,11 +32,11 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from adapters.engine import Engine, build_engine
-from adapters.leases import LEASE_SECONDS
-from adapters.metrics import Metrics
-from adapters.shards import REBALANCE_SECONDS, SHARDS
-from domain.decisions import DEFAULT_LATE_TOLERANCE
+from cronsource.adapters.infrastructure.leases import LEASE_SECONDS
+from cronsource.adapters.infrastructure.shards import REBALANCE_SECONDS, SHARDS
+from cronsource.adapters.observability.metrics import Metrics
+from cronsource.adapters.runtime.engine import Engine, build_engine
+from cronsource.domain.decisions import DEFAULT_LATE_TOLERANCE
 from tests.faults.harness import (
     Locks,
     Replica,

@@ -41,11 +41,11 @@ from typing import Any
 
 import pytest
 
-from adapters.engine import build_engine
-from adapters.shards import SHARDS, shard_of
-from domain.decisions import DEFAULT_LATE_TOLERANCE
-from domain.manifest import parse_manifest
-from domain.service import event_type
+from cronsource.adapters.infrastructure.shards import SHARDS, shard_of
+from cronsource.adapters.runtime.engine import build_engine
+from cronsource.domain.decisions import DEFAULT_LATE_TOLERANCE
+from cronsource.domain.manifest import parse_manifest
+from cronsource.domain.service import event_type
 from tests import pgserver
 from tests.faults.crashy_run import POINTS
 from tests.faults.harness import (

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
-from adapters.engine import build_engine
-from domain.service import event_type
+from cronsource.adapters.runtime.engine import build_engine
+from cronsource.domain.service import event_type
 from tests.faults.harness import (
     Replica,
     all_events,

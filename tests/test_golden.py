@@ -17,8 +17,8 @@ from uuid import UUID
 import pytest
 from eventsourcing.persistence import StoredEvent
 
-from domain.service import CronService, event_type
-from projections.readmodel import rfc3339, status_of
+from cronsource.domain.service import CronService, event_type
+from cronsource.projections.readmodel import rfc3339, status_of
 
 GOLDEN = Path(__file__).parent / "golden"
 LOGS = sorted(p.name.removesuffix(".events.jsonl") for p in GOLDEN.glob("*.events.jsonl"))

@@ -17,10 +17,10 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from adapters.cli import cli
-from adapters.engine import build_engine
-from adapters.http import ServeSettings, create_app
-from adapters.store import StoreConfig
+from cronsource.adapters.entrypoints.cli import cli
+from cronsource.adapters.entrypoints.http import ServeSettings, create_app
+from cronsource.adapters.infrastructure.store.config import StoreConfig
+from cronsource.adapters.runtime.engine import build_engine
 from tests.fakes import FixedClock
 from tests.http_helpers import serving
 from tests.instants import T0

@@ -30,11 +30,15 @@ import yaml
 from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 
-from adapters.cli import cli
-from adapters.engine import Engine
-from adapters.http import ServeError, ServeSettings, create_app, is_loopback
-from adapters.logs import DecisionLog, configure_logging, scheduling_fields
-from projections.readmodel import rfc3339
+from cronsource.adapters.entrypoints.cli import cli
+from cronsource.adapters.entrypoints.http import ServeError, ServeSettings, create_app, is_loopback
+from cronsource.adapters.infrastructure.logs import (
+    DecisionLog,
+    configure_logging,
+    scheduling_fields,
+)
+from cronsource.adapters.runtime.engine import Engine
+from cronsource.projections.readmodel import rfc3339
 from tests.fakes import FixedClock
 from tests.http_helpers import manifest, pg_engine, serving
 from tests.instants import T0
@@ -614,7 +618,7 @@ def test_cronsource_serve_serves_the_page_and_the_api(tmp_path: Path) -> None:
         port = s.getsockname()[1]
     env = {**os.environ, "CRONSOURCE_STORE": f"sqlite:///{tmp_path}/c.db"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "adapters.cli", "serve", "--port", str(port)]
+        [sys.executable, "-m", "cronsource.adapters.entrypoints.cli", "serve", "--port", str(port)]
         + ["--token-file", str(token)],
         cwd=ROOT,
         env=env,
@@ -825,7 +829,7 @@ def test_metrics_count_each_decision_once_from_the_log(api: Api) -> None:
 
 
 def test_metrics_show_replica_ownership_from_advisory_locks(api: Api) -> None:
-    from adapters.shards import AdvisoryLockShards
+    from cronsource.adapters.infrastructure.shards import AdvisoryLockShards
 
     replica = AdvisoryLockShards(api.engine.config.pg_conninfo)
     try:
@@ -857,7 +861,7 @@ def test_readyz_reports_projection_lag_and_fails_when_behind(pg_url: str) -> Non
             # written by another process, not projected yet
             other = engine.replica()
             for name in ("a", "b"):
-                from domain.manifest import parse_manifest
+                from cronsource.domain.manifest import parse_manifest
 
                 other.apply(parse_manifest(manifest(name)), T0)
             behind = httpx.get(base + "/readyz")

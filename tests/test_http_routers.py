@@ -14,16 +14,16 @@ import pytest
 from fastapi import FastAPI, Response
 from fastapi.testclient import TestClient
 
-from adapters.api import FieldError
-from adapters.documents import DocumentError
-from adapters.engine import Engine, build_engine
-from adapters.http import ServeSettings, create_app
-from adapters.http.dependencies import get_clock
-from adapters.http.problems import PROBLEM, PROBLEMS, install
-from adapters.store import StoreConfig
-from adapters.storecheck import StoreUnavailable
-from domain.manifest import ManifestError
-from domain.service import AlreadyExists, Conflict, NotFound, StaleVersion
+from cronsource.adapters.application.documents import DocumentError
+from cronsource.adapters.application.operations import FieldError
+from cronsource.adapters.entrypoints.http import ServeSettings, create_app
+from cronsource.adapters.entrypoints.http.dependencies import get_clock
+from cronsource.adapters.entrypoints.http.problems import PROBLEM, PROBLEMS, install
+from cronsource.adapters.infrastructure.store.check import StoreUnavailable
+from cronsource.adapters.infrastructure.store.config import StoreConfig
+from cronsource.adapters.runtime.engine import Engine, build_engine
+from cronsource.domain.manifest import ManifestError
+from cronsource.domain.service import AlreadyExists, Conflict, NotFound, StaleVersion
 from tests.fakes import FixedClock
 from tests.http_helpers import manifest
 from tests.instants import T0
@@ -294,7 +294,7 @@ def test_response_models_validate_what_a_handler_returns(
     client = TestClient(app, headers=AUTH, raise_server_exceptions=False)
     created(client)
 
-    import adapters.http.routers.cronworkflows as routes
+    import cronsource.adapters.entrypoints.http.routers.cronworkflows as routes
 
     def broken(response: Response, row: dict[str, Any], status_code: int = 200) -> Any:
         return {"kind": "CronWorkflow"}  # no apiVersion, metadata, spec, status

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 
-from adapters.http import ServeSettings, create_app
+from cronsource.adapters.entrypoints.http import ServeSettings, create_app
 from tests import pgserver
 from tests.fakes import FixedClock
 from tests.http_helpers import manifest, pg_engine, serving

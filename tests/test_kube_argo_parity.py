@@ -11,20 +11,19 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from adapters.engine import Engine
-from adapters.kube import (
+from cronsource.adapters.infrastructure.kube import (
     CWF,
     GROUP,
     VERSION,
     AioKube,
     Backoff,
-    CronWorkflowWatcher,
     StatusWriter,
-    build_kube_engine,
     connect,
 )
-from domain.service import event_type
-from projections.readmodel import LABEL_COMPLETED
+from cronsource.adapters.runtime.engine import Engine
+from cronsource.adapters.runtime.kube import CronWorkflowWatcher, build_kube_engine
+from cronsource.domain.service import event_type
+from cronsource.projections.readmodel import LABEL_COMPLETED
 
 pytestmark = pytest.mark.k8s
 

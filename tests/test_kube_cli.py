@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from adapters.kube import CWF, GROUP, VERSION, WF
-from projections.dispatch import LABEL_CRON
+from cronsource.adapters.infrastructure.kube import CWF, GROUP, VERSION, WF
+from cronsource.projections.dispatch import LABEL_CRON
 
 pytestmark = pytest.mark.k8s
 

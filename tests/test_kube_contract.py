@@ -1,5 +1,5 @@
-"""Contract tests of the Kubernetes adapter (adapters/kube/) against the real API server
-(tests/kube/apiserver.py): watchers into domain commands, the dispatcher target, the status
+"""Contract tests of the Kubernetes adapter (adapters/infrastructure/kube/) against the real API
+server (tests/kube/apiserver.py): watchers into domain commands, the dispatcher target, the status
 writer. Times given to the domain are fixed; the server's own clock never matters."""
 
 from __future__ import annotations
@@ -13,33 +13,39 @@ from uuid import UUID
 import pytest
 from kubernetes import client
 
-from adapters.engine import Engine, build_engine
-from adapters.kube import (
+from cronsource.adapters.infrastructure.kube import (
     ANNOTATION_SEQUENCE,
     CWF,
     GROUP,
-    LABEL_INSTANCE,
     VERSION,
     WF,
     AioKube,
     ApiError,
     Backoff,
-    CronWorkflowWatcher,
-    KubeSync,
     KubeTarget,
     SeenMetadata,
     StatusWriter,
+    connect,
+)
+from cronsource.adapters.runtime.engine import Engine, build_engine
+from cronsource.adapters.runtime.kube import (
+    LABEL_INSTANCE,
+    CronWorkflowWatcher,
+    KubeSync,
     ViewProgress,
     WorkflowWatcher,
     build_kube_engine,
-    connect,
 )
-from adapters.kube.sync import STATUS_WAITS_AT_MOST, STATUS_WAITS_FOR_DISPATCH
-from domain.cronworkflow import workflow_name
-from domain.manifest import parse_manifest
-from domain.service import NotFound, event_type
-from projections.dispatch import ANNOTATION_SCHEDULED, LABEL_CRON, PermanentSubmissionError
-from projections.readmodel import status_row
+from cronsource.adapters.runtime.kube.sync import STATUS_WAITS_AT_MOST, STATUS_WAITS_FOR_DISPATCH
+from cronsource.domain.cronworkflow import workflow_name
+from cronsource.domain.manifest import parse_manifest
+from cronsource.domain.service import NotFound, event_type
+from cronsource.projections.dispatch import (
+    ANNOTATION_SCHEDULED,
+    LABEL_CRON,
+    PermanentSubmissionError,
+)
+from cronsource.projections.readmodel import status_row
 from tests.instants import T0
 
 pytestmark = pytest.mark.k8s
@@ -228,7 +234,7 @@ def test_a_fire_creates_exactly_one_workflow_and_a_replay_is_a_no_op(
     assert wf["spec"] == obj["spec"]["workflowSpec"]
 
     # The dispatcher repeats its batch (a crash before the position moved): still one.
-    from projections.dispatch import build_workflow
+    from cronsource.projections.dispatch import build_workflow
 
     agg = engine.service.load(cron_id)
     engine.dispatcher.target.create(  # type: ignore[union-attr]

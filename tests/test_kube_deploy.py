@@ -1,7 +1,7 @@
 """deploy/ against a real kube-apiserver (tests/kube/apiserver.py): every object applies with
 strict server-side validation, and the service account's RBAC is exactly what the Kubernetes
-adapter (adapters/kube.py) calls, no more, checked twice: SubjectAccessReviews over a matrix
-of verbs and resources, and the adapter itself run with a token of that service account.
+adapter (adapters/infrastructure/kube.py) calls, no more, checked twice: SubjectAccessReviews over a
+matrix of verbs and resources, and the adapter itself run with a token of that service account.
 
 The server here runs with every default admission plugin, NamespaceLifecycle included (a
 namespaced object needs its Namespace first), and OwnerReferencesPermissionEnforcement on top
@@ -30,11 +30,20 @@ import pytest
 import yaml
 from kubernetes import client
 
-from adapters.engine import build_engine
-from adapters.kube import CWF, GROUP, VERSION, WF, Backoff, KubeSync, KubeTarget, connect
-from domain.cronworkflow import workflow_name
-from domain.service import NotFound
-from projections.dispatch import Creation, PermanentSubmissionError
+from cronsource.adapters.infrastructure.kube import (
+    CWF,
+    GROUP,
+    VERSION,
+    WF,
+    Backoff,
+    KubeTarget,
+    connect,
+)
+from cronsource.adapters.runtime.engine import build_engine
+from cronsource.adapters.runtime.kube import KubeSync
+from cronsource.domain.cronworkflow import workflow_name
+from cronsource.domain.service import NotFound
+from cronsource.projections.dispatch import Creation, PermanentSubmissionError
 from tests.image_helpers import PODMAN_RUN, image  # noqa: F401 (the image fixture)
 from tests.instants import T0
 from tests.kube import apiserver as kube
@@ -53,8 +62,8 @@ SA_NAMESPACE, SA_NAME = "cronsource", "cronsource"
 SA_USER = f"system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}"
 SA_GROUPS = ["system:serviceaccounts", f"system:serviceaccounts:{SA_NAMESPACE}"]
 
-# What adapters/kube.py calls, as (API group, resource[/subresource]) -> verbs. The list and
-# watch are cluster-wide when `run --kube` has no namespace (as in deploy/deployment.yaml).
+# What adapters/infrastructure/kube.py calls, as (API group, resource[/subresource]) -> verbs. The
+# list and watch are cluster-wide when `run --kube` has no namespace (as in deploy/deployment.yaml).
 # cronworkflows/finalizers: the Workflows it creates name their CronWorkflow as owner with
 # blockOwnerDeletion (projections/dispatch.py).
 NEEDED: dict[tuple[str, str], set[str]] = {

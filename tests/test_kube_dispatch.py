@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from adapters.engine import Engine, build_engine
-from adapters.kube import ApiError, Creation
-from domain.cronworkflow import workflow_name
-from domain.manifest import parse_manifest
-from domain.service import event_type
-from projections.dispatch import PermanentSubmissionError
+from cronsource.adapters.infrastructure.kube import ApiError, Creation
+from cronsource.adapters.runtime.engine import Engine, build_engine
+from cronsource.domain.cronworkflow import workflow_name
+from cronsource.domain.manifest import parse_manifest
+from cronsource.domain.service import event_type
+from cronsource.projections.dispatch import PermanentSubmissionError
 from tests.instants import T0
 
 T1 = T0 + timedelta(minutes=1)

@@ -21,23 +21,22 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from adapters.engine import Engine
-from adapters.kube import (
+from cronsource.adapters.clock import VirtualClock
+from cronsource.adapters.infrastructure.kube import (
     ANNOTATION_SEQUENCE,
     CWF,
     GROUP,
     VERSION,
     WF,
-    KubeSync,
-    build_kube_engine,
     connect,
 )
-from adapters.runtime.clock import VirtualClock
-from adapters.runtime.loop import SchedulerLoop
-from adapters.shards import SoleOwner
-from domain.cronworkflow import workflow_name
-from domain.service import NotFound, event_type
-from projections.dispatch import ANNOTATION_SCHEDULED
+from cronsource.adapters.infrastructure.shards import SoleOwner
+from cronsource.adapters.runtime.engine import Engine
+from cronsource.adapters.runtime.kube import KubeSync, build_kube_engine
+from cronsource.adapters.runtime.loop import SchedulerLoop
+from cronsource.domain.cronworkflow import workflow_name
+from cronsource.domain.service import NotFound, event_type
+from cronsource.projections.dispatch import ANNOTATION_SCHEDULED
 from tests.instants import T0
 from tests.kube.faultproxy import FaultProxy, Faults
 

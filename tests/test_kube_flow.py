@@ -16,12 +16,13 @@ import pytest
 import yaml
 from kubernetes import client
 
-from adapters.kube import CWF, GROUP, VERSION, WF, KubeSync, build_kube_engine, connect
-from adapters.runtime.clock import VirtualClock
-from adapters.runtime.loop import SchedulerLoop
-from adapters.shards import SoleOwner
-from domain.cronworkflow import workflow_name
-from domain.service import NotFound, event_type
+from cronsource.adapters.clock import VirtualClock
+from cronsource.adapters.infrastructure.kube import CWF, GROUP, VERSION, WF, connect
+from cronsource.adapters.infrastructure.shards import SoleOwner
+from cronsource.adapters.runtime.kube import KubeSync, build_kube_engine
+from cronsource.adapters.runtime.loop import SchedulerLoop
+from cronsource.domain.cronworkflow import workflow_name
+from cronsource.domain.service import NotFound, event_type
 from tests.instants import T0
 
 pytestmark = pytest.mark.k8s

@@ -16,20 +16,19 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from adapters.engine import Engine
-from adapters.kube import (
+from cronsource.adapters.infrastructure.kube import (
     CWF,
     GROUP,
     VERSION,
     AioKube,
     Backoff,
-    CronWorkflowWatcher,
     SeenMetadata,
     StatusWriter,
-    build_kube_engine,
     connect,
 )
-from domain.cronhash import expand
+from cronsource.adapters.runtime.engine import Engine
+from cronsource.adapters.runtime.kube import CronWorkflowWatcher, build_kube_engine
+from cronsource.domain.cronhash import expand
 from tests.argo import peer
 from tests.instants import T0
 from tests.kube.apiserver import ApiServer, install_crds, wait_established

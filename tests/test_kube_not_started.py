@@ -18,11 +18,20 @@ from uuid import UUID
 import pytest
 from kubernetes import client
 
-from adapters.engine import Engine
-from adapters.kube import CWF, GROUP, VERSION, WF, AioKube, Backoff, build_kube_engine, connect
-from domain.cronworkflow import workflow_name
-from domain.manifest import parse_manifest
-from domain.service import event_type
+from cronsource.adapters.infrastructure.kube import (
+    CWF,
+    GROUP,
+    VERSION,
+    WF,
+    AioKube,
+    Backoff,
+    connect,
+)
+from cronsource.adapters.runtime.engine import Engine
+from cronsource.adapters.runtime.kube import build_kube_engine
+from cronsource.domain.cronworkflow import workflow_name
+from cronsource.domain.manifest import parse_manifest
+from cronsource.domain.service import event_type
 from tests.instants import T0
 from tests.kube.faultproxy import FaultProxy, Faults
 from tests.test_run_not_started import crash_before_the_position_moves

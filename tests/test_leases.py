@@ -1,7 +1,8 @@
-"""Leases on a real PostgreSQL (adapters/leases.py, adapters/shards.py): a replica renews its
-row, gives everything up when its lease lapses on its own clock, and the others terminate the
-session of a replica whose lease lapsed on the server's clock and take its shards and the
-projector role; a projector whose role was taken cannot write.
+"""Leases on a real PostgreSQL (adapters/infrastructure/leases.py,
+adapters/infrastructure/shards.py): a replica renews its row, gives everything up when its lease
+lapses on its own clock, and the others terminate the session of a replica whose lease lapsed on the
+server's clock and take its shards and the projector role; a projector whose role was taken cannot
+write.
 
 Time is moved, not waited for: each replica measures its lease on a clock the test moves, and a
 lease lapses on the server by moving its `renewed_at` back (what a replica frozen for that long
@@ -27,18 +28,23 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from psycopg import sql
 
-from adapters.cli import cli
-from adapters.engine import Engine, build_engine, migrate
-from adapters.leases import LeaseLost
-from adapters.metrics import Metrics
-from adapters.readside import positions
-from adapters.readside.dialect import POSTGRESQL
-from adapters.readside.model import ReadModel
-from adapters.runtime.scheduler import Scheduler
-from adapters.shards import SHARDS, AdvisoryLockShards, ProjectorFenced, SoleOwner
-from adapters.store import StoreConfig
-from domain.manifest import parse_manifest
-from domain.service import event_type
+from cronsource.adapters.entrypoints.cli import cli
+from cronsource.adapters.infrastructure.leases import LeaseLost
+from cronsource.adapters.infrastructure.readside import positions
+from cronsource.adapters.infrastructure.readside.dialect import POSTGRESQL
+from cronsource.adapters.infrastructure.readside.model import ReadModel
+from cronsource.adapters.infrastructure.shards import (
+    SHARDS,
+    AdvisoryLockShards,
+    ProjectorFenced,
+    SoleOwner,
+)
+from cronsource.adapters.infrastructure.store.config import StoreConfig
+from cronsource.adapters.observability.metrics import Metrics
+from cronsource.adapters.runtime.engine import Engine, build_engine, migrate
+from cronsource.adapters.runtime.scheduler import Scheduler
+from cronsource.domain.manifest import parse_manifest
+from cronsource.domain.service import event_type
 from tests.instants import T0
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]

@@ -18,13 +18,13 @@ from uuid import UUID
 import pytest
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
-from adapters.engine import Engine, build_engine, migrate
-from adapters.recorders import StaleAppend
-from adapters.runtime.scheduler import Scheduler
-from adapters.shards import SoleOwner
-from adapters.store import StoreConfig
-from domain.manifest import CronWorkflowManifest, parse_manifest
-from domain.service import event_type
+from cronsource.adapters.infrastructure.shards import SoleOwner
+from cronsource.adapters.infrastructure.store.config import StoreConfig
+from cronsource.adapters.infrastructure.store.recorders import StaleAppend
+from cronsource.adapters.runtime.engine import Engine, build_engine, migrate
+from cronsource.adapters.runtime.scheduler import Scheduler
+from cronsource.domain.manifest import CronWorkflowManifest, parse_manifest
+from cronsource.domain.service import event_type
 from tests.instants import T0
 
 

@@ -27,14 +27,14 @@ import pytest
 from eventsourcing.postgres import PostgresFactory
 from eventsourcing.utils import resolve_topic, strtobool
 
-from adapters.engine import Engine, build_engine, migrate
-from adapters.recorders import StaleAppend
-from adapters.store import StoreConfig
-from domain.cronworkflow import CronWorkflow
-from domain.manifest import CronWorkflowManifest, parse_manifest
-from domain.schedule import compile_schedule
-from domain.service import CronService, event_type
-from projections.readmodel import StatusRow, rfc3339
+from cronsource.adapters.infrastructure.store.config import StoreConfig
+from cronsource.adapters.infrastructure.store.recorders import StaleAppend
+from cronsource.adapters.runtime.engine import Engine, build_engine, migrate
+from cronsource.domain.cronworkflow import CronWorkflow
+from cronsource.domain.manifest import CronWorkflowManifest, parse_manifest
+from cronsource.domain.schedule import compile_schedule
+from cronsource.domain.service import CronService, event_type
+from cronsource.projections.readmodel import StatusRow, rfc3339
 from tests.instants import T0
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WORKER = ROOT / "tests" / "procs" / "decide_worker.py"
 EVENT_TABLES = {"cronsource_events", "cronsource_snapshots"}
 VIEW_TABLES = {"cronsource_status", "cronsource_audit", "cronsource_tracking"}
-#: The replicas' leases (adapters/leases.py), made by `migrate` with the read model.
+#: The replicas' leases (adapters/infrastructure/leases.py), made by `migrate` with the read model.
 LEASE_TABLES = {"cronsource_leases"}
 
 

@@ -17,14 +17,14 @@ from uuid import UUID
 
 import pytest
 
-from adapters.engine import Engine, build_engine, migrate
-from adapters.runtime.clock import VirtualClock
-from adapters.runtime.loop import SchedulerLoop
-from adapters.runtime.settings import PREPARED_MAX_DELAY
-from adapters.shards import SoleOwner
-from adapters.store import StoreConfig
-from domain.manifest import parse_manifest
-from domain.service import event_type
+from cronsource.adapters.clock import VirtualClock
+from cronsource.adapters.infrastructure.shards import SoleOwner
+from cronsource.adapters.infrastructure.store.config import StoreConfig
+from cronsource.adapters.runtime.engine import Engine, build_engine, migrate
+from cronsource.adapters.runtime.loop import SchedulerLoop
+from cronsource.adapters.runtime.settings import PREPARED_MAX_DELAY
+from cronsource.domain.manifest import parse_manifest
+from cronsource.domain.service import event_type
 
 H = datetime(2026, 5, 4, 11, 0, tzinfo=UTC)
 NAMES = ("a", "b", "c")

@@ -1,5 +1,5 @@
-"""The probe server of `cronsource run` (adapters/probes.py), over real HTTP against a real
-`cronsource run` subprocess on SQLite and PostgreSQL, and readiness when the store stops
+"""The probe server of `cronsource run` (adapters/entrypoints/probes.py), over real HTTP against a
+real `cronsource run` subprocess on SQLite and PostgreSQL, and readiness when the store stops
 answering (a TCP relay in front of PostgreSQL that stops relaying)."""
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from urllib.parse import urlparse
 
 import pytest
 
-from adapters.engine import build_engine
-from adapters.probes import Probes
-from adapters.runtime.loop import SchedulerLoop
-from adapters.shards import SoleOwner
+from cronsource.adapters.entrypoints.probes import Probes
+from cronsource.adapters.infrastructure.shards import SoleOwner
+from cronsource.adapters.runtime.engine import build_engine
+from cronsource.adapters.runtime.loop import SchedulerLoop
 from tests.probe_helpers import EVERY_SECOND, RunProcess, ready_body, samples, total
 
 CLI = str(Path(sys.executable).parent / "cronsource")

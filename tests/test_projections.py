@@ -5,11 +5,11 @@ from uuid import UUID
 
 import pytest
 
-from adapters.engine import build_engine
-from adapters.localtarget import LocalTarget, WorkflowConflict
-from adapters.runtime.runwatcher import RunWatcher
-from adapters.runtime.supervisor import Supervisor
-from domain.manifest import parse_manifest
+from cronsource.adapters.infrastructure.localtarget import LocalTarget, WorkflowConflict
+from cronsource.adapters.runtime.engine import build_engine
+from cronsource.adapters.runtime.runwatcher import RunWatcher
+from cronsource.adapters.runtime.supervisor import Supervisor
+from cronsource.domain.manifest import parse_manifest
 from tests.instants import T0
 
 
@@ -106,7 +106,7 @@ def test_dispatch_retries_a_transient_failure_without_moving_on(engine):
 
 
 def test_permanent_submission_failure_becomes_an_event(engine):
-    from projections.dispatch import PermanentSubmissionError
+    from cronsource.projections.dispatch import PermanentSubmissionError
 
     cron_id = fire_once(engine)
     engine.target.fail_with = PermanentSubmissionError("422 invalid workflowSpec")

@@ -1,5 +1,5 @@
-"""One owner of the projections (adapters/projector.py): only the holder of the projector lock
-moves positions; a command's receipt is its log position; readers wait for it.
+"""One owner of the projections (adapters/runtime/projector.py): only the holder of the projector
+lock moves positions; a command's receipt is its log position; readers wait for it.
 
 Two engines on one store stand for two processes: each has its own lock handle, so the
 advisory lock (PostgreSQL) and the flock (SQLite) conflict between them exactly as between
@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from adapters.api import Operations
-from adapters.engine import Engine, build_engine, migrate
-from adapters.projector import FileLock, InProcessLock
-from adapters.store import StoreConfig
-from domain.manifest import parse_manifest
+from cronsource.adapters.application.operations import Operations
+from cronsource.adapters.infrastructure.store.config import StoreConfig
+from cronsource.adapters.runtime.engine import Engine, build_engine, migrate
+from cronsource.adapters.runtime.projector import FileLock, InProcessLock
+from cronsource.domain.manifest import parse_manifest
 from tests.http_helpers import manifest
 from tests.instants import T0
 

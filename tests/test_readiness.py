@@ -1,6 +1,6 @@
-"""Readiness tells the truth (adapters/probes.py, adapters/runtime/writeprobe.py): /readyz of a
-real `cronsource run` is 503 while its store takes no writes, though reads still work (a full
-disk, a read-only file system, a read-only PostgreSQL database), and 200 again once it does.
+"""Readiness tells the truth (adapters/entrypoints/probes.py, adapters/runtime/writeprobe.py):
+/readyz of a real `cronsource run` is 503 while its store takes no writes, though reads still work
+(a full disk, a read-only file system, a read-only PostgreSQL database), and 200 again once it does.
 
 The SQLite stores live on a small tmpfs each test mounts and unmounts (the suite runs as root,
 as CI does); the PostgreSQL ones on the throwaway server of tests/pgserver.py.
@@ -22,13 +22,13 @@ import pytest
 import yaml
 from psycopg import sql
 
-from adapters.engine import build_engine
-from adapters.probes import Probes
-from adapters.runtime.clock import VirtualClock
-from adapters.runtime.loop import SchedulerLoop
-from adapters.runtime.supervisor import MAX_BACKOFF, PROBE_SECONDS, Supervisor
-from adapters.runtime.writeprobe import WriteProbe
-from adapters.store import StoreConfig
+from cronsource.adapters.clock import VirtualClock
+from cronsource.adapters.entrypoints.probes import Probes
+from cronsource.adapters.infrastructure.store.config import StoreConfig
+from cronsource.adapters.runtime.engine import build_engine
+from cronsource.adapters.runtime.loop import SchedulerLoop
+from cronsource.adapters.runtime.supervisor import MAX_BACKOFF, PROBE_SECONDS, Supervisor
+from cronsource.adapters.runtime.writeprobe import WriteProbe
 from tests.instants import T0
 from tests.probe_helpers import EVERY_SECOND, RunProcess, ready_body, samples, total
 
@@ -170,7 +170,7 @@ def test_readyz_is_503_while_the_postgres_database_is_read_only(
 
 @pytest.mark.postgres
 def test_the_write_probe_names_a_missing_insert_privilege(pg_url: str) -> None:
-    from adapters.engine import migrate
+    from cronsource.adapters.runtime.engine import migrate
 
     migrate(StoreConfig.parse(pg_url))
     role = "cronsource_reader"
@@ -333,8 +333,8 @@ def test_the_loop_probes_the_store_and_its_workers_recover_from_a_full_disk(
     """The loop's own wiring, on a real SQLite store on a full tmpfs and a virtual clock: the
     scheduler's commits fail while the disk is full, and it decides again within a second and
     a half (a turn, plus the probe's answer kept for a second) of the disk having room."""
-    from adapters.shards import SoleOwner
-    from domain.manifest import parse_manifest
+    from cronsource.adapters.infrastructure.shards import SoleOwner
+    from cronsource.domain.manifest import parse_manifest
 
     clock = VirtualClock(T0)
     engine = build_engine(f"sqlite:///{small_disk / 'cronsource.db'}")

@@ -1,5 +1,5 @@
-"""The read side (adapters/readside/): one status row type with the shapes readers print, and
-reads on PostgreSQL that do not wait for each other."""
+"""The read side (adapters/infrastructure/readside/): one status row type with the shapes readers
+print, and reads on PostgreSQL that do not wait for each other."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from adapters.engine import build_engine
-from adapters.readside.model import ReadModel
-from adapters.store import StoreConfig
-from domain.manifest import parse_manifest
-from projections.readmodel import StatusRow, status_row
+from cronsource.adapters.infrastructure.readside.model import ReadModel
+from cronsource.adapters.infrastructure.store.config import StoreConfig
+from cronsource.adapters.runtime.engine import build_engine
+from cronsource.domain.manifest import parse_manifest
+from cronsource.projections.readmodel import StatusRow, status_row
 
 T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
 
@@ -92,7 +92,8 @@ def test_readers_get_the_row_type_the_projection_wrote(store: str, tmp_path: Any
         engine.close()
 
 
-#: An advisory lock key of this test only (adapters/shards.py uses class ids of its own).
+#: An advisory lock key of this test only (adapters/infrastructure/shards.py uses class ids of its
+#: own).
 HOLD_KEY = 7_326_001
 
 

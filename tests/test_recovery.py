@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from adapters.engine import Engine, build_engine
-from adapters.localtarget import ANNOTATION_CREATED, LocalTarget
-from adapters.runtime.recovery import recover_lost_runs
-from adapters.runtime.runwatcher import RunWatcher
-from domain.cronworkflow import workflow_name
-from domain.manifest import parse_manifest
-from domain.service import event_type
-from projections.dispatch import build_workflow
-from projections.readmodel import rfc3339
+from cronsource.adapters.infrastructure.localtarget import ANNOTATION_CREATED, LocalTarget
+from cronsource.adapters.runtime.engine import Engine, build_engine
+from cronsource.adapters.runtime.recovery import recover_lost_runs
+from cronsource.adapters.runtime.runwatcher import RunWatcher
+from cronsource.domain.cronworkflow import workflow_name
+from cronsource.domain.manifest import parse_manifest
+from cronsource.domain.service import event_type
+from cronsource.projections.dispatch import build_workflow
+from cronsource.projections.readmodel import rfc3339
 from tests.instants import T0
 
 

@@ -20,13 +20,13 @@ from uuid import UUID
 
 import pytest
 
-from adapters.engine import Engine, build_engine, migrate
-from adapters.localtarget import LocalTarget
-from adapters.runtime.retention import Retention, RetentionTooShort, check_retain
-from adapters.store import StoreConfig
-from domain.backfill import HistoryRemoved
-from domain.manifest import parse_manifest
-from domain.service import SNAPSHOT_INTERVAL
+from cronsource.adapters.infrastructure.localtarget import LocalTarget
+from cronsource.adapters.infrastructure.store.config import StoreConfig
+from cronsource.adapters.runtime.engine import Engine, build_engine, migrate
+from cronsource.adapters.runtime.retention import Retention, RetentionTooShort, check_retain
+from cronsource.domain.backfill import HistoryRemoved
+from cronsource.domain.manifest import parse_manifest
+from cronsource.domain.service import SNAPSHOT_INTERVAL
 from tests.faults.harness import cronsource_bin
 from tests.instants import T0
 

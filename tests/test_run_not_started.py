@@ -24,18 +24,18 @@ from uuid import UUID
 import pytest
 from eventsourcing.persistence import Tracking
 
-from adapters.engine import Engine, build_engine
-from adapters.explain import explain
-from adapters.http.timeline import timeline, window_bounds
-from adapters.localtarget import LocalTarget
-from adapters.runtime.clock import VirtualClock
-from adapters.runtime.loop import SchedulerLoop
-from adapters.shards import SoleOwner
-from adapters.statuspage import child_workflows
-from domain.cronworkflow import CronWorkflow
-from domain.decisions import DEFAULT_LATE_TOLERANCE
-from projections.dispatch import Creation, start_deadline
-from projections.readmodel import status_of
+from cronsource.adapters.application.explain import explain
+from cronsource.adapters.application.statuspage import child_workflows
+from cronsource.adapters.clock import VirtualClock
+from cronsource.adapters.entrypoints.http.timeline import timeline, window_bounds
+from cronsource.adapters.infrastructure.localtarget import LocalTarget
+from cronsource.adapters.infrastructure.shards import SoleOwner
+from cronsource.adapters.runtime.engine import Engine, build_engine
+from cronsource.adapters.runtime.loop import SchedulerLoop
+from cronsource.domain.cronworkflow import CronWorkflow
+from cronsource.domain.decisions import DEFAULT_LATE_TOLERANCE
+from cronsource.projections.dispatch import Creation, start_deadline
+from cronsource.projections.readmodel import status_of
 from tests.instants import at
 from tests.test_aggregate import child, create, decisions, manifest, of_type, service, types
 
@@ -402,7 +402,7 @@ def test_a_run_not_started_shows_in_history_why_and_the_status_page(engine: Engi
 
 
 def test_runs_not_started_are_counted_for_metrics(engine: Engine) -> None:
-    from adapters.metrics import EventTail
+    from cronsource.adapters.observability.metrics import EventTail
 
     def counted(tail: EventTail) -> dict[tuple[str, ...], float]:
         (family,) = [f for f in tail.collect() if f.name == "cronsource_runs_not_started"]

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from adapters.runtime.clock import SystemClock, VirtualClock
+from cronsource.adapters.clock import SystemClock, VirtualClock
 
 T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
 
@@ -52,7 +52,7 @@ def test_a_supervisor_runs_its_step_when_the_clock_was_set_back_before_its_start
     """bench.burst steps a virtual clock back 30 s before the instant it was made at: its
     monotonic time is then negative, and a supervisor that compared it with a retry time of
     0.0 skipped every step (warming and deciding in advance never ran)."""
-    from adapters.runtime.supervisor import Supervisor
+    from cronsource.adapters.runtime.supervisor import Supervisor
 
     clock = VirtualClock(T0)
     clock.set(T0 - timedelta(seconds=30))

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from croniter import croniter  # type: ignore[import-untyped]
 
-from domain.schedule import (
+from cronsource.domain.schedule import (
     CompiledSchedule,
     ScheduleError,
     compile_schedule,

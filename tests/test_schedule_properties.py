@@ -37,7 +37,7 @@ from cronsim import CronSim, CronSimError
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from domain.schedule import compile_schedule
+from cronsource.domain.schedule import compile_schedule
 
 ZONES = [
     "America/New_York",

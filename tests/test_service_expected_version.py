@@ -9,9 +9,9 @@ from datetime import timedelta
 
 import pytest
 
-from domain.cronworkflow import CronWorkflow
-from domain.manifest import CronWorkflowManifest, parse_manifest
-from domain.service import CronService, StaleVersion
+from cronsource.domain.cronworkflow import CronWorkflow
+from cronsource.domain.manifest import CronWorkflowManifest, parse_manifest
+from cronsource.domain.service import CronService, StaleVersion
 from tests.http_helpers import manifest
 from tests.instants import T0
 

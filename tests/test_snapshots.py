@@ -20,11 +20,11 @@ from uuid import UUID
 import pytest
 from eventsourcing.persistence import StoredEvent
 
-from adapters.engine import Engine, build_engine, migrate
-from adapters.store import StoreConfig
-from domain.cronworkflow import CronWorkflow
-from domain.manifest import parse_manifest
-from domain.service import SNAPSHOT_INTERVAL, CronService
+from cronsource.adapters.infrastructure.store.config import StoreConfig
+from cronsource.adapters.runtime.engine import Engine, build_engine, migrate
+from cronsource.domain.cronworkflow import CronWorkflow
+from cronsource.domain.manifest import parse_manifest
+from cronsource.domain.service import SNAPSHOT_INTERVAL, CronService
 from tests.instants import T0
 
 GOLDEN = Path(__file__).parent / "golden" / "snapshot-v1.json"

@@ -1,5 +1,5 @@
-"""The status page's JSON (adapters/statuspage.py) over real HTTP on a fixed clock: when the
-page says no scheduler is deciding, how it counts `cronsource run` replicas on PostgreSQL,
+"""The status page's JSON (adapters/application/statuspage.py) over real HTTP on a fixed clock: when
+the page says no scheduler is deciding, how it counts `cronsource run` replicas on PostgreSQL,
 and the phases it gives a CronWorkflow's Workflows."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.engine import Engine
-from adapters.http import ServeSettings, create_app
-from adapters.shards import AdvisoryLockShards
-from adapters.store import StoreConfig
-from domain.manifest import parse_manifest
+from cronsource.adapters.entrypoints.http import ServeSettings, create_app
+from cronsource.adapters.infrastructure.shards import AdvisoryLockShards
+from cronsource.adapters.infrastructure.store.config import StoreConfig
+from cronsource.adapters.runtime.engine import Engine
+from cronsource.domain.manifest import parse_manifest
 from tests.fakes import FixedClock
 from tests.http_helpers import manifest, pg_engine, serving
 from tests.instants import T0

@@ -30,9 +30,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from adapters.engine import Engine
-from adapters.http import ServeSettings, create_app
-from domain.manifest import parse_manifest
+from cronsource.adapters.entrypoints.http import ServeSettings, create_app
+from cronsource.adapters.runtime.engine import Engine
+from cronsource.domain.manifest import parse_manifest
 from tests import serve_process
 from tests.fakes import FixedClock
 from tests.http_helpers import manifest, pg_engine, serving
@@ -55,7 +55,7 @@ FLAGS = [
 ]
 TOKEN = "page-token-7"
 STEP = timedelta(minutes=10)
-# the page's colours (adapters/static/style.css)
+# the page's colours (adapters/entrypoints/http/static/style.css)
 FIRED, FAILED = (0x2E, 0x9E, 0x4F), (0xD2, 0x3F, 0x31)
 SUSPENDED_GREY, FORBID_ORANGE = (0x9A, 0xA0, 0xA6), (0xF0, 0x8C, 0x00)
 DEADLINE_PURPLE = (0x8E, 0x44, 0xAD)

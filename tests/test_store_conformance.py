@@ -17,13 +17,13 @@ import pytest
 from eventsourcing.persistence import IntegrityError
 from psycopg.conninfo import conninfo_to_dict
 
-from adapters.engine import Engine, build_engine, migrate
-from adapters.pgfactory import CONNINFO
-from adapters.runtime.scheduler import Scheduler
-from adapters.shards import SoleOwner
-from adapters.store import StoreConfig, StoreURLError
-from domain.manifest import CronWorkflowManifest, parse_manifest
-from domain.service import CronService, event_type
+from cronsource.adapters.infrastructure.shards import SoleOwner
+from cronsource.adapters.infrastructure.store.config import StoreConfig, StoreURLError
+from cronsource.adapters.infrastructure.store.recorders.postgres import CONNINFO
+from cronsource.adapters.runtime.engine import Engine, build_engine, migrate
+from cronsource.adapters.runtime.scheduler import Scheduler
+from cronsource.domain.manifest import CronWorkflowManifest, parse_manifest
+from cronsource.domain.service import CronService, event_type
 from tests.instants import T0
 
 
@@ -96,7 +96,8 @@ def test_store_urls_parse_to_their_kind(tmp_path: Path) -> None:
     assert (cfg.kind, cfg.pg_schema) == ("postgresql", "s1")
     env = cfg.env()
     assert env["POSTGRES_SCHEMA"] == "s1"
-    # The event store connects with the URL's whole conninfo (adapters/pgfactory.py).
+    # The event store connects with the URL's whole conninfo (store/recorders/postgres.py,
+    # ConninfoFactory).
     assert conninfo_to_dict(env[CONNINFO]) == {
         "host": "db",
         "port": "5433",
@@ -359,8 +360,9 @@ def test_a_replica_shares_the_store(engine: Engine) -> None:
 
 
 def test_load_many_equals_loading_one_by_one(engine: Engine) -> None:
-    """The one-query batch load (adapters/recorders.py) rebuilds exactly what the repository
-    rebuilds, at the latest version and at a given one, and leaves out unknown ids."""
+    """The one-query batch load (adapters/infrastructure/store/recorders/) rebuilds exactly
+    what the repository rebuilds, at the latest version and at a given one, and leaves out
+    unknown ids."""
     svc = engine.service
     a, _ = svc.apply(manifest("a"), minute(0))
     b, _ = svc.apply(manifest("b", "*/2 * * * *"), minute(0))

@@ -1,6 +1,6 @@
-"""The PostgreSQL store URL is libpq's (adapters/store.py): every parameter reaches the
-connections as psycopg reads it, `schema` is ours, what we cannot honour is refused in one line,
-and the password is never shown."""
+"""The PostgreSQL store URL is libpq's (adapters/infrastructure/store/config.py): every parameter
+reaches the connections as psycopg reads it, `schema` is ours, what we cannot honour is refused in
+one line, and the password is never shown."""
 
 from __future__ import annotations
 
@@ -23,15 +23,15 @@ import pytest
 import yaml
 from psycopg.conninfo import conninfo_to_dict
 
-from adapters.conninfo import with_defaults
-from adapters.engine import build_engine, migrate
-from adapters.projector import lock_for
-from adapters.runtime.waker import Waker
-from adapters.shards import AdvisoryLockShards
-from adapters.simulate import load_scenario, simulate
-from adapters.store import StoreConfig, StoreURLError, redact
-from adapters.storecheck import check_store
-from domain.service import CronService
+from cronsource.adapters.entrypoints.simulate import load_scenario, simulate
+from cronsource.adapters.infrastructure.shards import AdvisoryLockShards
+from cronsource.adapters.infrastructure.store.check import check_store
+from cronsource.adapters.infrastructure.store.config import StoreConfig, StoreURLError, redact
+from cronsource.adapters.infrastructure.store.conninfo import with_defaults
+from cronsource.adapters.runtime.engine import build_engine, migrate
+from cronsource.adapters.runtime.projector import lock_for
+from cronsource.adapters.runtime.waker import Waker
+from cronsource.domain.service import CronService
 from tests.probe_helpers import EVERY_SECOND, RunProcess
 from tests.serve_process import serve as serve_process
 

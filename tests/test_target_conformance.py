@@ -1,6 +1,7 @@
 """The Workflow target port (projections/dispatch.py `WorkflowTarget`), one contract for all three
-implementations: LocalTarget (adapters/localtarget.py), KubeTarget on the real test API server
-(adapters/kube/target.py) and the simulator's SimTarget (adapters/simulate.py).
+implementations: LocalTarget (adapters/infrastructure/localtarget.py), KubeTarget on the real test
+API server (adapters/infrastructure/kube/target.py) and the simulator's SimTarget
+(adapters/entrypoints/simulate.py).
 
 The contract, as the dispatcher relies on it (it is at least once: a crash between the target
 operation and the tracking position repeats the operation on restart):
@@ -32,16 +33,16 @@ from typing import Any, Protocol
 
 import pytest
 
-from adapters.localtarget import LocalTarget
-from adapters.simulate import SimTarget
-from projections.dispatch import (
+from cronsource.adapters.entrypoints.simulate import SimTarget
+from cronsource.adapters.infrastructure.localtarget import LocalTarget
+from cronsource.projections.dispatch import (
     ANNOTATION_SCHEDULED,
     LABEL_CRON,
     Creation,
     PermanentSubmissionError,
     WorkflowTarget,
 )
-from projections.readmodel import rfc3339
+from cronsource.projections.readmodel import rfc3339
 from tests.instants import T0
 
 TICK = T0 + timedelta(minutes=1)
@@ -170,14 +171,14 @@ class SimHarness:
 
 class KubeHarness:
     def __init__(self, kube: Any, namespace: str) -> None:
-        from adapters.kube import Backoff, KubeTarget
+        from cronsource.adapters.infrastructure.kube import Backoff, KubeTarget
 
         self.kube = kube
         self.target = KubeTarget(kube, Backoff(sleep=lambda s: None))
         self.namespace = namespace
 
     def _get(self, name: str) -> dict[str, Any] | None:
-        from adapters.kube import WF, ApiError
+        from cronsource.adapters.infrastructure.kube import WF, ApiError
 
         try:
             return self.kube.run(self.kube.get(self.namespace, WF, name))  # type: ignore[no-any-return]
@@ -191,12 +192,12 @@ class KubeHarness:
         return None if wf is None else str(wf["spec"]["entrypoint"])
 
     def put_foreign(self, wf: dict[str, Any]) -> None:
-        from adapters.kube import WF
+        from cronsource.adapters.infrastructure.kube import WF
 
         self.kube.run(self.kube.create(self.namespace, WF, wf))
 
     def finish(self, name: str, phase: str) -> None:
-        from adapters.kube import WF
+        from cronsource.adapters.infrastructure.kube import WF
 
         body = {"status": {"phase": phase}}
         self.kube.run(self.kube.patch(self.namespace, WF, name, body))
@@ -213,7 +214,7 @@ def h(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]:
     elif request.param == "sim":
         yield SimHarness()
     else:
-        from adapters.kube import connect
+        from cronsource.adapters.infrastructure.kube import connect
 
         server = request.getfixturevalue("kube_apiserver")
         namespace = request.getfixturevalue("kube_namespace")

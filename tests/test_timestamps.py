@@ -20,10 +20,10 @@ from fastapi.testclient import TestClient
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.engine import build_engine
-from adapters.http import ServeSettings, create_app
-from domain.timestamps import TIME_MAX, TimestampError, parse_timestamp
-from projections.readmodel import rfc3339
+from cronsource.adapters.entrypoints.http import ServeSettings, create_app
+from cronsource.adapters.runtime.engine import build_engine
+from cronsource.domain.timestamps import TIME_MAX, TimestampError, parse_timestamp
+from cronsource.projections.readmodel import rfc3339
 
 ROOT = Path(__file__).resolve().parent.parent
 _IN_BOUNDS = st.datetimes(

@@ -10,9 +10,9 @@ from collections.abc import Callable
 import psycopg
 import pytest
 
-from adapters.engine import build_engine, migrate
-from adapters.runtime.waker import LossReport, Waker
-from adapters.store import StoreConfig
+from cronsource.adapters.infrastructure.store.config import StoreConfig
+from cronsource.adapters.runtime.engine import build_engine, migrate
+from cronsource.adapters.runtime.waker import LossReport, Waker
 from tests import pgserver
 from tests.faults.harness import stop_keeping_data
 

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from uuid import UUID
 
-from domain.cronworkflow import CronWorkflow
+from cronsource.domain.cronworkflow import CronWorkflow
 
 #: Copies kept; the least recently decided go first. Warming reloads what is due within a
 #: minute, so this only needs to hold about one burst (about 5 KB per aggregate).

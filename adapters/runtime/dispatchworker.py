@@ -5,11 +5,11 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from adapters.runtime.settings import TURN_BUDGET
-from adapters.runtime.supervisor import Supervisor
+from cronsource.adapters.runtime.settings import TURN_BUDGET
+from cronsource.adapters.runtime.supervisor import Supervisor
 
 if TYPE_CHECKING:
-    from adapters.runtime.loop import SchedulerLoop
+    from cronsource.adapters.runtime.loop import SchedulerLoop
 
 
 class DispatchWorker:

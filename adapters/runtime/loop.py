@@ -21,26 +21,26 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from adapters.engine import Engine
-from adapters.projector import RoleLock
-from adapters.runtime.clock import Clock, SystemClock
-from adapters.runtime.decision_cache import DecisionCache
-from adapters.runtime.dispatchworker import DispatchWorker
-from adapters.runtime.projection import ProjectionWorker, lag
-from adapters.runtime.retention import RETENTION_SECONDS, Retention
-from adapters.runtime.runwatcher import RunPoller
-from adapters.runtime.scheduler import Scheduler
-from adapters.runtime.settings import (
+from cronsource.adapters.clock import Clock, SystemClock
+from cronsource.adapters.infrastructure.shards import REBALANCE_SECONDS, Ownership
+from cronsource.adapters.runtime.decision_cache import DecisionCache
+from cronsource.adapters.runtime.dispatchworker import DispatchWorker
+from cronsource.adapters.runtime.engine import Engine
+from cronsource.adapters.runtime.projection import ProjectionWorker, lag
+from cronsource.adapters.runtime.projector import RoleLock
+from cronsource.adapters.runtime.retention import RETENTION_SECONDS, Retention
+from cronsource.adapters.runtime.runwatcher import RunPoller
+from cronsource.adapters.runtime.scheduler import Scheduler
+from cronsource.adapters.runtime.settings import (
     IDENTITY_SECONDS,
     RECOVERY_WAIT,
     REPORT_SECONDS,
     TURN_BUDGET,
 )
-from adapters.runtime.supervisor import Supervisor
-from adapters.runtime.waker import Waker
-from adapters.runtime.writeprobe import WriteProbe
-from adapters.shards import REBALANCE_SECONDS, Ownership
-from adapters.storeidentity import store_identity
+from cronsource.adapters.runtime.storeidentity import store_identity
+from cronsource.adapters.runtime.supervisor import Supervisor
+from cronsource.adapters.runtime.waker import Waker
+from cronsource.adapters.runtime.writeprobe import WriteProbe
 
 log = logging.getLogger("cronsource")
 
@@ -97,7 +97,7 @@ class SchedulerLoop:
         self.remover = Supervisor("retention", self.clock)
         self.warmer = Supervisor("warm-up", self.clock, probe)
         self.recovery = Supervisor("recovery", self.clock, probe)
-        #: What the store was at the last look (adapters/storeidentity.py), when that was,
+        #: What the store was at the last look (adapters/runtime/storeidentity.py), when that was,
         #: and whether a step failed since (a lost connection): see `check_store`.
         self._identity: str | None = None
         self._identity_at: float | None = None
@@ -110,7 +110,7 @@ class SchedulerLoop:
         self._last_rebalance: float | None = None
         self._last_report = self.clock.monotonic()
         #: clock.monotonic() when the last turn finished; None before the first (the probe
-        #: server's readiness bounds its age: adapters/probes.py).
+        #: server's readiness bounds its age: adapters/entrypoints/probes.py).
         self.last_turn: float | None = None
         #: Times the wall clock moved back by more than the late tolerance (a metric).
         self.clock_backward_jumps = 0

@@ -1,7 +1,7 @@
 """The projection step of a turn: the read model (and the dispatcher) caught up with the log.
 
 Kept thin on purpose: who may move the projections' positions is decided in one place,
-adapters/projector.py (the projector lock); this step only asks it for a catch-up within the
+adapters/runtime/projector.py (the projector lock); this step only asks it for a catch-up within the
 turn's budget and writes the decision log for what was newly committed.
 """
 
@@ -11,9 +11,9 @@ import threading
 from collections.abc import Callable
 from datetime import datetime
 
-from adapters.engine import Engine
-from adapters.logs import DecisionLog
-from adapters.runtime.clock import Clock
+from cronsource.adapters.clock import Clock
+from cronsource.adapters.infrastructure.logs import DecisionLog
+from cronsource.adapters.runtime.engine import Engine
 
 
 class ProjectionWorker:

@@ -22,11 +22,11 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-from adapters.engine import Engine
-from domain.cronworkflow import workflow_name
-from domain.service import NotFound
-from domain.timestamps import TimestampError, parse_timestamp
-from projections.dispatch import ANNOTATION_SCHEDULED, LABEL_CRON
+from cronsource.adapters.runtime.engine import Engine
+from cronsource.domain.cronworkflow import workflow_name
+from cronsource.domain.service import NotFound
+from cronsource.domain.timestamps import TimestampError, parse_timestamp
+from cronsource.projections.dispatch import ANNOTATION_SCHEDULED, LABEL_CRON
 
 log = logging.getLogger("cronsource")
 

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from adapters.engine import Engine
+from cronsource.adapters.runtime.engine import Engine
 
 log = logging.getLogger("cronsource")
 

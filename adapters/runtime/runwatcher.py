@@ -8,10 +8,10 @@ from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
-from adapters.engine import Engine
-from adapters.localtarget import LocalTarget
-from adapters.runtime.clock import Clock, SystemClock
-from adapters.runtime.recovery import recover_lost_runs
+from cronsource.adapters.clock import Clock, SystemClock
+from cronsource.adapters.infrastructure.localtarget import LocalTarget
+from cronsource.adapters.runtime.engine import Engine
+from cronsource.adapters.runtime.recovery import recover_lost_runs
 
 
 @dataclass

@@ -12,11 +12,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from uuid import UUID
 
-from adapters.readside.model import ReadModel
-from adapters.recorders import CommitTooLate, commit_within
-from adapters.runtime.clock import Clock
-from adapters.runtime.decision_cache import DecisionCache
-from adapters.runtime.settings import (
+from cronsource.adapters.clock import Clock
+from cronsource.adapters.infrastructure.readside.model import ReadModel
+from cronsource.adapters.infrastructure.shards import Ownership
+from cronsource.adapters.infrastructure.store.recorders import CommitTooLate, commit_within
+from cronsource.adapters.runtime.decision_cache import DecisionCache
+from cronsource.adapters.runtime.settings import (
     BATCH,
     PREPARE_AHEAD,
     PREPARE_LIMIT,
@@ -24,9 +25,8 @@ from adapters.runtime.settings import (
     WARM_AHEAD,
     WARM_LIMIT,
 )
-from adapters.shards import Ownership
-from domain.cronworkflow import CronWorkflow
-from domain.service import CronService, TickReport, commit_deadline
+from cronsource.domain.cronworkflow import CronWorkflow
+from cronsource.domain.service import CronService, TickReport, commit_deadline
 
 
 class Scheduler:

@@ -25,8 +25,8 @@ PREPARE_LIMIT = 20_000
 PREPARED_MAX_DELAY = timedelta(seconds=1)
 #: How often a running replica logs its heartbeat (fires, shards, projection lag).
 REPORT_SECONDS = 30.0
-#: How often the loop asks which store it is talking to (adapters/storeidentity.py): one short
-#: query, so that after a failover the cached copies ahead of the promoted log go within a
+#: How often the loop asks which store it is talking to (adapters/runtime/storeidentity.py): one
+#: short query, so that after a failover the cached copies ahead of the promoted log go within a
 #: second instead of every save on them being refused.
 IDENTITY_SECONDS = 1.0
 #: Seconds the scheduler waits, after start-up or a change of store, for the runs the log lost

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapters.runtime.clock import Clock, SystemClock
+from cronsource.adapters.clock import Clock, SystemClock
 
 log = logging.getLogger("cronsource")
 

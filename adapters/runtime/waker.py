@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 
-from adapters.engine import Engine
+from cronsource.adapters.runtime.engine import Engine
 
 log = logging.getLogger("cronsource")
 

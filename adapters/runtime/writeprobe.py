@@ -23,9 +23,9 @@ import threading
 
 import psycopg
 
-from adapters.conninfo import with_defaults
-from adapters.runtime.clock import Clock
-from adapters.store import StoreConfig
+from cronsource.adapters.clock import Clock
+from cronsource.adapters.infrastructure.store.config import StoreConfig
+from cronsource.adapters.infrastructure.store.conninfo import with_defaults
 
 #: Seconds an answer is reused.
 PROBE_SECONDS = 1.0

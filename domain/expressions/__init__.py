@@ -66,10 +66,10 @@ The domain never reads the clock, so ``now()`` returns the variable ``now`` (an 
 
 from __future__ import annotations
 
-from domain.expressions.errors import MAX_EXPRESSION_LENGTH, ExpressionError
-from domain.expressions.evaluator import NOW_VARIABLE, evaluate, evaluate_bool
-from domain.expressions.parser import validate_expression
-from domain.expressions.values import cronworkflow_variables
+from cronsource.domain.expressions.errors import MAX_EXPRESSION_LENGTH, ExpressionError
+from cronsource.domain.expressions.evaluator import NOW_VARIABLE, evaluate, evaluate_bool
+from cronsource.domain.expressions.parser import validate_expression
+from cronsource.domain.expressions.values import cronworkflow_variables
 
 __all__ = [
     "MAX_EXPRESSION_LENGTH",

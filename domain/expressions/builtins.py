@@ -11,11 +11,11 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
-from domain.durations import parse_duration
-from domain.expression_budget import argument_problem
-from domain.expressions.errors import EvaluationFailure
-from domain.expressions.operators import matches
-from domain.expressions.values import (
+from cronsource.domain.durations import parse_duration
+from cronsource.domain.expression_budget import argument_problem
+from cronsource.domain.expressions.errors import EvaluationFailure
+from cronsource.domain.expressions.operators import matches
+from cronsource.domain.expressions.values import (
     MAX_STRING,
     as_number,
     as_utc,

@@ -8,11 +8,11 @@ from collections.abc import Hashable, Mapping
 from datetime import datetime
 from typing import Final
 
-from domain.expressions.builtins import FUNCTIONS, METHODS
-from domain.expressions.errors import EvaluationFailure, checked_source, expression_error
-from domain.expressions.operators import ARITHMETIC, COMPARISONS, UNARY_OPERATORS
-from domain.expressions.parser import compile_expression
-from domain.expressions.syntax import (
+from cronsource.domain.expressions.builtins import FUNCTIONS, METHODS
+from cronsource.domain.expressions.errors import EvaluationFailure, checked_source, expression_error
+from cronsource.domain.expressions.operators import ARITHMETIC, COMPARISONS, UNARY_OPERATORS
+from cronsource.domain.expressions.parser import compile_expression
+from cronsource.domain.expressions.syntax import (
     Array,
     Binary,
     Call,
@@ -28,7 +28,7 @@ from domain.expressions.syntax import (
     Unary,
     path_of,
 )
-from domain.expressions.values import Record, StringMap, as_utc, show_value, type_name
+from cronsource.domain.expressions.values import Record, StringMap, as_utc, show_value, type_name
 
 #: Name of the variable holding the evaluation instant that ``now()`` returns.
 NOW_VARIABLE: Final = "now"

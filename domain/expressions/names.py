@@ -15,11 +15,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from domain.expressions.builtins import FUNCTIONS
-from domain.expressions.errors import checked_source
-from domain.expressions.parser import compile_expression
-from domain.expressions.syntax import Literal, Member, Name, Node, children
-from domain.expressions.values import cronworkflow_variables
+from cronsource.domain.expressions.builtins import FUNCTIONS
+from cronsource.domain.expressions.errors import checked_source
+from cronsource.domain.expressions.parser import compile_expression
+from cronsource.domain.expressions.syntax import Literal, Member, Name, Node, children
+from cronsource.domain.expressions.values import cronworkflow_variables
 
 ROOT: Final = "cronworkflow"
 

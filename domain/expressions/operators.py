@@ -13,8 +13,8 @@ from typing import Any, Final
 
 import re2  # type: ignore[import-untyped]
 
-from domain.expressions.errors import EvaluationFailure
-from domain.expressions.values import MAX_STRING, as_number, checked_number, mismatch
+from cronsource.domain.expressions.errors import EvaluationFailure
+from cronsource.domain.expressions.values import MAX_STRING, as_number, checked_number, mismatch
 
 
 def _add(a: object, b: object) -> object:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Final, NoReturn
 
-from domain.expressions.builtins import FUNCTIONS, METHODS, PREDICATE_BUILTINS
-from domain.expressions.errors import SyntaxFailure, checked_source, expression_error
-from domain.expressions.syntax import (
+from cronsource.domain.expressions.builtins import FUNCTIONS, METHODS, PREDICATE_BUILTINS
+from cronsource.domain.expressions.errors import SyntaxFailure, checked_source, expression_error
+from cronsource.domain.expressions.syntax import (
     ARITHMETIC_OPERATORS,
     COMPARISON_OPERATORS,
     Array,
@@ -31,7 +31,7 @@ from domain.expressions.syntax import (
     depth,
     path_of,
 )
-from domain.expressions.tokens import NEGATABLE, Token, describe, lex
+from cronsource.domain.expressions.tokens import NEGATABLE, Token, describe, lex
 
 _MAX_NESTING: Final = 64  # parser recursion (parentheses, unary operators, arrays)
 _MAX_DEPTH: Final = 100  # depth of the tree (bounds the evaluator's recursion)

@@ -8,8 +8,8 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
-from domain.expressions.errors import SyntaxFailure
-from domain.expressions.values import INT64_MAX
+from cronsource.domain.expressions.errors import SyntaxFailure
+from cronsource.domain.expressions.values import INT64_MAX
 
 _IDENT_WORDS_AS_OPERATORS: Final = frozenset(
     {"not", "in", "or", "and", "matches", "contains", "startsWith", "endsWith", "let", "if", "else"}

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
-from domain.expressions.errors import EvaluationFailure
+from cronsource.domain.expressions.errors import EvaluationFailure
 
 #: Longest string an expression may build (`+`, `repeat()`): bounds memory per evaluation.
 MAX_STRING: Final = 100_000

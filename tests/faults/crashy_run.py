@@ -61,13 +61,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from adapters import cli  # noqa: E402
-from adapters.localtarget import LocalTarget  # noqa: E402
-from adapters.readside.database import PostgresDatabase, SqliteDatabase  # noqa: E402
-from adapters.readside.model import ReadModel  # noqa: E402
-from adapters.runtime.scheduler import Scheduler  # noqa: E402
-from adapters.shards import AdvisoryLockShards  # noqa: E402
-from domain.service import CronService  # noqa: E402
+from cronsource.adapters import cli  # noqa: E402
+from cronsource.adapters.infrastructure.localtarget import LocalTarget  # noqa: E402
+from cronsource.adapters.infrastructure.readside.database import PostgresDatabase, SqliteDatabase  # noqa: E402
+from cronsource.adapters.infrastructure.readside.model import ReadModel  # noqa: E402
+from cronsource.adapters.infrastructure.shards import AdvisoryLockShards  # noqa: E402
+from cronsource.adapters.runtime.scheduler import Scheduler  # noqa: E402
+from cronsource.domain.service import CronService  # noqa: E402
 
 POINTS = (
     "fire-committed",

@@ -26,12 +26,17 @@ from uuid import UUID
 import yaml
 from eventsourcing.persistence import Tracking
 
-from adapters.engine import Engine, build_engine
-from adapters.localtarget import LocalTarget
-from adapters.readside.model import ReadModel
-from domain.service import event_type
-from projections.dispatch import ANNOTATION_SCHEDULED
-from projections.readmodel import AggregateFollower, ReadModelProjection, rfc3339, status_row
+from cronsource.adapters.infrastructure.localtarget import LocalTarget
+from cronsource.adapters.infrastructure.readside.model import ReadModel
+from cronsource.adapters.runtime.engine import Engine, build_engine
+from cronsource.domain.service import event_type
+from cronsource.projections.dispatch import ANNOTATION_SCHEDULED
+from cronsource.projections.readmodel import (
+    AggregateFollower,
+    ReadModelProjection,
+    rfc3339,
+    status_row,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CRASHY_RUN = Path(__file__).resolve().with_name("crashy_run.py")
@@ -619,8 +624,8 @@ def check_read_model(engine: Engine, events: list[tuple[int, Any]], scratch: Pat
 
 # ------------------------------------------------------------------------------ shard locks
 
-SHARD_LOCK_CLASS = 0x6374  # adapters/shards.py _SHARD_CLASS
-PROJECTOR_LOCK_CLASS = 0x6375  # adapters/shards.py _PROJECTOR_CLASS
+SHARD_LOCK_CLASS = 0x6374  # adapters/infrastructure/shards.py _SHARD_CLASS
+PROJECTOR_LOCK_CLASS = 0x6375  # adapters/infrastructure/shards.py _PROJECTOR_CLASS
 
 
 @dataclass(frozen=True)

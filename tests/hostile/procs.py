@@ -16,6 +16,6 @@ ROOT = Path(__file__).resolve().parents[2]
 @contextmanager
 def serve(store: str, *extra: str) -> Iterator[str]:
     """One `cronsource serve` on `store`; yields its base URL, stops it with SIGTERM."""
-    command = [sys.executable, "-m", "adapters.cli"]
+    command = [sys.executable, "-m", "cronsource.adapters.entrypoints.cli"]
     with serve_process.serve(command, store, *extra, env=os.environ, cwd=ROOT) as served:
         yield served.base

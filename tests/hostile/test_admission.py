@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from adapters.engine import build_engine
-from adapters.store import StoreConfig
-from domain.durations import parse_duration
-from domain.expressions import ExpressionError, cronworkflow_variables, evaluate
-from domain.manifest import ManifestError, parse_manifest
+from cronsource.adapters.infrastructure.store.config import StoreConfig
+from cronsource.adapters.runtime.engine import build_engine
+from cronsource.domain.durations import parse_duration
+from cronsource.domain.expressions import ExpressionError, cronworkflow_variables, evaluate
+from cronsource.domain.manifest import ManifestError, parse_manifest
 from tests.instants import T0
 
 #: A 3,000-character number: quadratic and cubic parsers took seconds to minutes on it.

@@ -19,9 +19,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from adapters.cli import cli
-from adapters.localtarget import STALE_TEMP_SECONDS, LocalTarget, OutsideDirectory
-from projections.dispatch import Creation
+from cronsource.adapters.entrypoints.cli import cli
+from cronsource.adapters.infrastructure.localtarget import (
+    STALE_TEMP_SECONDS,
+    LocalTarget,
+    OutsideDirectory,
+)
+from cronsource.projections.dispatch import Creation
 from tests.hostile.procs import ROOT
 
 GOOD = (
@@ -109,7 +113,15 @@ def test_run_dot_skips_other_kinds_and_its_own_workflow_files(tmp_path: Path) ->
         )
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "adapters.cli", "--store", f"sqlite:///{tmp_path}/c.db", "run", "."],
+        [
+            sys.executable,
+            "-m",
+            "cronsource.adapters.entrypoints.cli",
+            "--store",
+            f"sqlite:///{tmp_path}/c.db",
+            "run",
+            ".",
+        ],
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.PIPE,
@@ -155,7 +167,15 @@ def test_simulate_stops_on_sigint_even_when_started_with_sigint_ignored(tmp_path
         + GOOD.replace("\n", "\n  ").replace("'0 * * * *'", "'* * * * *'")
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "adapters.cli", "--store", "memory:", "simulate", "s.yaml"],
+        [
+            sys.executable,
+            "-m",
+            "cronsource.adapters.entrypoints.cli",
+            "--store",
+            "memory:",
+            "simulate",
+            "s.yaml",
+        ],
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.DEVNULL,
@@ -227,7 +247,7 @@ def test_a_corrupt_database_is_one_line_not_a_traceback(tmp_path: Path) -> None:
         f.seek(4096)
         f.write(b"\xde\xad" * 2048)
     proc = subprocess.run(
-        [sys.executable, "-m", "adapters.cli", *store, "list"],
+        [sys.executable, "-m", "cronsource.adapters.entrypoints.cli", *store, "list"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -1,4 +1,4 @@
-"""The one loader every entrypoint reads manifests with (adapters/documents.py): strict
+"""The one loader every entrypoint reads manifests with (adapters/application/documents.py): strict
 scalars, no duplicate keys, bounded aliases, depth and size, UTF-8 only. Each case failed
 before (PyYAML's safe_load coerced, accepted, or ran for minutes)."""
 
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from adapters.documents import (
+from cronsource.adapters.application.documents import (
     MAX_DEPTH,
     MAX_EXPANDED_BYTES,
     DocumentError,

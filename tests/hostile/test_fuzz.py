@@ -12,11 +12,16 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.documents import DocumentError, from_client, load_json, load_yaml
-from adapters.engine import build_engine
-from adapters.store import StoreConfig
-from domain.expressions import ExpressionError, cronworkflow_variables, evaluate
-from domain.manifest import ManifestError, parse_manifest
+from cronsource.adapters.application.documents import (
+    DocumentError,
+    from_client,
+    load_json,
+    load_yaml,
+)
+from cronsource.adapters.infrastructure.store.config import StoreConfig
+from cronsource.adapters.runtime.engine import build_engine
+from cronsource.domain.expressions import ExpressionError, cronworkflow_variables, evaluate
+from cronsource.domain.manifest import ManifestError, parse_manifest
 from tests.instants import T0
 
 BOUND = 2.0  # seconds per input: behavioural (no hang), generous on a shared machine

@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.engine import build_engine
-from adapters.http import ServeSettings, create_app
+from cronsource.adapters.entrypoints.http import ServeSettings, create_app
+from cronsource.adapters.runtime.engine import build_engine
 from tests.fakes import FixedClock
 from tests.hostile.procs import serve
 from tests.http_helpers import manifest, serving

@@ -31,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from adapters.engine import build_engine  # noqa: E402
+from cronsource.adapters.runtime.engine import build_engine  # noqa: E402
 
 
 def say(obj: dict[str, object]) -> None:

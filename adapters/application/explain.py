@@ -1,0 +1,121 @@
+"""Why a CronWorkflow did or did not run at a time, from the decisions recorded for that
+tick and, when there are none, from the live aggregate (`cronsource why`, GET .../decision)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from cronsource.adapters.application.objects import event_object
+from cronsource.domain.cronworkflow import CronWorkflow
+from cronsource.projections.readmodel import AuditRow, rfc3339
+
+_TICK = timedelta(microseconds=1)
+
+
+def removed_before(kept_from: datetime) -> str:
+    """The one line `history`, `why` and the HTTP audit queries say for a time before the
+    retained window (`run --retain`)."""
+    return (
+        f"events before {rfc3339(kept_from)} were removed by retention: the log keeps them"
+        " from then"
+    )
+
+
+def explain(
+    agg: CronWorkflow | None,
+    t: datetime,
+    decisions: list[AuditRow],
+    kept_from: datetime | None = None,
+) -> dict[str, Any]:
+    """Why the CronWorkflow did or did not run at `t`.
+
+    `outcome` is Fired or Skipped when a decision for that tick is recorded, NotStarted when
+    it fired and its Workflow was not created by its starting deadline. Otherwise it
+    says why there is none: Pending (not decided yet: due, or waiting for a resume),
+    NotScheduled (at or before the creation or the last schedule change, whose ticks are
+    never decided), NotATick (the schedule has no tick at `t`; `nextTick` names the next),
+    or Unknown (no live CronWorkflow to ask, or a schedule that has changed since), or
+    Removed (`t` is before `kept_from`: retention removed what was decided then).
+    """
+    out: dict[str, Any] = {
+        "at": rfc3339(t),
+        "decisions": [event_object(r) for r in decisions],
+        "nextTick": None,
+    }
+    if decisions:
+        fires = [r for r in decisions if r.type == "ScheduleFired"]
+        if fires:
+            f = fires[-1]
+            out["outcome"] = "Fired"
+            out["explanation"] = (
+                f"fired ({f.detail.get('trigger', 'schedule')}) at {rfc3339(f.at)}"
+                f" as workflow {f.workflow}"
+            )
+            skips = [r for r in decisions if r.type == "ScheduleSkipped"]
+            if skips:
+                out["explanation"] += f", after first being skipped ({skips[0].reason})"
+            not_started = [r for r in decisions if r.type == "RunNotStarted"]
+            if not_started:
+                n = not_started[-1]
+                out["outcome"] = "NotStarted"
+                out["reason"] = n.reason
+                out["explanation"] += (
+                    f"; not started (recorded at {rfc3339(n.at)}): {n.detail.get('message')}"
+                )
+        else:
+            # A RunNotStarted always follows its fire; the skip is the decision here.
+            s = next((r for r in reversed(decisions) if r.type == "ScheduleSkipped"), decisions[-1])
+            count = s.detail.get("count", 1)
+            span = (
+                f"ticks {rfc3339(s.scheduled_time)}..{s.detail.get('lastScheduledTime')}"
+                f" ({count} ticks)"
+                if count > 1
+                else f"tick {rfc3339(s.scheduled_time)}"
+            )
+            message = s.detail.get("message")
+            out["outcome"] = "Skipped"
+            out["reason"] = s.reason
+            out["explanation"] = f"skipped: {s.reason}, decided at {rfc3339(s.at)} for {span}" + (
+                f": {message}" if message else ""
+            )
+        return out
+    if kept_from is not None and t < kept_from:
+        out["outcome"] = "Removed"
+        out["explanation"] = removed_before(kept_from)
+        return out
+    if agg is None:
+        out["outcome"] = "Unknown"
+        out["explanation"] = "no decision is recorded for this time and no live CronWorkflow"
+        return out
+    is_tick = agg.schedule.next_after(t - _TICK) == t
+    if is_tick and t in agg.backfill_queue:
+        out["outcome"] = "Pending"
+        out["explanation"] = (
+            "queued by a backfill: it runs when the backfill runs before it have ended"
+        )
+        return out
+    if not is_tick:
+        nxt = agg.schedule.next_after(t)
+        out["outcome"] = "NotATick"
+        out["nextTick"] = rfc3339(nxt)
+        out["explanation"] = f"the schedule has no tick at this time; the next is {rfc3339(nxt)}"
+    elif t <= agg.baseline:
+        out["outcome"] = "NotScheduled"
+        out["explanation"] = (
+            f"at or before {rfc3339(agg.baseline)}, when the CronWorkflow was created or its"
+            " schedule last changed: the scheduler never runs ticks before that; a backfill"
+            " can (cronsource backfill, POST .../backfill)"
+        )
+    elif t > agg.decided_until:
+        out["outcome"] = "Pending"
+        if agg.suspended:
+            out["explanation"] = "not decided yet: suspended, the tick is decided on resume"
+        elif agg.spec_error:
+            out["explanation"] = f"not decided yet: the spec was rejected ({agg.spec_error})"
+        else:
+            out["explanation"] = "not decided yet: the scheduler decides it when it is due"
+    else:
+        out["outcome"] = "Unknown"
+        out["explanation"] = "no decision is recorded for this tick"
+    return out

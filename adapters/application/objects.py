@@ -1,0 +1,60 @@
+"""The JSON shapes the CLI (`-o json`) and the HTTP API answer with: an audit event with its
+log position, a backfill's outcome, the next fire times. One function each, so both
+entrypoints print the same thing (a CronWorkflow as Argo's object is `StatusRow.as_object`,
+beside the row type in projections/readmodel.py)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from cronsource.domain.backfill import BackfillPlan
+from cronsource.domain.cronworkflow import CronWorkflow, workflow_name
+from cronsource.projections.readmodel import AuditRow, rfc3339
+
+
+def event_object(row: AuditRow) -> dict[str, Any]:
+    """An audit row as `history -o json` prints it, plus its log `position` (for paging)."""
+    out = row.as_event()
+    out["position"] = row.notification_id
+    return out
+
+
+def backfill_result(name: str, plan: BackfillPlan, dry_run: bool) -> dict[str, Any]:
+    """A backfill as `backfill -o json` and POST .../backfill answer it: the counts, and
+    each tick with what happens to it (fire, queue, skip)."""
+    prefix = "would " if dry_run else ""
+    actions = (
+        [(t, prefix + "fire") for t in plan.fire]
+        + [(t, prefix + "queue") for t in plan.queue]
+        + [(t, "skip") for t in plan.skip]
+    )
+    return {
+        "dryRun": dry_run,
+        "overlap": plan.overlap,
+        "parallel": plan.parallel,
+        "ticks": plan.candidates,
+        "count": len(plan.runs),
+        "fired": 0 if dry_run else len(plan.fire),
+        "queued": 0 if dry_run else len(plan.queue),
+        "skipped": len(plan.skip),
+        "skipReason": plan.skip_reason or None,
+        "alreadyFired": len(plan.already),
+        "items": [
+            {"scheduledTime": rfc3339(t), "workflow": workflow_name(name, t), "action": a}
+            for t, a in sorted(actions)
+        ],
+    }
+
+
+def next_fire_times(agg: CronWorkflow, now: datetime, count: int) -> list[dict[str, str | None]]:
+    """The next `count` fire times after now (or after the last decided tick, if later), in
+    the CronWorkflow's zone and in UTC; the same as `cronsource next`."""
+    zone = ZoneInfo(agg.spec_model.timezone or "UTC")
+    t = max(now, agg.decided_until)
+    out = []
+    for _ in range(count):
+        t = agg.schedule.next_after(t)
+        out.append({"local": t.astimezone(zone).isoformat(), "utc": rfc3339(t)})
+    return out

@@ -1,0 +1,87 @@
+"""FastAPI dependencies: what a handler needs, from the app it serves.
+
+`create_app` builds the engine's collaborators once and keeps them on `app.state`; these
+providers hand them to handlers (`ops: Ops`), so a handler is a small function of its inputs
+and a test can replace any of them (`app.dependency_overrides`). The providers are `async`:
+they only read attributes, and a sync provider would cost a threadpool hop per request.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable
+from datetime import datetime
+from typing import Annotated, cast
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from cronsource.adapters.application.operations import Operations
+from cronsource.adapters.entrypoints.http.problems import ApiError
+from cronsource.adapters.entrypoints.http.settings import ServeSettings
+from cronsource.adapters.infrastructure.readside.queries import Queries as ReadQueries
+from cronsource.adapters.observability.integrity import IntegrityCheck
+from cronsource.adapters.observability.metrics import Metrics
+from cronsource.adapters.runtime.engine import Engine
+
+_BEARER = HTTPBearer(
+    auto_error=False,
+    description="`Authorization: Bearer <token>`; required when the server has a token",
+)
+BearerCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)]
+
+
+async def get_settings(request: Request) -> ServeSettings:
+    return cast(ServeSettings, request.app.state.settings)
+
+
+async def get_engine(request: Request) -> Engine:
+    return cast(Engine, request.app.state.engine)
+
+
+async def get_operations(request: Request) -> Operations:
+    return cast(Operations, request.app.state.ops)
+
+
+async def get_queries(request: Request) -> ReadQueries:
+    return cast(ReadQueries, request.app.state.queries)
+
+
+async def get_clock(request: Request) -> Callable[[], datetime]:
+    return cast(Callable[[], datetime], request.app.state.clock)
+
+
+async def get_metrics(request: Request) -> Metrics:
+    return cast(Metrics, request.app.state.metrics)
+
+
+async def get_integrity(request: Request) -> IntegrityCheck:
+    return cast(IntegrityCheck, request.app.state.store_check)
+
+
+Settings = Annotated[ServeSettings, Depends(get_settings)]
+EngineDep = Annotated[Engine, Depends(get_engine)]
+Ops = Annotated[Operations, Depends(get_operations)]
+Queries = Annotated[ReadQueries, Depends(get_queries)]
+Clock = Annotated[Callable[[], datetime], Depends(get_clock)]
+MetricsDep = Annotated[Metrics, Depends(get_metrics)]
+Integrity = Annotated[IntegrityCheck, Depends(get_integrity)]
+
+
+async def require_token(settings: Settings, creds: BearerCredentials) -> None:
+    """401 unless the request carries the server's bearer token (when it has one); compared
+    in constant time."""
+    if settings.token is None:
+        return
+    given = creds.credentials if creds is not None else ""
+    if not hmac.compare_digest(given.encode(), settings.token.encode()):
+        raise ApiError(
+            401,
+            "Unauthorized",
+            "a valid bearer token is required",
+            headers={"WWW-Authenticate": 'Bearer realm="cronsource"'},
+        )
+
+
+#: The token check as a route or router dependency.
+TOKEN = Depends(require_token)

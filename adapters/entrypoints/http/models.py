@@ -1,0 +1,247 @@
+"""The API's request and response models. Routes name them as `response_model`, so FastAPI
+validates what a handler returns against them (and the OpenAPI document shows them).
+
+Field names are the JSON names clients see (camelCase, as Argo and Kubernetes write them).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from cronsource.adapters.application.operations import FieldError, parse_time
+from cronsource.adapters.application.statuspage import OVERDUE_LISTED
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class CronWorkflowStatus(BaseModel):
+    """Argo's CronWorkflowStatus (active, lastScheduledTime, conditions, succeeded, failed,
+    phase) and `nextScheduledTime` (cronsource extension); the fields named here are those
+    whose shape a client may rely on beyond that."""
+
+    model_config = ConfigDict(extra="allow")
+    resolvedSchedules: dict[str, str] | None = Field(
+        default=None,
+        # Absent rather than null, as Argo's `omitempty` leaves it.
+        exclude_if=lambda v: v is None,
+        description="Each schedule with hashed `H` items mapped to what it resolves to for this"
+        " CronWorkflow (Argo PR #16604, v4.2 and after); absent when no schedule has an `H`.",
+        examples=[{"H H * * *": "9 6 * * *"}],
+    )
+
+
+class CronWorkflowObject(BaseModel):
+    """A CronWorkflow in Argo's shape; `metadata.resourceVersion` is the aggregate version,
+    `status.nextScheduledTime` the next due time (cronsource extension)."""
+
+    model_config = ConfigDict(extra="allow")
+    apiVersion: str
+    kind: str
+    metadata: dict[str, Any]
+    spec: dict[str, Any]
+    status: CronWorkflowStatus
+
+
+class CronWorkflowList(BaseModel):
+    apiVersion: str = "argoproj.io/v1alpha1"
+    kind: str = "CronWorkflowList"
+    items: list[CronWorkflowObject]
+
+
+class Event(BaseModel):
+    """One event of the audit log, as `cronsource history -o json` prints it, with its log
+    `position`; type-specific fields (trigger, count, lastScheduledTime, message, phase, by,
+    note, ...) follow."""
+
+    model_config = ConfigDict(extra="allow")
+    position: int
+    cronWorkflow: str
+    version: int
+    type: str
+    at: str
+    scheduledTime: str | None = None
+    workflow: str | None = None
+    reason: str | None = None
+
+
+class EventList(BaseModel):
+    items: list[Event]
+    nextAfter: int | None = Field(
+        description="Pass as `after` for the next page; null when this page is the last"
+    )
+
+
+class Decision(BaseModel):
+    at: str
+    outcome: str = Field(
+        description="Fired, NotStarted (fired, its Workflow not created by its starting"
+        " deadline), Skipped, Pending, NotScheduled, NotATick, Unknown, or Removed (before"
+        " the window `run --retain` keeps)"
+    )
+    reason: str | None = None
+    explanation: str
+    decisions: list[Event]
+    nextTick: str | None = None
+
+
+class FireTime(BaseModel):
+    local: str
+    utc: str
+
+
+class NextTimes(BaseModel):
+    timezone: str
+    items: list[FireTime]
+
+
+class SuspendRequest(_Model):
+    by: str = Field(default="api", max_length=253)
+    note: str = Field(default="", max_length=4096)
+
+
+class TriggerRequest(_Model):
+    requestId: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=253,
+        description="Idempotency key: a retried request with the same key starts no second run",
+    )
+
+
+class Triggered(BaseModel):
+    workflow: str
+    requestId: str
+    triggered: bool = Field(description="false when this request id already ran")
+
+
+class BackfillRequest(_Model):
+    start: str = Field(
+        description="RFC 3339; ticks at or after it", examples=["2026-05-04T00:00:00Z"]
+    )
+    end: str = Field(
+        description="RFC 3339; ticks at or before it", examples=["2026-05-04T06:00:00Z"]
+    )
+    dryRun: bool = False
+    overlap: Literal["Allow", "Forbid", "Replace", "Queue"] | None = Field(
+        default=None,
+        description="How backfill runs overlap; default the CronWorkflow's concurrencyPolicy."
+        " Queue runs them one after another",
+    )
+    parallel: int | None = Field(
+        default=None, ge=1, le=10_000, description="Allow/Queue: at most this many at once"
+    )
+    maxTicks: int | None = Field(
+        default=None,
+        ge=1,
+        le=10_000_000,
+        description="Refuse a range with more ticks than this (default 10,000)",
+    )
+
+    @field_validator("start", "end")
+    @classmethod
+    def _rfc3339(cls, v: str) -> str:
+        try:
+            parse_time(v, "time")
+        except FieldError as e:
+            raise ValueError(e.message) from None
+        return v
+
+
+class BackfillItem(BaseModel):
+    scheduledTime: str
+    workflow: str
+    action: str = Field(description="fire, queue or skip (dry run: would fire, would queue)")
+
+
+class BackfillResult(BaseModel):
+    dryRun: bool
+    overlap: str
+    parallel: int | None
+    ticks: int = Field(description="Ticks of the schedule in the range, up to the last decided")
+    count: int = Field(description="Runs this backfill starts, now or queued")
+    fired: int
+    queued: int
+    skipped: int
+    skipReason: str | None
+    alreadyFired: int
+    items: list[BackfillItem]
+
+
+class Deleted(BaseModel):
+    kind: str = "Status"
+    status: str = "Success"
+    namespace: str
+    name: str
+    version: int
+
+
+class TimelineRow(BaseModel):
+    namespace: str
+    name: str
+    cells: list[dict[str, Any]] = Field(
+        description="One per bucket, oldest first: {fired, failed, skipped: {reason: n}},"
+        " zero counts left out"
+    )
+
+
+class Timeline(BaseModel):
+    since: str
+    until: str
+    bucketSeconds: int
+    items: list[TimelineRow]
+
+
+class Health(BaseModel):
+    status: str
+    lag: dict[str, int] | None = None
+    maxLag: int | None = None
+    error: str | None = None
+
+
+# ---------------------------------------------------------------------- the status page
+
+
+class Overdue(BaseModel):
+    namespace: str
+    name: str
+    dueAt: str
+
+
+class SchedulerHealth(BaseModel):
+    now: str = Field(description="The server's clock (the page measures relative times by it)")
+    lateToleranceSeconds: float
+    stale: bool = Field(
+        description="true when some tick has been due for longer than the late tolerance"
+        " and no scheduler has decided it"
+    )
+    overdueCount: int
+    overdue: list[Overdue] = Field(description=f"The {OVERDUE_LISTED} longest overdue")
+    lastDecisionAt: str | None = Field(
+        description="When a scheduler last recorded a decision (fire or skip)"
+    )
+    schedulers: int | None = Field(
+        description="`cronsource run` processes holding the store: replicas holding their"
+        " member lock on PostgreSQL, 1 or 0 on SQLite (the projector file lock); null for"
+        " memory:"
+    )
+
+
+class ChildWorkflow(BaseModel):
+    name: str
+    scheduledTime: str | None
+    createdAt: str
+    trigger: str
+    phase: str = Field(
+        description="Succeeded, Failed, Error (from the run's end), Active (not finished),"
+        " SubmissionFailed, NotStarted (not created by its starting deadline) or Vanished"
+    )
+    finishedAt: str | None = None
+    message: str | None = None
+
+
+class ChildWorkflowList(BaseModel):
+    items: list[ChildWorkflow] = Field(description="Newest first")

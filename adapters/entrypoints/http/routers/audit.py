@@ -1,0 +1,215 @@
+"""The audit log: one CronWorkflow's history, the whole log filtered and paged, "why did
+(or didn't) it run at T", and the fired / failed / skipped timelines."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response
+
+from cronsource.adapters.application.explain import explain, removed_before
+from cronsource.adapters.application.objects import event_object
+from cronsource.adapters.application.operations import (
+    EVENT_TYPES,
+    SKIP_REASONS,
+    FieldError,
+    Operations,
+    parse_time,
+)
+from cronsource.adapters.entrypoints.http.dependencies import TOKEN, Clock, EngineDep, Ops, Queries
+from cronsource.adapters.entrypoints.http.models import Decision, EventList, Timeline
+from cronsource.adapters.entrypoints.http.params import (
+    DNS,
+    Buckets,
+    Days,
+    EventPage,
+    EventPageQuery,
+    Name,
+    Namespace,
+)
+from cronsource.adapters.entrypoints.http.problems import problem_responses
+from cronsource.adapters.entrypoints.http.replies import warn
+from cronsource.adapters.entrypoints.http.timeline import timeline, window_bounds
+from cronsource.adapters.infrastructure.readside.queries import EventFilter
+from cronsource.adapters.infrastructure.readside.queries import Queries as ReadQueries
+from cronsource.adapters.runtime.engine import Engine
+from cronsource.domain.cronworkflow import CronWorkflow
+from cronsource.domain.service import NotFound
+from cronsource.projections.readmodel import rfc3339
+
+BASE = "/namespaces/{namespace}/cronworkflows/{name}"
+router = APIRouter(prefix="/api/v1", dependencies=[TOKEN], responses=problem_responses(401))
+
+
+def events_page(
+    ops: Operations, queries: ReadQueries, f: EventFilter, response: Response
+) -> dict[str, Any]:
+    ops.refresh()
+    rows = queries.events(f)
+    kept_from = queries.kept_from()
+    if kept_from is not None and (f.since is None or f.since < kept_from):
+        warn(response, [removed_before(kept_from)])
+    return {
+        "items": [event_object(r) for r in rows],
+        "nextAfter": rows[-1].notification_id if len(rows) == f.limit else None,
+    }
+
+
+def event_filter(namespace: str | None, name: str | None, page: EventPage) -> EventFilter:
+    since, until, types, reasons = page.since, page.until, page.types, page.reasons
+    for field, values in (
+        ("namespace", [namespace or ""]),
+        ("name", [name or ""]),
+        ("type", types or []),
+        ("reason", reasons or []),
+    ):
+        if any("\x00" in v for v in values):
+            raise FieldError(field, "must not contain NUL characters")
+    for field, values, known in (
+        ("type", types or [], EVENT_TYPES),
+        ("reason", reasons or [], SKIP_REASONS),
+    ):
+        for v in values:
+            if v not in known:
+                # A typo would otherwise answer an empty page, as if nothing happened.
+                raise FieldError(field, f"unknown {field} {v!r} (one of: {', '.join(known)})")
+    s = parse_time(since, "since") if since else None
+    u = parse_time(until, "until") if until else None
+    if s and u and u < s:
+        raise FieldError("until", "is before since")
+    return EventFilter(
+        namespace, name, s, u, tuple(types or ()), tuple(reasons or ()), page.after, page.limit
+    )
+
+
+@router.get(
+    BASE + "/history",
+    response_model=EventList,
+    responses=problem_responses(404, 422),
+    summary="The audit log of one CronWorkflow (all its incarnations)",
+    tags=["audit"],
+)
+def history(
+    namespace: Namespace,
+    name: Name,
+    ops: Ops,
+    queries: Queries,
+    page: EventPageQuery,
+    response: Response,
+) -> dict[str, Any]:
+    found = events_page(ops, queries, event_filter(namespace, name, page), response)
+    if not found["items"] and not queries.ever_existed(namespace, name):
+        raise NotFound(f"cronworkflow {namespace}/{name} not found")
+    return found
+
+
+@router.get(
+    BASE + "/decision",
+    response_model=Decision,
+    responses=problem_responses(404, 422),
+    summary="Why did (or didn't) it run at a time: the decision recorded for that tick",
+    tags=["audit"],
+)
+def decision(
+    namespace: Namespace,
+    name: Name,
+    ops: Ops,
+    queries: Queries,
+    at: Annotated[str, Query(description="RFC 3339 time of the tick in question")],
+) -> dict[str, Any]:
+    t = parse_time(at, "at")
+    ops.refresh()
+    rows = queries.decisions_at(namespace, name, t)
+    agg: CronWorkflow | None
+    try:
+        agg = ops.find(namespace, name)
+    except NotFound:
+        if not queries.ever_existed(namespace, name):
+            raise
+        agg = None
+    return explain(agg, t, rows, queries.kept_from())
+
+
+def _timeline(
+    engine: Engine,
+    ops: Operations,
+    queries: ReadQueries,
+    clock: Callable[[], datetime],
+    namespace: str | None,
+    name: str | None,
+    days: float,
+    buckets: int,
+) -> dict[str, Any]:
+    since, until, bucket = window_bounds(clock(), days, buckets)
+    ops.refresh()
+    rows = engine.view.statuses(namespace)
+    if name is not None:
+        rows = [r for r in rows if r.name == name]
+        if not rows:
+            raise NotFound(f"cronworkflow {namespace}/{name} not found")
+    window = queries.window(namespace, name, since, until, bucket)
+    return {
+        "since": rfc3339(since),
+        "until": rfc3339(until),
+        "bucketSeconds": int(bucket.total_seconds()),
+        "items": timeline(rows, window, since, until, bucket),
+    }
+
+
+@router.get(
+    "/timeline",
+    response_model=Timeline,
+    responses=problem_responses(422),
+    summary="Per CronWorkflow, fired / failed / skipped-by-reason ticks per time bucket",
+    tags=["audit"],
+)
+def timeline_all(
+    engine: EngineDep,
+    ops: Ops,
+    queries: Queries,
+    clock: Clock,
+    namespace: Annotated[str | None, Query(pattern=DNS, max_length=63)] = None,
+    days: Days = 7,
+    buckets: Buckets = 168,
+) -> dict[str, Any]:
+    return _timeline(engine, ops, queries, clock, namespace, None, days, buckets)
+
+
+@router.get(
+    BASE + "/timeline",
+    response_model=Timeline,
+    responses=problem_responses(404, 422),
+    summary="The timeline of one CronWorkflow",
+    tags=["audit"],
+)
+def timeline_one(
+    namespace: Namespace,
+    name: Name,
+    engine: EngineDep,
+    ops: Ops,
+    queries: Queries,
+    clock: Clock,
+    days: Days = 7,
+    buckets: Buckets = 168,
+) -> dict[str, Any]:
+    return _timeline(engine, ops, queries, clock, namespace, name, days, buckets)
+
+
+@router.get(
+    "/events",
+    response_model=EventList,
+    responses=problem_responses(422),
+    summary="The whole audit log, filtered, paged by log position",
+    tags=["audit"],
+)
+def events(
+    ops: Ops,
+    queries: Queries,
+    page: EventPageQuery,
+    response: Response,
+    namespace: Annotated[str | None, Query(max_length=253)] = None,
+    name: Annotated[str | None, Query(max_length=253)] = None,
+) -> dict[str, Any]:
+    return events_page(ops, queries, event_filter(namespace, name, page), response)

@@ -1,0 +1,167 @@
+"""Commands on one CronWorkflow: suspend, resume, trigger (run now) and backfill."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime
+from typing import Any
+
+from fastapi import APIRouter, Response
+
+from cronsource.adapters.application.objects import backfill_result
+from cronsource.adapters.application.operations import FieldError, Operations, parse_time
+from cronsource.adapters.entrypoints.http.admission import if_match_version
+from cronsource.adapters.entrypoints.http.dependencies import TOKEN, Ops, Queries, Settings
+from cronsource.adapters.entrypoints.http.models import (
+    BackfillRequest,
+    BackfillResult,
+    CronWorkflowObject,
+    SuspendRequest,
+    Triggered,
+    TriggerRequest,
+)
+from cronsource.adapters.entrypoints.http.params import IdempotencyKey, IfMatch, Name, Namespace
+from cronsource.adapters.entrypoints.http.problems import problem_responses
+from cronsource.adapters.entrypoints.http.replies import answer, current, log_command
+from cronsource.adapters.infrastructure.logs import scheduling_fields
+from cronsource.adapters.infrastructure.readside.queries import Queries as ReadQueries
+from cronsource.domain.cronworkflow import manual_workflow_name
+
+log = logging.getLogger("cronsource.http")
+
+BASE = "/namespaces/{namespace}/cronworkflows/{name}"
+router = APIRouter(prefix="/api/v1", dependencies=[TOKEN], responses=problem_responses(401))
+
+
+def _suspend_or_resume(
+    ops: Operations,
+    queries: ReadQueries,
+    response: Response,
+    namespace: str,
+    name: str,
+    body: SuspendRequest | None,
+    if_match: str | None,
+    resume: bool,
+) -> dict[str, Any]:
+    req = body or SuspendRequest()
+
+    def do(a: Any, at: datetime) -> Any:
+        if resume:
+            return a.resume(at, by=req.by, note=req.note)
+        return a.suspend(at, by=req.by, note=req.note)
+
+    _, version = ops.command(namespace, name, do, if_match_version(if_match))
+    log_command("resumed" if resume else "suspended", namespace, name, version, by=req.by)
+    return answer(response, current(ops, queries, namespace, name))
+
+
+@router.post(
+    BASE + "/suspend",
+    response_model=CronWorkflowObject,
+    responses=problem_responses(404, 409, 422),
+    summary="Suspend: no tick runs until resumed",
+    tags=["commands"],
+)
+def suspend(
+    namespace: Namespace,
+    name: Name,
+    response: Response,
+    ops: Ops,
+    queries: Queries,
+    body: SuspendRequest | None = None,
+    if_match: IfMatch = None,
+) -> dict[str, Any]:
+    return _suspend_or_resume(ops, queries, response, namespace, name, body, if_match, False)
+
+
+@router.post(
+    BASE + "/resume",
+    response_model=CronWorkflowObject,
+    responses=problem_responses(404, 409, 422),
+    summary="Resume: the suspension's ticks are decided, at most one runs",
+    tags=["commands"],
+)
+def resume(
+    namespace: Namespace,
+    name: Name,
+    response: Response,
+    ops: Ops,
+    queries: Queries,
+    body: SuspendRequest | None = None,
+    if_match: IfMatch = None,
+) -> dict[str, Any]:
+    return _suspend_or_resume(ops, queries, response, namespace, name, body, if_match, True)
+
+
+@router.post(
+    BASE + "/trigger",
+    status_code=201,
+    response_model=Triggered,
+    responses={
+        200: {"description": "This request id already ran", "model": Triggered},
+        **problem_responses(404, 409, 422),
+    },
+    summary="Run now (a manual fire); idempotent per request id",
+    tags=["commands"],
+)
+def trigger(
+    namespace: Namespace,
+    name: Name,
+    response: Response,
+    ops: Ops,
+    body: TriggerRequest | None = None,
+    if_match: IfMatch = None,
+    idempotency_key: IdempotencyKey = None,
+) -> dict[str, Any]:
+    rid = (body.requestId if body else None) or idempotency_key or uuid.uuid4().hex
+    wf, version = ops.command(
+        namespace, name, lambda a, at: a.trigger(at, rid), if_match_version(if_match)
+    )
+    log_command("triggered", namespace, name, version, workflow=wf, requestId=rid)
+    response.status_code = 201 if wf else 200
+    response.headers["ETag"] = f'"{version}"'
+    return {
+        "workflow": wf or manual_workflow_name(name, rid),
+        "requestId": rid,
+        "triggered": wf is not None,
+    }
+
+
+@router.post(
+    BASE + "/backfill",
+    response_model=BackfillResult,
+    responses=problem_responses(404, 409, 422),
+    summary="Fire every tick in [start, end] that never fired (dryRun: only list them)",
+    tags=["commands"],
+)
+def backfill(
+    namespace: Namespace, name: Name, body: BackfillRequest, ops: Ops, settings: Settings
+) -> dict[str, Any]:
+    s, e = parse_time(body.start, "start"), parse_time(body.end, "end")
+    if e < s:
+        raise FieldError("end", f"{body.end} is before start {body.start}", "body")
+    if body.parallel is not None and body.overlap in ("Forbid", "Replace"):
+        raise FieldError(
+            "parallel", f"applies to overlap Allow or Queue, not {body.overlap}", "body"
+        )
+    plan = ops.backfill(
+        namespace,
+        name,
+        s,
+        e,
+        body.dryRun,
+        body.maxTicks or settings.max_backfill_ticks,
+        overlap=body.overlap,
+        parallel=body.parallel,
+    )
+    times = plan.runs
+    if not body.dryRun and times:
+        log.info(
+            "%s/%s backfilled %d ticks",
+            namespace,
+            name,
+            len(times),
+            extra=scheduling_fields(namespace, name, times[0], None, count=len(times)),
+        )
+    return backfill_result(name, plan, body.dryRun)

@@ -1,1 +1,0 @@
-"""The API's routers, one per resource group; `adapters/http/app.py` includes them."""

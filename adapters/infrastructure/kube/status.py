@@ -1,0 +1,153 @@
+"""The status writer: the projected CronWorkflowStatus onto the CronWorkflow object.
+
+At least once and idempotent: the object carries the sequence (aggregate version) of the status
+it shows, in our own annotation; a write whose sequence is not newer is dropped. Each write is
+a merge patch of the main resource (Argo's CRD has no /status subresource) with
+`metadata.resourceVersion` as precondition, so a concurrent change (a user's edit of spec or
+labels, another writer) makes it 409; it then re-reads, re-checks the sequence and tries again.
+It sends only `status`, its own annotation and Argo's completed label, never spec or other
+labels (Argo #15877). `status.resolvedSchedules` is a map, which a merge patch merges key by
+key: the patch nulls the keys the object shows and the status no longer has (a schedule edited
+away), and drops the whole map when no schedule has an `H` any more, as Argo's controller does
+(PR #16604, persistResolvedSchedules).
+
+With a `SeenMetadata` (the CronWorkflow watch's copy, as Argo patches from its informer's),
+the first try takes the object's metadata from there instead of reading it: a burst's status
+writes then cost one request each, not two. A stale copy costs a 409 and one read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from cronsource.adapters.infrastructure.kube.port import CWF, ApiError, KubeApi
+from cronsource.adapters.infrastructure.kube.seen import Seen, SeenMetadata, resolved_schedule_keys
+from cronsource.adapters.infrastructure.kube.target import Backoff, get_object
+from cronsource.domain.cronworkflow import CronWorkflow
+from cronsource.projections.readmodel import LABEL_COMPLETED, StatusRow, status_row
+
+ANNOTATION_SEQUENCE = "cronsource.io/status-sequence"
+#: Status writes in flight at once when many CronWorkflows changed in one turn.
+IN_FLIGHT = 16
+
+
+def status_patch(
+    row: StatusRow, meta: dict[str, Any], shown_resolved: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    """The merge patch for one status write. Besides status and our annotation it sets
+    only Argo's completed label, as Argo does when the stop strategy is met, and removes it
+    once resumed; no other label is touched. `shown_resolved` are the keys of the object's
+    `status.resolvedSchedules` at `meta`'s version: those the status no longer has are
+    nulled, or the map dropped when it is empty."""
+    status = dict(row.status)
+    ours: dict[str, Any] = status.get("resolvedSchedules") or {}
+    if ours:
+        status["resolvedSchedules"] = {**dict.fromkeys(shown_resolved - ours.keys()), **ours}
+    elif shown_resolved:
+        status["resolvedSchedules"] = None
+    body: dict[str, Any] = {
+        "metadata": {
+            "resourceVersion": meta["resourceVersion"],
+            "annotations": {ANNOTATION_SEQUENCE: str(row.version)},
+        },
+        "status": status,
+    }
+    shown = (meta.get("labels") or {}).get(LABEL_COMPLETED)
+    if row.status.get("phase") == "Stopped" and shown != "true":
+        body["metadata"]["labels"] = {LABEL_COMPLETED: "true"}
+    elif row.status.get("phase") != "Stopped" and shown is not None:
+        body["metadata"]["labels"] = {LABEL_COMPLETED: None}
+    return body
+
+
+class StatusWriter:
+    def __init__(
+        self,
+        kube: KubeApi,
+        backoff: Backoff | None = None,
+        max_conflicts: int = 10,
+        seen: SeenMetadata | None = None,
+    ):
+        self.kube = kube
+        self.backoff = backoff or Backoff()
+        self.max_conflicts = max_conflicts
+        self.seen = seen
+        self.conflicts = 0  # 409s absorbed, for tests and metrics
+        self.reads = 0  # GETs made before a write (none when `seen` had the object)
+
+    def write_aggregate(self, agg: CronWorkflow) -> bool:
+        return self.write(status_row(agg))
+
+    def write(self, row: StatusRow) -> bool:
+        """True if the status was written; False if dropped (stale, deleted, other object)."""
+        return self.kube.run(self.write_async(row))
+
+    def write_many(self, rows: Iterable[StatusRow]) -> list[bool | BaseException]:
+        """Write all, a few at a time; per row, whether it was written or the error."""
+        return self.kube.run(self._write_many(list(rows)))
+
+    async def _write_many(self, rows: Sequence[StatusRow]) -> list[bool | BaseException]:
+        gate = asyncio.Semaphore(IN_FLIGHT)
+
+        async def one(row: StatusRow) -> bool:
+            async with gate:
+                return await self.write_async(row)
+
+        results = await asyncio.gather(*(one(r) for r in rows), return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException) and not isinstance(r, Exception):
+                raise r
+        return list(results)
+
+    async def write_async(self, row: StatusRow) -> bool:
+        if row.deleted:
+            return False
+        uid = row.metadata.get("uid")
+        seen = None if self.seen is None else self.seen.get_seen(row.namespace, row.name)
+        fresh = False
+        for _ in range(self.max_conflicts):
+            if seen is None:
+                seen, fresh = await self._read(row), True
+                if seen is None:
+                    return False
+            meta = seen.metadata
+            shown = (meta.get("annotations") or {}).get(ANNOTATION_SEQUENCE, "")
+            other = bool(uid) and meta.get("uid") != uid  # another incarnation of the name
+            if other or (shown.isdigit() and int(shown) >= row.version):
+                if fresh:
+                    return False
+                seen = None  # dropped only on what the API says, not on the watch's copy
+                continue
+            body = status_patch(row, meta, seen.resolved_schedules)
+            try:
+                written = await self.backoff.call(
+                    functools.partial(self.kube.patch, row.namespace, CWF, row.name, body)
+                )
+            except ApiError as e:
+                if e.status == 404:
+                    return False
+                if e.status != 409:
+                    raise
+                self.conflicts += 1
+                seen, fresh = None, False  # read it next try
+                continue
+            if self.seen is not None:
+                self.seen.saw(written)
+            return True
+        raise RuntimeError(f"status of {row.namespace}/{row.name}: too many conflicts")
+
+    async def _read(self, row: StatusRow) -> Seen | None:
+        """The object's metadata (and resolved-schedule keys) from the API; None when gone."""
+        self.reads += 1
+        try:
+            obj = await get_object(self.kube, self.backoff, row.namespace, CWF, row.name)
+        except ApiError as e:
+            if e.status == 404:
+                return None
+            raise
+        if self.seen is not None:
+            self.seen.saw(obj)
+        return Seen(dict(obj["metadata"]), resolved_schedule_keys(obj))

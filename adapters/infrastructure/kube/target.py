@@ -1,0 +1,218 @@
+"""The dispatcher's target on a cluster: create child Workflows, terminate and delete them.
+
+Create is idempotent on the deterministic name: 409 AlreadyExists counts as done only if the
+existing object has our owner uid and our scheduled time (a replay after a crash, or a create
+whose answer was lost), otherwise the name belongs to someone else and the fire becomes
+SubmissionFailed. 422, 403 and 400 are permanent (SubmissionFailed); 5xx, 429 and no answer at
+all are transient and retried with backoff and jitter, and when the retries run out the error
+propagates, so the dispatcher's position does not move and the batch is tried again next turn.
+
+`create_many` is what the async client is for: a batch of fires becomes up to `in_flight`
+concurrent creations on one connection pool, where a synchronous loop pays one round trip per
+Workflow (bench/kube_create.py measures both).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+import logging
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TypeVar
+
+from cronsource.adapters.infrastructure.kube.port import CWF, WF, ApiError, KubeApi
+from cronsource.projections.dispatch import Creation, PermanentSubmissionError, is_same_workflow
+
+log = logging.getLogger("cronsource.adapters.infrastructure.kube")
+
+T = TypeVar("T")
+
+FINISHED = ("Succeeded", "Failed", "Error")
+PERMANENT = (400, 403, 422)
+#: Creations in flight at once. The API server admits 200 mutating requests at a time by
+#: default (--max-mutating-requests-inflight) and shares them with every other client of the
+#: cluster; 32 keeps the dispatcher well inside that while hiding the round trip (bench:
+#: python -m bench.kube_create --in-flight N compares).
+IN_FLIGHT = 32
+
+
+def is_transient(exc: BaseException) -> bool:
+    """5xx, 429 and no answer (status 0: reset, refused, timeout): worth another try."""
+    if isinstance(exc, ApiError):
+        return exc.status == 0 or exc.status == 429 or exc.status >= 500
+    return isinstance(exc, (ConnectionError, TimeoutError, asyncio.TimeoutError))
+
+
+@dataclass
+class Backoff:
+    """Bounded exponential backoff with full jitter for transient API errors. `sleep` may be
+    a coroutine function (the default) or a plain function (tests pass one that records)."""
+
+    attempts: int = 5
+    base: float = 0.1
+    cap: float = 2.0
+    sleep: Callable[[float], Any] = asyncio.sleep
+    rng: random.Random = field(default_factory=random.Random)
+
+    async def call(self, op: Callable[[], Awaitable[T]]) -> T:
+        for attempt in range(self.attempts):
+            try:
+                return await op()
+            except Exception as e:
+                if not is_transient(e) or attempt == self.attempts - 1:
+                    raise
+                delay = self.rng.uniform(0, min(self.cap, self.base * 2**attempt))
+                log.warning("transient API error (%s), retrying in %.2fs", e, delay)
+                slept = self.sleep(delay)
+                if inspect.isawaitable(slept):
+                    await slept
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def get_object(
+    kube: KubeApi, backoff: Backoff, namespace: str, plural: str, name: str
+) -> dict[str, Any]:
+    """One object, with transient errors retried."""
+    return await backoff.call(lambda: kube.get(namespace, plural, name))
+
+
+def owner_uids(meta: dict[str, Any]) -> set[str]:
+    return {str(o.get("uid")) for o in meta.get("ownerReferences") or [] if o.get("uid")}
+
+
+class KubeTarget:
+    """WorkflowTarget (projections/dispatch.py) on a cluster, plus `create_many`."""
+
+    def __init__(
+        self, kube: KubeApi, backoff: Backoff | None = None, in_flight: int = IN_FLIGHT
+    ) -> None:
+        self.kube = kube
+        self.backoff = backoff or Backoff()
+        self.in_flight = in_flight
+        self._owner_uid: dict[str, str] = {}  # cron_id -> CronWorkflow uid, when looked up
+
+    # -- the synchronous face the dispatcher calls --------------------------------------------
+
+    def create(self, workflow: dict[str, Any], *, cron_id: str, trigger: str, at: datetime) -> None:
+        self.kube.run(self.create_async(workflow, cron_id))
+
+    def create_many(
+        self, creations: Sequence[Creation], at: datetime | None = None
+    ) -> list[BaseException | None]:
+        """Create all, `in_flight` at a time; one result per creation, in order: None when
+        done, else the error (PermanentSubmissionError, or an ApiError that outlived its
+        retries)."""
+        return self.kube.run(self._create_many(creations))
+
+    def created(self, workflow: dict[str, Any], *, cron_id: str) -> bool:
+        """Whether this Workflow of ours exists in the cluster (transient errors retried,
+        then raised: the caller must not guess)."""
+        return self.kube.run(self.created_async(workflow, cron_id))
+
+    def terminate(self, namespace: str, name: str, at: datetime) -> None:
+        self.kube.run(self.terminate_async(namespace, name))
+
+    def delete(self, namespace: str, name: str, at: datetime) -> None:
+        self.kube.run(self.delete_async(namespace, name))
+
+    # -- the work, on the client's loop ----------------------------------------------------------
+
+    async def _create_many(self, creations: Sequence[Creation]) -> list[BaseException | None]:
+        gate = asyncio.Semaphore(self.in_flight)
+
+        async def one(c: Creation) -> None:
+            async with gate:
+                await self.create_async(c.workflow, c.cron_id)
+
+        results = await asyncio.gather(*(one(c) for c in creations), return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException) and not isinstance(r, Exception):
+                raise r  # cancellation, KeyboardInterrupt: not a result
+        return [r if isinstance(r, BaseException) else None for r in results]
+
+    async def _owner(self, namespace: str, name: str, cron_id: str) -> str:
+        """The CronWorkflow's uid from the API (for aggregates applied without one)."""
+        if cron_id not in self._owner_uid:
+            try:
+                obj = await get_object(self.kube, self.backoff, namespace, CWF, name)
+            except ApiError as e:
+                if e.status == 404:
+                    raise PermanentSubmissionError(
+                        f"cronworkflow {namespace}/{name} not found in the cluster"
+                    ) from e
+                raise
+            self._owner_uid[cron_id] = str(obj["metadata"]["uid"])
+        return self._owner_uid[cron_id]
+
+    async def create_async(self, workflow: dict[str, Any], cron_id: str) -> None:
+        meta = workflow["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        for ref in meta.get("ownerReferences") or []:
+            # build_workflow falls back to the aggregate id when the aggregate has no uid.
+            if ref.get("kind") == "CronWorkflow" and ref.get("uid") == cron_id:
+                ref["uid"] = await self._owner(ns, ref["name"], cron_id)
+        for _ in range(3):
+            try:
+                await self.backoff.call(lambda: self.kube.create(ns, WF, workflow))
+                return
+            except ApiError as e:
+                if e.status in PERMANENT or e.status == 404:
+                    # 404 on a create: the namespace (or the Workflow kind) does not exist;
+                    # retrying would hold up every later Workflow behind this one.
+                    raise PermanentSubmissionError(
+                        f"workflow {ns}/{name} refused ({e.status} {e.api_reason or e.reason})"
+                    ) from e
+                if e.status != 409:
+                    raise
+            # 409 AlreadyExists: done only if it is the same Workflow (our owner, our tick).
+            try:
+                existing = await get_object(self.kube, self.backoff, ns, WF, name)
+            except ApiError as e:
+                if e.status == 404:
+                    continue  # deleted in between: create again
+                raise
+            if is_same_workflow(existing.get("metadata") or {}, meta):
+                return
+            raise PermanentSubmissionError(f"workflow {ns}/{name} exists and is not ours")
+        raise PermanentSubmissionError(f"workflow {ns}/{name}: create keeps racing a delete")
+
+    async def created_async(self, workflow: dict[str, Any], cron_id: str) -> bool:
+        meta = copy.deepcopy(workflow["metadata"])
+        ns, name = meta["namespace"], meta["name"]
+        try:
+            existing = await get_object(self.kube, self.backoff, ns, WF, name)
+        except ApiError as e:
+            if e.status == 404:
+                return False
+            raise
+        for ref in meta.get("ownerReferences") or []:
+            # As in `create_async`: an aggregate without a uid names the cluster's object.
+            if ref.get("kind") == "CronWorkflow" and ref.get("uid") == cron_id:
+                try:
+                    ref["uid"] = await self._owner(ns, ref["name"], cron_id)
+                except PermanentSubmissionError:
+                    return False  # no such CronWorkflow: the Workflow cannot be its child
+        return is_same_workflow(existing.get("metadata") or {}, meta)
+
+    async def terminate_async(self, namespace: str, name: str) -> None:
+        """Replace: `spec.shutdown: Terminate`; gone or already finished is fine."""
+        try:
+            obj = await get_object(self.kube, self.backoff, namespace, WF, name)
+            if (obj.get("status") or {}).get("phase") in FINISHED:
+                return
+            body = {"spec": {"shutdown": "Terminate"}}
+            await self.backoff.call(lambda: self.kube.patch(namespace, WF, name, body))
+        except ApiError as e:
+            if e.status != 404:
+                raise
+
+    async def delete_async(self, namespace: str, name: str) -> None:
+        try:
+            await self.backoff.call(lambda: self.kube.delete(namespace, WF, name))
+        except ApiError as e:
+            if e.status != 404:
+                raise

@@ -1,0 +1,298 @@
+"""The local target: Workflows as manifest files in a directory, for running without a cluster.
+
+`<dir>/<namespace>/<name>.yaml` is the Workflow, written as one line of JSON, which is YAML too:
+`kubectl apply -f` and every YAML reader take it, and the C JSON encoder is 20x faster than
+PyYAML's representer, which was most of the dispatcher's time. `<name>.phase` holds its phase
+once it ends (written by us after the run duration, by Replace's terminate, or by hand). A
+manifest that disappears while the run is active is a run deleted by hand (RunVanished).
+
+A file is created exclusively and atomically (written aside, then hard-linked into place), so a
+dispatcher that replays an event after a crash finds the file and never writes a second one,
+and nobody ever sees half a manifest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cronsource.domain.timestamps import parse_timestamp
+from cronsource.projections.dispatch import (
+    Creation,
+    PermanentSubmissionError,
+    is_same_workflow,
+)
+
+ANNOTATION_CREATED = "cronsource.io/created-at"
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: 10x faster
+PHASES = ("Succeeded", "Failed", "Error")
+
+
+class WorkflowConflict(PermanentSubmissionError):
+    """A Workflow of that name exists and is not ours (another owner or scheduled time)."""
+
+
+@dataclass(frozen=True)
+class RunObservation:
+    namespace: str
+    name: str
+    phase: str | None  # None: the manifest is gone (deleted by hand)
+    finished_at: datetime | None
+
+
+def _write_atomically(path: Path, text: str, exclusive: bool) -> bool:
+    """Write `text` to `path`; with `exclusive`, False if the file already exists."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        if exclusive:
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                return False
+        else:
+            os.replace(tmp, path)
+            tmp = ""
+        return True
+    finally:
+        if tmp:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+
+def _link_all_exclusively(files: list[tuple[Path, str]]) -> list[bool]:
+    """Create many files exclusively with one flush to disk instead of one per file.
+
+    Every text is written aside first and made durable with one `os.sync()`; only then are the
+    final names linked, so no name ever points at a half-written file, even after a power cut.
+    The directories are synced after the links, so the caller may record the batch as done.
+    Returns, per file, False where the name already existed.
+    """
+    dirs = {path.parent for path, _ in files}
+    for d in dirs:
+        d.mkdir(parents=True, exist_ok=True)
+    temps: list[str] = []
+    try:
+        for path, text in files:
+            # Plain system calls: tempfile.mkstemp and a text-mode file object cost half as
+            # much again as the inode itself, which is the bulk of a Workflow file's cost.
+            tmp = str(path.parent / f".tmp-{secrets.token_hex(8)}")
+            fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            temps.append(tmp)
+            try:
+                data = memoryview(text.encode())
+                while data:
+                    data = data[os.write(fd, data) :]
+            finally:
+                os.close(fd)
+        os.sync()
+        created = []
+        for (path, _), tmp in zip(files, temps, strict=True):
+            try:
+                os.link(tmp, path)
+                created.append(True)
+            except FileExistsError:
+                created.append(False)
+        for d in dirs:
+            dfd = os.open(d, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        return created
+    finally:
+        for tmp in temps:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+
+class OutsideDirectory(PermanentSubmissionError):
+    """The Workflow's path leaves the workflows directory (a namespace directory that is a
+    symlink elsewhere): refused, never followed."""
+
+
+#: Temp files older than this at start are left over from a process killed mid-write.
+STALE_TEMP_SECONDS = 60.0
+
+
+class LocalTarget:
+    def __init__(self, directory: str | Path, run_duration: timedelta = timedelta(seconds=1)):
+        self.dir = Path(directory)
+        self.run_duration = run_duration
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.root = self.dir.resolve()
+        self._created: dict[Path, datetime] = {}  # creation times read once per manifest
+        self.removed_temps = self._remove_stale_temps()
+
+    def _remove_stale_temps(self) -> int:
+        """Delete `.tmp-*` files a `kill -9` left between write and link. Only old ones: a
+        second process on this directory may be writing a fresh one right now."""
+        import time
+
+        removed = 0
+        cutoff = time.time() - STALE_TEMP_SECONDS
+        for tmp in [*self.root.glob(".tmp-*"), *self.root.glob("*/.tmp-*")]:
+            with contextlib.suppress(OSError):
+                if tmp.is_file() and not tmp.is_symlink() and tmp.stat().st_mtime < cutoff:
+                    tmp.unlink()
+                    removed += 1
+        return removed
+
+    def outside(self, path: Path) -> OutsideDirectory | None:
+        """Why `path` may not be written (its directory resolves outside ours), or None."""
+        if path.parent.resolve().is_relative_to(self.root):
+            return None
+        return OutsideDirectory(
+            f"{path.parent} resolves to {path.parent.resolve()}, outside the workflows"
+            f" directory {self.root}: refused"
+        )
+
+    def manifest_path(self, namespace: str, name: str) -> Path:
+        return self.dir / namespace / f"{name}.yaml"
+
+    def phase_path(self, namespace: str, name: str) -> Path:
+        return self.dir / namespace / f"{name}.phase"
+
+    def create(self, workflow: dict[str, Any], *, cron_id: str, trigger: str, at: datetime) -> None:
+        error = self.create_many([Creation(workflow, cron_id, trigger)], at)[0]
+        if error is not None:
+            raise error
+
+    def create_many(
+        self, creations: Sequence[Creation], at: datetime
+    ) -> list[BaseException | None]:
+        """Create them all; per creation None, or why it was refused."""
+        created_at = at.astimezone(UTC).isoformat()
+        files = []
+        errors: list[BaseException | None] = []
+        for c in creations:
+            meta = c.workflow["metadata"]
+            meta.setdefault("annotations", {})[ANNOTATION_CREATED] = created_at
+            path = self.manifest_path(meta["namespace"], meta["name"])
+            errors.append(self.outside(path))
+            if errors[-1] is None:
+                files.append((path, json.dumps(c.workflow, default=str) + "\n"))
+        made = iter(zip(files, _link_all_exclusively(files), strict=True))
+        out: list[BaseException | None] = []
+        for c, error in zip(creations, errors, strict=True):
+            if error is not None:
+                out.append(error)
+                continue
+            (path, _), created = next(made)
+            out.append(None if created else self._conflict(c.workflow["metadata"], path))
+        return out
+
+    def created(self, workflow: dict[str, Any], *, cron_id: str) -> bool:
+        """Whether this Workflow of ours exists (ours: `is_same_workflow`)."""
+        meta = workflow["metadata"]
+        path = self.manifest_path(meta["namespace"], meta["name"])
+        if self.outside(path) is not None:
+            return False
+        try:
+            existing = yaml.load(path.read_text(), Loader=_Loader) or {}
+        except FileNotFoundError:
+            return False
+        return isinstance(existing, dict) and is_same_workflow(existing.get("metadata") or {}, meta)
+
+    @staticmethod
+    def _conflict(meta: dict[str, Any], path: Path) -> PermanentSubmissionError | None:
+        """AlreadyExists is success only if it is the same Workflow: our owner, our tick."""
+        existing = yaml.load(path.read_text(), Loader=_Loader) or {}
+        if is_same_workflow(existing.get("metadata") or {}, meta):
+            return None
+        return WorkflowConflict(
+            f"workflow {meta['namespace']}/{meta['name']} exists and is not ours"
+        )
+
+    def terminate(self, namespace: str, name: str, at: datetime) -> None:
+        """Replace's terminate: the run ends Failed; one that already ended is left alone."""
+        path = self.manifest_path(namespace, name)
+        if self.outside(path) is None and path.exists():
+            _write_atomically(self.phase_path(namespace, name), "Failed\n", exclusive=True)
+
+    def delete(self, namespace: str, name: str, at: datetime) -> None:
+        for p in (self.manifest_path(namespace, name), self.phase_path(namespace, name)):
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+
+    def workflows(self) -> list[dict[str, Any]]:
+        """The metadata of every Workflow in the directory, each with its creation time as
+        `creationTimestamp` (as the cluster would give it): what exists, for the recovery of
+        runs the log lost (adapters/runtime/recovery.py). Unreadable files are left out."""
+        out = []
+        for path in self.root.glob("*/*.yaml"):
+            try:
+                text = path.read_text()
+                doc = (
+                    json.loads(text)
+                    if text.lstrip().startswith("{")
+                    else yaml.load(text, Loader=_Loader)
+                )
+                meta = dict(doc["metadata"])
+                meta["creationTimestamp"] = meta["annotations"][ANNOTATION_CREATED]
+            except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError):
+                continue
+            out.append(meta)
+        return out
+
+    def exists(self, namespace: str, name: str) -> bool:
+        return self.manifest_path(namespace, name).exists()
+
+    def observe(self, namespace: str, name: str, now: datetime) -> RunObservation | None:
+        """The run's state if it ended or vanished; None while it is still running.
+
+        Called for every active run on every turn, so a running one costs two `stat`s: its
+        creation time is read from the manifest once and remembered.
+        """
+        path = self.manifest_path(namespace, name)
+        phase_file = self.phase_path(namespace, name)
+        created = self._created.get(path)
+        if created is None:
+            try:
+                created = _created_at(path.read_text())
+            except FileNotFoundError:
+                return RunObservation(namespace, name, None, None)
+            self._created[path] = created
+        elif not path.exists():
+            self._created.pop(path, None)
+            return RunObservation(namespace, name, None, None)
+        try:
+            phase = phase_file.read_text().strip()
+            finished = datetime.fromtimestamp(phase_file.stat().st_mtime, UTC)
+            if phase not in PHASES:
+                phase = "Error"
+            self._created.pop(path, None)
+            return RunObservation(namespace, name, phase, max(finished, created))
+        except FileNotFoundError:
+            pass
+        ends = created + self.run_duration
+        if now >= ends and self.outside(phase_file) is None:
+            # Persist the outcome first, so a restart reports the same phase and time.
+            _write_atomically(phase_file, "Succeeded\n", exclusive=True)
+            os.utime(phase_file, (ends.timestamp(), ends.timestamp()))
+            return self.observe(namespace, name, now)
+        return None
+
+
+def _created_at(text: str) -> datetime:
+    """The creation annotation of a manifest: ours are JSON, one edited by hand may be YAML."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = yaml.load(text, Loader=_Loader)
+    created = doc["metadata"]["annotations"][ANNOTATION_CREATED]
+    return parse_timestamp(created, ANNOTATION_CREATED, bounded=False)  # ours, not a user's

@@ -1,0 +1,200 @@
+"""SQLite: the event store's recorder, the snapshots' recorder, and their factory."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+from uuid import UUID
+
+from eventsourcing.persistence import (
+    StoredEvent,
+)
+from eventsourcing.sqlite import (
+    SQLITE3_DEFAULT_LOCK_TIMEOUT,
+    SQLiteAggregateRecorder,
+    SQLiteApplicationRecorder,
+    SQLiteFactory,
+)
+
+from cronsource.adapters.infrastructure.store.recorders.common import (
+    _GAPS,
+    _NO_LIMIT,
+    CHECK_CHUNK,
+    StaleAppend,
+    _deadline_errors,
+    _seconds_left,
+    first_versions,
+)
+
+
+class SqliteRecorder(SQLiteApplicationRecorder):
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """Insert, then check each stream's last version before the new ones inside the same
+        transaction: the insert holds SQLite's write lock, so nobody appends in between, and a
+        stale save rolls back whole (StaleAppend)."""
+        left = _seconds_left()
+        with _deadline_errors(), self.datastore.get_connection(commit=True) as conn:
+            if left is not None:
+                # The wait for another process's write lock, bounded by the commit deadline.
+                conn.cursor().execute(f"PRAGMA busy_timeout = {max(1, int(left * 1000))}")
+            try:
+                with conn.transaction(commit=True) as c:
+                    ids = self._insert_events(c, stored_events, **kwargs)
+                    stale = self._stale(c, stored_events)
+                    if stale:
+                        raise StaleAppend(stale)
+                    return ids
+            finally:
+                if left is not None:
+                    seconds = self.datastore.pool.lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT
+                    conn.cursor().execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+
+    def _stale(
+        self, c: Any, stored_events: Sequence[StoredEvent]
+    ) -> dict[UUID, tuple[int, int | None]]:
+        firsts = list(first_versions(stored_events).items())
+        stale: dict[UUID, tuple[int, int | None]] = {}
+        for i in range(0, len(firsts), CHECK_CHUNK):
+            chunk = firsts[i : i + CHECK_CHUNK]
+            values = ",".join("(?, ?)" for _ in chunk)
+            c.execute(
+                f"WITH firsts(oid, v) AS (VALUES {values}) "  # noqa: S608
+                f"SELECT oid, v, (SELECT max(originator_version) FROM {self.events_table_name} e"
+                " WHERE e.originator_id = f.oid AND e.originator_version < f.v) AS last"
+                " FROM firsts f",
+                [x for oid, v in chunk for x in (oid.hex, v)],
+            )
+            for row in c.fetchall():
+                if (row["last"] or 0) != row["v"] - 1:
+                    oid = cast(UUID, self.convert_originator_id(row["oid"]))
+                    stale[oid] = (row["v"], row["last"])
+        return stale
+
+    def remove_covered(
+        self, snapshots_table: str, after: int, upto: int, keep: Sequence[int], limit: int
+    ) -> tuple[int, int, set[UUID]]:
+        """As PostgresRecorder.remove_covered (the notification id is SQLite's rowid)."""
+        t = self.events_table_name
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(
+                f"SELECT max(rowid) AS last FROM (SELECT rowid FROM {t}"  # noqa: S608
+                " WHERE rowid > ? AND rowid <= ? ORDER BY rowid LIMIT ?)",
+                (after, upto, limit),
+            )
+            row = c.fetchone()
+            last = int(row["last"]) if row is not None and row["last"] is not None else upto
+            # The ids to keep may be many (an active run's fire each): a temporary table,
+            # not one host parameter each.
+            c.execute("CREATE TEMP TABLE IF NOT EXISTS retention_keep (n INTEGER PRIMARY KEY)")
+            c.execute("DELETE FROM retention_keep")
+            c.executemany("INSERT INTO retention_keep (n) VALUES (?)", [(n,) for n in keep])
+            c.execute(
+                f"DELETE FROM {t} WHERE rowid > ? AND rowid <= ?"  # noqa: S608
+                " AND rowid NOT IN (SELECT n FROM retention_keep)"
+                f" AND originator_version <= (SELECT s.originator_version FROM"
+                f" {snapshots_table} s WHERE s.originator_id = {t}.originator_id"
+                " ORDER BY s.originator_version DESC LIMIT 1 OFFSET 1)"
+                f" AND originator_version < (SELECT max(x.originator_version) FROM {t} x"
+                f" WHERE x.originator_id = {t}.originator_id)",
+                (after, last),
+            )
+            c.execute("SELECT changes() AS n")
+            removed = int(c.fetchone()["n"])
+            c.execute(
+                f"SELECT DISTINCT originator_id FROM {t} e WHERE rowid > ? AND rowid <= ?"  # noqa: S608
+                " AND rowid NOT IN (SELECT n FROM retention_keep)"
+                " AND originator_version > COALESCE((SELECT s.originator_version FROM"
+                f" {snapshots_table} s WHERE s.originator_id = e.originator_id"
+                " ORDER BY s.originator_version DESC LIMIT 1 OFFSET 1), 0)"
+                f" AND originator_version < (SELECT max(x.originator_version) FROM {t} x"
+                " WHERE x.originator_id = e.originator_id)",
+                (after, last),
+            )
+            uncovered = {
+                cast(UUID, self.convert_originator_id(r["originator_id"])) for r in c.fetchall()
+            }
+            c.execute(
+                f"DELETE FROM {snapshots_table} WHERE originator_version < (SELECT"  # noqa: S608
+                f" x.originator_version FROM {snapshots_table} x WHERE x.originator_id ="
+                f" {snapshots_table}.originator_id ORDER BY x.originator_version DESC"
+                " LIMIT 1 OFFSET 1) AND originator_version < (SELECT"
+                f" min(e.originator_version) FROM {t} e WHERE e.originator_id ="
+                f" {snapshots_table}.originator_id) - 1"
+            )
+        return max(removed, 0), last, uncovered
+
+    def gaps(self) -> list[tuple[UUID, int, int]]:
+        """Holes inside streams: (stream, version before, version after); a full scan."""
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(_GAPS.format(table=self.events_table_name))
+            return [
+                (cast(UUID, self.convert_originator_id(r["originator_id"])), r["prev"], r["v"])
+                for r in c.fetchall()
+            ]
+
+    def insert_into_gaps(self, stored_events: Sequence[StoredEvent]) -> None:
+        """Insert events at versions a stream is missing, without the last-version check."""
+        with self.datastore.transaction(commit=True) as c:
+            self._insert_events(c, stored_events)
+
+    def select_events_many(
+        self, originator_ids: Sequence[UUID], after: Mapping[UUID, int] | None = None
+    ) -> dict[UUID, list[StoredEvent]]:
+        """The events of these streams after the version `after` gives for each (all of
+        them for a stream it does not name), in version order, by stream."""
+        out: dict[UUID, list[StoredEvent]] = defaultdict(list)
+        pairs = [(i.hex, (after or {}).get(i, 0)) for i in originator_ids]
+        with self.datastore.transaction(commit=False) as c:
+            for i in range(0, len(pairs), CHECK_CHUNK):
+                chunk = pairs[i : i + CHECK_CHUNK]
+                values = ",".join("(?, ?)" for _ in chunk)
+                c.execute(
+                    f"WITH w(oid, gt) AS (VALUES {values}) "  # noqa: S608
+                    "SELECT e.originator_id, e.originator_version, e.topic, e.state"
+                    f" FROM w JOIN {self.events_table_name} e ON e.originator_id = w.oid"
+                    " AND e.originator_version > w.gt"
+                    " ORDER BY e.originator_id, e.originator_version",
+                    [x for pair in chunk for x in pair],
+                )
+                for row in c.fetchall():
+                    # Our stream ids are all uuid5, which the recorder converts back to UUID.
+                    oid = cast(UUID, self.convert_originator_id(row["originator_id"]))
+                    out[oid].append(
+                        StoredEvent(oid, row["originator_version"], row["topic"], row["state"])
+                    )
+        return out
+
+
+class SqliteSnapshotRecorder(SQLiteAggregateRecorder):
+    def select_latest_many(self, upto: Mapping[UUID, int | None]) -> dict[UUID, StoredEvent]:
+        """The latest snapshot of each stream at or below its version (None: any)."""
+        pairs = [(i.hex, v if v is not None else _NO_LIMIT) for i, v in upto.items()]
+        out: dict[UUID, StoredEvent] = {}
+        with self.datastore.transaction(commit=False) as c:
+            for i in range(0, len(pairs), CHECK_CHUNK):
+                chunk = pairs[i : i + CHECK_CHUNK]
+                values = ",".join("(?, ?)" for _ in chunk)
+                c.execute(
+                    f"WITH w(oid, upto) AS (VALUES {values}) "  # noqa: S608
+                    "SELECT s.originator_id, s.originator_version, s.topic, s.state"
+                    f" FROM w JOIN {self.events_table_name} s ON s.originator_id = w.oid"
+                    " AND s.originator_version = (SELECT max(originator_version)"
+                    f" FROM {self.events_table_name} x WHERE x.originator_id = w.oid"
+                    " AND x.originator_version <= w.upto)",
+                    [x for pair in chunk for x in pair],
+                )
+                for row in c.fetchall():
+                    oid = cast(UUID, self.convert_originator_id(row["originator_id"]))
+                    out[oid] = StoredEvent(
+                        oid, row["originator_version"], row["topic"], row["state"]
+                    )
+        return out
+
+
+class SqliteFactory(SQLiteFactory):
+    """eventsourcing's SQLite persistence, with our snapshot recorder."""
+
+    aggregate_recorder_class = SqliteSnapshotRecorder

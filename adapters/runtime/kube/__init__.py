@@ -1,0 +1,25 @@
+"""The cluster side of the runtime: the watches of CronWorkflows and child Workflows that feed
+the service, and KubeSync, which the scheduler loop polls and which writes statuses back.
+The client, the target and the status writer they use are infrastructure
+(cronsource.adapters.infrastructure.kube)."""
+
+from cronsource.adapters.runtime.kube.sync import KubeSync, build_kube_engine
+from cronsource.adapters.runtime.kube.watch import (
+    LABEL_INSTANCE,
+    CronWorkflowWatcher,
+    DispatchProgress,
+    ViewProgress,
+    WorkflowWatcher,
+    manifest_of,
+)
+
+__all__ = [
+    "LABEL_INSTANCE",
+    "CronWorkflowWatcher",
+    "DispatchProgress",
+    "KubeSync",
+    "ViewProgress",
+    "WorkflowWatcher",
+    "build_kube_engine",
+    "manifest_of",
+]

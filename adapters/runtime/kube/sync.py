@@ -1,0 +1,190 @@
+"""The cluster side of `cronsource run --kube`, wired: the engine with its dispatcher on a
+KubeTarget (concurrent creations), and `KubeSync`, which the scheduler loop polls for what the
+watches saw and which writes changed statuses back."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from cronsource.adapters.infrastructure.kube.port import WF, KubeApi
+from cronsource.adapters.infrastructure.kube.seen import SeenMetadata
+from cronsource.adapters.infrastructure.kube.status import StatusWriter
+from cronsource.adapters.infrastructure.kube.target import Backoff, KubeTarget
+from cronsource.adapters.infrastructure.store.config import StoreConfig
+from cronsource.adapters.runtime.engine import Engine, build_engine
+from cronsource.adapters.runtime.kube.watch import (
+    CronWorkflowWatcher,
+    ViewProgress,
+    WorkflowWatcher,
+    utcnow,
+)
+from cronsource.adapters.runtime.recovery import recover_lost_runs
+from cronsource.domain.decisions import DEFAULT_LATE_TOLERANCE
+from cronsource.projections.dispatch import LABEL_CRON
+
+
+def build_kube_engine(
+    store: str | StoreConfig | None,
+    kube: KubeApi,
+    *,
+    late_tolerance: timedelta = DEFAULT_LATE_TOLERANCE,
+    backoff: Backoff | None = None,
+    in_flight: int | None = None,
+    create_tables: bool | None = None,
+) -> Engine:
+    """The engine as `run --kube` runs it: Workflows created in the cluster, a batch of fires
+    at a time (the dispatcher hands them to KubeTarget.create_many, which creates them
+    concurrently)."""
+    target = (
+        KubeTarget(kube, backoff) if in_flight is None else KubeTarget(kube, backoff, in_flight)
+    )
+    return build_engine(
+        store,
+        target=target,
+        late_tolerance=late_tolerance,
+        create_tables=create_tables,
+    )
+
+
+#: How long status writes wait for a dispatcher that is behind and not moving. While it is
+#: still creating the Workflows of fires the status view already shows, the API server's
+#: capacity goes to those creations first (a burst of N fires is N creations, then N status
+#: patches, as Argo's cron worker orders them per CronWorkflow), and a status rarely names an
+#: active Workflow that is not created yet. A dispatcher whose position has not moved for this
+#: long (stuck on a failing API) no longer holds the statuses back.
+STATUS_WAITS_FOR_DISPATCH = timedelta(seconds=5)
+#: The longest status writes wait for a dispatcher that keeps moving but never catches up (more
+#: fires than the API server takes, for minutes): statuses are then at most this stale.
+STATUS_WAITS_AT_MOST = timedelta(seconds=60)
+
+
+class KubeSync:
+    """Everything the cluster side needs beside the dispatcher, driven from the scheduler
+    loop: `start()` begins both watches as tasks on the client's loop, `poll()` (the
+    RunPoller of adapters/runtime/runwatcher.py) applies what they saw on the caller's thread
+    and writes changed statuses back."""
+
+    def __init__(
+        self,
+        engine: Any,
+        kube: KubeApi,
+        namespace: str | None = None,
+        instance_id: str | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.engine = engine
+        self.namespace = namespace
+        seen = SeenMetadata()
+        self.crons = CronWorkflowWatcher(
+            kube, engine.service, namespace, instance_id, clock=clock, seen=seen
+        )
+        self.runs = WorkflowWatcher(
+            kube,
+            engine.service,
+            namespace,
+            clock=clock,
+            progress=ViewProgress(engine.view, engine.service.name),
+        )
+        self.status = StatusWriter(kube, seen=seen)
+        self._written: dict[str, int] = {}
+        # The dispatcher's position when status writes last saw it move, and when; and since
+        # when they have been waiting.
+        self._dispatch_seen: tuple[int, datetime] | None = None
+        self._waiting_since: datetime | None = None
+        self._stop = threading.Event()
+        self.tasks: list[concurrent.futures.Future[None]] = []
+
+    def start(self, watch_seconds: int = 30) -> None:
+        self.crons.seed(self.engine.view.statuses(self.namespace))
+        self.tasks = [
+            self.crons.start(self._stop, watch_seconds),
+            self.runs.start(self._stop, watch_seconds),
+        ]
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """End both watches (an open watch is cancelled, not waited out) and wait for them."""
+        self._stop.set()
+        for task in self.tasks:
+            task.cancel()
+        concurrent.futures.wait(self.tasks, timeout=timeout)
+
+    def dispatch_behind(self) -> bool:
+        """Whether the dispatcher has fires to create that the status view already shows."""
+        return self._dispatch_position() is not None
+
+    def _dispatch_position(self) -> int | None:
+        """The dispatcher's position while it is behind the status view, else None."""
+        projector = self.engine.projector
+        dispatched = projector.dispatched()
+        return dispatched if dispatched < projector.position() else None
+
+    def _statuses_wait(self, now: datetime) -> bool:
+        """Whether status writes wait this turn: the dispatcher is behind, moved less than
+        STATUS_WAITS_FOR_DISPATCH ago, and they have waited less than STATUS_WAITS_AT_MOST."""
+        position = self._dispatch_position()
+        if position is None:
+            self._dispatch_seen = self._waiting_since = None
+            return False
+        if self._dispatch_seen is None or self._dispatch_seen[0] != position:
+            self._dispatch_seen = (position, now)
+        self._waiting_since = self._waiting_since or now
+        if (
+            now - self._dispatch_seen[1] < STATUS_WAITS_FOR_DISPATCH
+            and now - self._waiting_since < STATUS_WAITS_AT_MOST
+        ):
+            return True
+        self._waiting_since = None  # these are written now; a new wait starts from here
+        return False
+
+    def write_statuses(self, now: datetime | None = None) -> int:
+        """Write the status of every CronWorkflow whose view row is newer than what this
+        process last wrote (the writer itself drops what the object already shows), several
+        at a time, once the dispatcher has caught up or has not moved for
+        STATUS_WAITS_FOR_DISPATCH. A failed write is retried next turn; the first failure is
+        raised after the others were recorded."""
+        if now is not None and self._statuses_wait(now):
+            return 0
+        rows = [
+            row
+            for row in self.engine.view.statuses(self.namespace)
+            if self._written.get(row.cron_id, -1) < row.version
+        ]
+        if not rows:
+            return 0
+        written, failure = 0, None
+        for row, result in zip(rows, self.status.write_many(rows), strict=True):
+            if isinstance(result, BaseException):
+                failure = failure or result
+                continue
+            written += result
+            self._written[row.cron_id] = row.version
+        if failure is not None:
+            raise failure
+        return written
+
+    def recover(self, now: datetime) -> int | None:
+        """Record the cluster's Workflows of ours that the log has no fire for
+        (adapters/runtime/recovery.py): one list of the labelled Workflows, at start-up and
+        after the store changed. Those that already ended are then reported as completed by
+        the run watch's next list or event, as any active run is."""
+        if self.engine.projector.position() < self.engine.projector.head():
+            return None
+        listed = self.runs.kube.run(self.runs.kube.list(self.namespace, WF, LABEL_CRON))
+        recorded = recover_lost_runs(
+            self.engine, [o["metadata"] for o in listed.get("items") or []], now
+        )
+        if recorded:
+            self.runs.report_ended(listed.get("items") or [], now)
+        return recorded
+
+    def poll(
+        self, now: datetime, budget: float | None = None, stop: Callable[[], bool] | None = None
+    ) -> int:
+        n = self.crons.drain(now, budget, stop) + self.runs.drain(now, budget, stop)
+        if n:
+            self.engine.projector.step(now, budget=budget, stop=stop)
+        return n + self.write_statuses(now)

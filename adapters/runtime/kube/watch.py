@@ -1,0 +1,469 @@
+"""Watchers: CronWorkflows and child Workflows into domain commands.
+
+`_ListWatch` is list + watch of one resource on the client's loop: bookmarks, resume from the
+last resourceVersion, a full re-list on 410 Gone that reconciles what changed while blind. What
+it sees is delivered as items; the domain commands run on the caller's thread, never on the
+loop (the service and its store are synchronous and not shared with the loop):
+
+- stepped (tests, `sync_once`/`watch_for`): the call lists or watches, then handles the items;
+- running (`start`): a task on the loop watches for as long as the stop event is clear and
+  puts items into a bounded queue, which the scheduler loop's turn `drain`s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol, cast
+from uuid import UUID
+
+from cronsource.adapters.infrastructure.kube.port import CWF, WF, ApiError, KubeApi
+from cronsource.adapters.infrastructure.kube.seen import SeenMetadata
+from cronsource.adapters.infrastructure.kube.status import ANNOTATION_SEQUENCE
+from cronsource.adapters.infrastructure.kube.target import FINISHED, owner_uids
+from cronsource.domain.cronworkflow import CronWorkflow
+from cronsource.domain.manifest import ManifestError, parse_manifest
+from cronsource.domain.service import CronService, NotFound
+from cronsource.domain.timestamps import parse_timestamp
+from cronsource.projections.dispatch import LABEL_CRON
+from cronsource.projections.readmodel import StatusRow
+
+log = logging.getLogger("cronsource.adapters.infrastructure.kube")
+
+LABEL_INSTANCE = "workflows.argoproj.io/controller-instanceid"
+#: Watch items waiting for the scheduler loop. Bounded: a replica that is not the projector
+#: (nobody drains) stalls its watch instead of growing; it resumes (or re-lists on 410) once
+#: drained.
+QUEUE_SIZE = 10_000
+
+Deliver = Callable[[str, Any], Any]
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class _ListWatch:
+    """List + watch of one resource; subclasses handle objects (`_handle`, `_reconcile`)."""
+
+    plural = ""
+
+    def __init__(
+        self,
+        kube: KubeApi,
+        namespace: str | None,
+        label_selector: str,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.clock = clock
+        self.resource_version: str | None = None
+        self.relists = 0
+        self.queue: queue.Queue[tuple[str, Any]] | None = None  # set by `start`
+        self._stop: threading.Event | None = None
+
+    # -- stepped: list or watch now, handle on this thread ------------------------------------
+
+    def sync_once(self, at: datetime | None = None) -> int:
+        """Full list: every object handled, what vanished reconciled; returns the count."""
+        items: list[tuple[str, Any]] = []
+        n = self.kube.run(self._list(lambda k, p: items.append((k, p))))
+        self._process_all(items, at)
+        return n
+
+    def watch_for(self, seconds: int, at: datetime | None = None) -> int:
+        """Watch from the last resourceVersion for `seconds` (server side timeout); lists first
+        if never listed, re-lists on 410. Returns how many changes were handled."""
+        items: list[tuple[str, Any]] = []
+        n = self.kube.run(self._watch(seconds, lambda k, p: items.append((k, p))))
+        self._process_all(items, at)
+        return n
+
+    def _process_all(self, items: list[tuple[str, Any]], at: datetime | None) -> None:
+        now = at or self.clock()
+        for kind, payload in items:
+            self._process(kind, payload, now)
+
+    # -- running: a task on the loop feeds the queue, the scheduler loop drains it --------------
+
+    def start(self, stop: threading.Event, watch_seconds: int = 30) -> Any:
+        """Watch on the client's loop until `stop` is set; returns the task's future."""
+        self.queue = queue.Queue(maxsize=QUEUE_SIZE)
+        self._stop = stop
+        return self.kube.submit(self._run(stop, watch_seconds))
+
+    async def _run(self, stop: threading.Event, watch_seconds: int) -> None:
+        rng = random.Random()
+        failures = 0
+        while not stop.is_set():
+            try:
+                await self._watch(watch_seconds, self._enqueue)
+                failures = 0
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                failures += 1
+                log.exception("%s watch failed (%d in a row)", self.plural, failures)
+                await _wait(stop, rng.uniform(0, min(30.0, 0.5 * 2 ** min(failures, 6))))
+
+    async def _enqueue(self, kind: str, payload: Any) -> None:
+        assert self.queue is not None
+        while True:
+            try:
+                self.queue.put_nowait((kind, payload))
+                return
+            except queue.Full:
+                if self._stop is not None and self._stop.is_set():
+                    return
+                await asyncio.sleep(0.5)
+
+    def drain(
+        self, at: datetime, budget: float | None = None, stop: Callable[[], bool] | None = None
+    ) -> int:
+        """Process what the watch task queued; returns how many items."""
+        if self.queue is None:
+            return 0
+        deadline = None if budget is None else time.monotonic() + budget
+        n = 0
+        while not (stop is not None and stop()):
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            try:
+                kind, payload = self.queue.get_nowait()
+            except queue.Empty:
+                break
+            self._process(kind, payload, at)
+            n += 1
+        return n
+
+    # -- on the loop ---------------------------------------------------------------------------
+
+    async def _list(self, deliver: Deliver) -> int:
+        before = await asyncio.to_thread(self._before_list)
+        listed = await self.kube.list(self.namespace, self.plural, self.label_selector)
+        items = listed.get("items") or []
+        await _call(deliver, "LIST", (items, before))
+        self.resource_version = listed["metadata"]["resourceVersion"]
+        self.relists += 1
+        return len(items)
+
+    async def _watch(self, seconds: int, deliver: Deliver) -> int:
+        if self.resource_version is None:
+            await self._list(deliver)
+        handled = 0
+        try:
+            async for event in self.kube.watch(
+                self.namespace,
+                self.plural,
+                label_selector=self.label_selector,
+                resource_version=self.resource_version,
+                timeout_seconds=seconds,
+            ):
+                obj = event["object"]
+                rv = (obj.get("metadata") or {}).get("resourceVersion")
+                if event["type"] != "BOOKMARK":
+                    await _call(deliver, event["type"], obj)
+                    handled += 1
+                if rv:
+                    self.resource_version = rv
+        except ApiError as e:
+            if e.status != 410:
+                raise
+            log.info("%s watch expired (410): re-listing", self.plural)
+            await self._list(deliver)
+        return handled
+
+    # -- on the caller's thread ----------------------------------------------------------------
+
+    def _process(self, kind: str, payload: Any, at: datetime) -> None:
+        if kind == "LIST":
+            items, before = payload
+            self._reconcile(items, before, at)
+            for obj in items:
+                self._handle("ADDED", obj, at)
+        else:
+            self._handle(kind, payload, at)
+
+    def _before_list(self) -> Any:
+        """What a subclass must know about the moment just before a list (see _reconcile).
+        Runs in a worker thread, not on the loop: it may read the store."""
+        return None
+
+    def _handle(self, kind: str, obj: dict[str, Any], at: datetime) -> None:
+        raise NotImplementedError
+
+    def _reconcile(self, items: list[dict[str, Any]], before: Any, at: datetime) -> None:
+        raise NotImplementedError
+
+
+async def _call(deliver: Deliver, kind: str, payload: Any) -> None:
+    result = deliver(kind, payload)
+    if asyncio.iscoroutine(result):
+        await result
+
+
+async def _wait(stop: threading.Event, seconds: float) -> None:
+    """Sleep on the loop, waking early once `stop` is set."""
+    end = time.monotonic() + seconds
+    while not stop.is_set() and time.monotonic() < end:
+        await asyncio.sleep(min(0.2, max(0.0, end - time.monotonic())))
+
+
+def _key(obj: dict[str, Any]) -> tuple[str, str]:
+    meta = obj["metadata"]
+    return meta.get("namespace") or "default", meta["name"]
+
+
+def manifest_of(obj: dict[str, Any]) -> dict[str, Any]:
+    """The CronWorkflow as a manifest: no status, only the metadata the domain reads, and
+    without our own status annotation (which changes on every status write)."""
+    meta = obj.get("metadata") or {}
+    annotations = {
+        k: v for k, v in (meta.get("annotations") or {}).items() if k != ANNOTATION_SEQUENCE
+    }
+    return {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "metadata": {
+            "name": meta.get("name"),
+            "namespace": meta.get("namespace") or "default",
+            "uid": meta.get("uid"),
+            "generation": meta.get("generation"),
+            "labels": dict(meta.get("labels") or {}),
+            "annotations": annotations,
+        },
+        "spec": obj.get("spec"),
+    }
+
+
+class CronWorkflowWatcher(_ListWatch):
+    """CronWorkflows -> apply / reject_spec / delete. Selects by Argo's instance-id label:
+    with `instance_id` the objects labelled with it, without it the objects with no label."""
+
+    plural = CWF
+
+    def __init__(
+        self,
+        kube: KubeApi,
+        service: CronService,
+        namespace: str | None = None,
+        instance_id: str | None = None,
+        clock: Callable[[], datetime] = utcnow,
+        seen: SeenMetadata | None = None,
+    ) -> None:
+        selector = f"{LABEL_INSTANCE}={instance_id}" if instance_id else f"!{LABEL_INSTANCE}"
+        super().__init__(kube, namespace, selector, clock)
+        self.service = service
+        self.instance_id = instance_id
+        self.seen = seen  # the status writer's copy of each object's metadata
+        self.known: dict[tuple[str, str], str] = {}  # (namespace, name) -> uid
+        self.rejected: dict[tuple[str, str], str] = {}  # invalid objects never admitted
+
+    def selects(self, labels: dict[str, str]) -> bool:
+        """Whether an object with these labels is ours (the label selector, in Python)."""
+        if self.instance_id:
+            return labels.get(LABEL_INSTANCE) == self.instance_id
+        return LABEL_INSTANCE not in labels
+
+    def seed(self, statuses: Iterable[StatusRow]) -> int:
+        """Remember the live CronWorkflows the store knows from the cluster (rows of
+        `ReadModel.statuses()`), so that the first list after a restart also reconciles
+        deletions made while no watcher ran. Rows without a uid (applied by the CLI) and rows
+        of the other instance are left alone."""
+        n = 0
+        for row in statuses:
+            meta = row.metadata
+            if row.deleted or not meta.get("uid") or not self.selects(meta.get("labels") or {}):
+                continue
+            if self.namespace and row.namespace != self.namespace:
+                continue
+            self.known[(row.namespace, row.name)] = str(meta["uid"])
+            n += 1
+        return n
+
+    def _reconcile(self, items: list[dict[str, Any]], before: Any, at: datetime) -> None:
+        present = {_key(o): str(o["metadata"].get("uid") or "") for o in items}
+        for key, uid in list(self.known.items()):
+            if present.get(key) != uid:  # gone, or replaced by a new object of that name
+                self._delete(key, uid, at)
+
+    def _delete(self, key: tuple[str, str], uid: str, at: datetime) -> None:
+        self.known.pop(key, None)
+        self.rejected.pop(key, None)
+        try:
+            agg = self.service.find(key[0], key[1], uid)
+        except NotFound:
+            return
+        self.service.delete(agg.id, at)
+
+    def _handle(self, kind: str, obj: dict[str, Any], at: datetime) -> None:
+        key = _key(obj)
+        uid = str(obj["metadata"].get("uid") or "")
+        if kind == "DELETED":
+            if self.seen is not None:
+                self.seen.forget(*key)
+            self._delete(key, uid, at)
+            return
+        if self.seen is not None:
+            self.seen.saw(obj)
+        if self.known.get(key, uid) != uid:
+            self._delete(key, self.known[key], at)
+        self.known[key] = uid
+        try:
+            manifest = parse_manifest(manifest_of(obj), f"{key[0]}/{key[1]}")
+        except ManifestError as e:
+            try:
+                agg = self.service.find(key[0], key[1], uid)
+            except NotFound:
+                self.rejected[key] = str(e)
+                log.warning("cronworkflow %s/%s not admitted: %s", *key, e)
+                return
+            generation = int(obj["metadata"].get("generation") or agg.generation + 1)
+            self.service.reject_spec(agg.id, generation, str(e), at)
+            return
+        self.rejected.pop(key, None)
+        self.service.apply(manifest, at)
+
+
+class DispatchProgress(Protocol):
+    """What the Workflow watcher must know of the store to tell a vanished run from one whose
+    Workflow is not created yet: how far the dispatcher got, and where each run was fired."""
+
+    def dispatched(self) -> int:
+        """Log position up to which every fire's Workflow has been created (or refused)."""
+        ...
+
+    def fired_position(self, namespace: str, workflow: str) -> int | None: ...
+
+    def active_runs(self) -> list[tuple[str, str, str]]:
+        """(cron id, namespace, workflow) of the runs the store counts as active."""
+        ...
+
+
+@dataclass
+class ViewProgress:
+    """DispatchProgress from the read model (thread-safe: the watch thread asks it)."""
+
+    view: Any  # adapters.readside.model.ReadModel
+    application_name: str
+
+    def dispatched(self) -> int:
+        return self.view.max_tracking_id(self.application_name, "dispatch") or 0
+
+    def fired_position(self, namespace: str, workflow: str) -> int | None:
+        return cast(int | None, self.view.fired_position(namespace, workflow))
+
+    def active_runs(self) -> list[tuple[str, str, str]]:
+        return cast(list[tuple[str, str, str]], self.view.active_runs())
+
+
+class WorkflowWatcher(_ListWatch):
+    """Child Workflows (label workflows.argoproj.io/cron-workflow) -> run_completed when they
+    end Succeeded/Failed/Error, run_vanished when deleted before they ended.
+
+    With `progress`, every (re)list also reconciles the store against the cluster: a run the
+    store counts as active whose Workflow is not in the list was deleted while nobody watched
+    (the watcher was down, or its watch expired), so it becomes RunVanished. Without that, a
+    Forbid CronWorkflow would wait forever on a child that no longer exists."""
+
+    plural = WF
+
+    def __init__(
+        self,
+        kube: KubeApi,
+        service: CronService,
+        namespace: str | None = None,
+        clock: Callable[[], datetime] = utcnow,
+        progress: DispatchProgress | None = None,
+    ) -> None:
+        super().__init__(kube, namespace, LABEL_CRON, clock)
+        self.service = service
+        self.progress = progress
+        self.seen: dict[tuple[str, str], dict[str, Any]] = {}  # unfinished children seen
+
+    def _cron(self, obj: dict[str, Any]) -> CronWorkflow | None:
+        meta = obj["metadata"]
+        ns = meta.get("namespace") or "default"
+        cron = (meta.get("labels") or {}).get(LABEL_CRON)
+        if not cron:
+            return None
+        for uid in [*owner_uids(meta), ""]:
+            try:
+                return self.service.find(ns, cron, uid)
+            except NotFound:
+                continue
+        return None
+
+    def _handle(self, kind: str, obj: dict[str, Any], at: datetime) -> None:
+        key = _key(obj)
+        phase = (obj.get("status") or {}).get("phase")
+        if phase in FINISHED:
+            self.seen.pop(key, None)
+            agg = self._cron(obj)
+            if agg is None or key[1] not in agg.active:
+                return
+            finished = _parse_time((obj.get("status") or {}).get("finishedAt")) or at
+            self.service.run_completed(agg.id, key[1], phase, finished, at)
+        elif kind == "DELETED":
+            self.seen.pop(key, None)
+            self._vanished(obj, at)
+        else:
+            self.seen[key] = obj
+
+    def report_ended(self, items: list[dict[str, Any]], at: datetime) -> None:
+        """Report the runs among `items` that already ended (a recovered run that ended
+        before the log knew of it)."""
+        for obj in items:
+            if (obj.get("status") or {}).get("phase") in FINISHED:
+                self._handle("ADDED", obj, at)
+
+    def _vanished(self, obj: dict[str, Any], at: datetime) -> None:
+        agg = self._cron(obj)
+        name = obj["metadata"]["name"]
+        if agg is not None and name in agg.active:
+            self.service.run_vanished(agg.id, name, at)
+
+    def _before_list(self) -> int | None:
+        # Read before the list is requested: every fire at or below this position had its
+        # Workflow created before the list began, so the list must show it if it still
+        # exists. A fire above it may be created after the list was taken (the dispatcher
+        # runs meanwhile): its absence from the list proves nothing.
+        return None if self.progress is None else self.progress.dispatched()
+
+    def _reconcile(self, items: list[dict[str, Any]], before: Any, at: datetime) -> None:
+        present = {_key(o) for o in items}
+        for key, obj in list(self.seen.items()):
+            if key not in present:  # deleted while we were blind, before it ended
+                self.seen.pop(key)
+                self._vanished(obj, at)
+        if self.progress is None or before is None:
+            return
+        for cron_id, ns, name in self.progress.active_runs():
+            if (self.namespace and ns != self.namespace) or (ns, name) in present:
+                continue
+            fired = self.progress.fired_position(ns, name)
+            if fired is None or fired > before:
+                continue  # not dispatched when the list began
+            try:
+                agg = self.service.load(UUID(cron_id))
+            except NotFound:
+                continue
+            if name in agg.active:  # the view may lag the store: ask the aggregate
+                log.info("workflow %s/%s is gone from the cluster: run vanished", ns, name)
+                self.service.run_vanished(agg.id, name, at)
+
+
+def _parse_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    # the cluster's time (Argo's finishedAt), not a user's: read without the user bounds
+    return parse_timestamp(text, "finishedAt", naive_is_utc=True, bounded=False)
