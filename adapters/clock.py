@@ -83,3 +83,8 @@ class VirtualClock:
         step or an operator's `date -s` does to a real clock."""
         self._stepped += (self._now - at).total_seconds()
         self._now = at
+
+
+#: The system clock, for code that is handed no other: one instance, so nothing outside this
+#: module reads `time` or `datetime.now`.
+SYSTEM_CLOCK = SystemClock()

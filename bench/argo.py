@@ -73,12 +73,12 @@ from bench.common import (
     r,
     throwaway_store,
 )
+from cronsource.adapters.runtime.indexes import CREATED_TOPIC
 
 NS = "bench"
 GROUP, VERSION = "argoproj.io", "v1alpha1"
 LABEL_CRON = "workflows.argoproj.io/cron-workflow"
 ANNOTATION_SCHEDULED = "workflows.argoproj.io/scheduled-time"
-CREATED_TOPIC = "cronsource:CronWorkflowCreated/v1"
 DEFAULT_TUNING = "--qps 500 --burst 1000 --cron-workflow-workers 32"
 MISS_AFTER = 300.0  # a tick with no Workflow this long after H is a miss
 SETTLE = 3.0  # seconds to wait after the last first Workflow, for late duplicates
@@ -383,9 +383,9 @@ class OursLoaded:
     """How many CronWorkflows `cronsource run --kube` has admitted, from its log."""
 
     def __init__(self, store: Any) -> None:
-        from cronsource.adapters.runtime.engine import build_engine
+        from cronsource.adapters.bootstrap import bootstrap
 
-        self.engine = build_engine(store, create_tables=False)
+        self.engine = bootstrap(store, create_tables=False)
 
     def count(self) -> int:
         from bench.common import count_topic

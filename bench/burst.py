@@ -57,9 +57,10 @@ from bench.common import (
     throwaway_store,
     utcnow,
 )
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.infrastructure.shards import SoleOwner
-from cronsource.adapters.runtime.engine import Engine, build_engine
+from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.loop import SchedulerLoop
 from cronsource.adapters.runtime.settings import BATCH
 from cronsource.domain.cronworkflow import CronWorkflow
@@ -88,7 +89,7 @@ def run(
     do_baseline: bool = True,
     profile: str | None = None,
 ) -> dict[str, Any]:
-    engine = build_engine(t.config, create_tables=False)
+    engine = bootstrap(t.config, create_tables=False)
     instant = next_top_of_hour(utcnow())
     created_at = instant - timedelta(minutes=30)
     with progress() as bar:
@@ -101,19 +102,19 @@ def run(
             advance=lambda k: bar.advance(task, k),
         )
         task = bar.add_task("project (due index)", total=None)
-        engine.catch_up(created_at)
+        engine.projector.catch_up(created_at)
         bar.update(task, total=1, completed=1)
         clock = VirtualClock(instant)
         loop = SchedulerLoop(engine, SoleOwner(), role="scheduler", clock=clock)
         if mode == "hot":
             task = bar.add_task("first burst (not timed)", total=n)
             loop.schedule_once(instant)
-            engine.catch_up(instant)
+            engine.projector.catch_up(instant)
             bar.update(task, completed=n)
             instant = instant + timedelta(hours=1)
         else:  # a scheduler that has loaded nothing yet, as after a start
             engine.close()
-            engine = build_engine(t.config, create_tables=False)
+            engine = bootstrap(t.config, create_tables=False)
             loop = SchedulerLoop(engine, SoleOwner(), role="scheduler", clock=clock)
             if mode == "warm":
                 task = bar.add_task("turns 30 s before the instant (not timed)", total=None)

@@ -40,8 +40,8 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from cronsource.adapters.bootstrap import migrate
 from cronsource.adapters.infrastructure.store.config import StoreConfig, split_schema
-from cronsource.adapters.runtime.engine import migrate
 from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.manifest import parse_manifest
 

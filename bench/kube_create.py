@@ -7,7 +7,7 @@ measures in the same run, against the same server:
 - ours (`per_second`): the dispatcher path `cronsource run --kube` runs. Set-up, not timed: a
   throwaway store with N CronWorkflows (each with a uid, as the watcher admits them) all due at
   one instant H, their N ScheduleFired committed and the read model caught up. Timed: an engine
-  built by `build_kube_engine` (the dispatcher on KubeTarget over kubernetes.aio,
+  built by `bootstrap` with a KubeTarget (the dispatcher on KubeTarget over kubernetes.aio,
   `--in-flight` creations at a time) catching up as the scheduler loop does, `catch_up(H,
   budget=1 s)` per turn, until its dispatch position reaches the head of the log: every
   Workflow created in the cluster and the position committed.
@@ -50,10 +50,9 @@ from bench.common import (
     throwaway_store,
     utcnow,
 )
-from cronsource.adapters.infrastructure.kube import IN_FLIGHT, WF, connect
+from cronsource.adapters.bootstrap import bootstrap
+from cronsource.adapters.infrastructure.kube import IN_FLIGHT, WF, KubeTarget, connect
 from cronsource.adapters.infrastructure.kube.port import GROUP, VERSION
-from cronsource.adapters.runtime.engine import build_engine
-from cronsource.adapters.runtime.kube import build_kube_engine
 from cronsource.adapters.runtime.settings import BATCH, TURN_BUDGET
 from cronsource.domain.cronworkflow import CronWorkflow, workflow_name
 from cronsource.domain.manifest import parse_manifest
@@ -175,7 +174,7 @@ def one_round(
 
     # -- set-up: N CronWorkflows due at H, fired, projected (not timed) ----------------------
     h = next_top_of_hour(utcnow())
-    setup = build_engine(t.config, create_tables=False)
+    setup = bootstrap(t.config, create_tables=False)
     task = bar.add_task(f"round {k + 1}: fires in the store", total=n)
     ids = []
     for i in range(0, n, BATCH):
@@ -190,7 +189,7 @@ def one_round(
     for i in range(0, n, BATCH):
         report = setup.service.tick(ids[i : i + BATCH], h)
         bar.advance(task, report.fires)
-    setup.catch_up(h)
+    setup.projector.catch_up(h)
     bodies = [
         build_workflow(a, workflow_name(a.name, h), h)
         for a in (setup.service.load(cid) for cid in ids)
@@ -211,7 +210,7 @@ def one_round(
 
     # -- ours: the dispatcher path of `run --kube` ---------------------------------------------
     kube = connect(path)
-    engine = build_kube_engine(t.config, kube, in_flight=in_flight, create_tables=False)
+    engine = bootstrap(t.config, target=KubeTarget(kube, in_flight=in_flight), create_tables=False)
     try:
         svc = engine.service
         head = svc.recorder.max_notification_id() or 0
@@ -224,7 +223,7 @@ def one_round(
         while done < head:
             if profiler is not None:
                 profiler.enable()
-            engine.catch_up(h, budget=TURN_BUDGET)
+            engine.projector.catch_up(h, budget=TURN_BUDGET)
             if profiler is not None:
                 profiler.disable()
             turns += 1

@@ -6,7 +6,7 @@ that had not started when the side finished or timed out). Each side runs in a p
 own (this module with `--side`), one after the other, each in a fresh database on the server
 of `--store` (bench/common.py), so neither sees the other's tables or leftovers.
 
-Ours: the code `cronsource run` runs, in one process: `build_engine` with the local target, a
+Ours: the code `cronsource run` runs, in one process: `bootstrap` with the local target, a
 `SchedulerLoop(role="all")` with the run watcher, woken by its `Waker`, the shard ownership
 of `cronsource run` (advisory locks on PostgreSQL). N CronWorkflows `0 * * * *` are created
 and projected first (not timed). The loop's clock is the wall clock plus a fixed offset that
@@ -80,11 +80,11 @@ def _delays(starts: list[float], due: float) -> dict[str, Any]:
 
 
 def run_ours(url: str, n: int, workdir: Path, timeout: float, mode: str) -> dict[str, Any]:
+    from cronsource.adapters.bootstrap import bootstrap
     from cronsource.adapters.clock import SystemClock
     from cronsource.adapters.infrastructure.localtarget import LocalTarget
     from cronsource.adapters.infrastructure.shards import AdvisoryLockShards, Ownership, SoleOwner
     from cronsource.adapters.infrastructure.store.config import StoreConfig
-    from cronsource.adapters.runtime.engine import build_engine
     from cronsource.adapters.runtime.loop import SchedulerLoop
     from cronsource.adapters.runtime.runwatcher import RunWatcher
     from cronsource.adapters.runtime.waker import Waker
@@ -92,7 +92,7 @@ def run_ours(url: str, n: int, workdir: Path, timeout: float, mode: str) -> dict
     config = StoreConfig.parse(url)
     wfdir = workdir / "workflows"
     target = LocalTarget(wfdir, timedelta(days=1))  # runs never end during the bench
-    engine = build_engine(config, target=target, create_tables=False)
+    engine = bootstrap(config, target=target, create_tables=False)
     instant = next_top_of_hour(datetime.now(UTC))
     offset = [timedelta(days=1)]  # until set-up is done: far from any due time
 
@@ -112,7 +112,7 @@ def run_ours(url: str, n: int, workdir: Path, timeout: float, mode: str) -> dict
             prefix="peer",
             advance=lambda k: bar.advance(task, k),
         )
-        engine.catch_up(instant - timedelta(minutes=30))
+        engine.projector.catch_up(instant - timedelta(minutes=30))
         ownership: Ownership = (
             AdvisoryLockShards(config.pg_conninfo, schema=config.pg_schema)
             if config.kind == "postgresql"

@@ -5,7 +5,7 @@ virtual times a year ahead) created, then ticked minute after minute (batches of
 the log holds N events (Created and ScheduleFired, the mix of a scheduler at work).
 
 Throughput (`seconds`, `per_second`): a fresh engine, built as `cronsource run` builds it
-(`build_engine` with the local target in a temporary directory), projects the N events as
+(`bootstrap` with the local target in a temporary directory), projects the N events as
 `cronsource run` does: `Engine.catch_up` (status + audit + due index) on this thread and, on a
 thread of its own beside it (runtime.DispatchWorker), the dispatcher writing one Workflow
 manifest per ScheduleFired. Its follower caches start empty, as after a restart.
@@ -54,10 +54,11 @@ from bench.common import (
     throwaway_store,
     utcnow,
 )
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.infrastructure.localtarget import LocalTarget
 from cronsource.adapters.infrastructure.store.config import StoreConfig
 from cronsource.adapters.runtime.decision_cache import DecisionCache
-from cronsource.adapters.runtime.engine import Engine, build_engine
+from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.loop import SchedulerLoop
 from cronsource.adapters.runtime.settings import BATCH
 from cronsource.adapters.runtime.waker import Waker
@@ -132,7 +133,7 @@ class Writer:
 
 def setup(t: Throwaway, n: int, bar: Any) -> tuple[Engine, Writer, int]:
     """The N events of the log, and the writer that made them (for the lag waves)."""
-    engine = build_engine(t.config, create_tables=False)
+    engine = bootstrap(t.config, create_tables=False)
     crons = max(1, n // 4)
     start = (utcnow() + timedelta(days=365)).replace(second=0, microsecond=0)
     task = bar.add_task("create CronWorkflows", total=crons)
@@ -158,7 +159,7 @@ def setup(t: Throwaway, n: int, bar: Any) -> tuple[Engine, Writer, int]:
 def throughput(
     t: Throwaway, head: int, wfdir: Path, bar: Any, profile: str | None = None
 ) -> dict[str, Any]:
-    engine = build_engine(t.config, target=LocalTarget(wfdir, RUN_DURATION), create_tables=False)
+    engine = bootstrap(t.config, target=LocalTarget(wfdir, RUN_DURATION), create_tables=False)
     positions = Positions(t.config, engine.service.name)
     task = bar.add_task("project (status+audit, dispatch)", total=2 * head)
     split: dict[str, float] = {}
@@ -177,9 +178,9 @@ def throughput(
         profiler.enable()
     # As `cronsource run` projects: the dispatcher on a thread of its own (DispatchWorker)
     # beside the read model's projection.
-    dispatcher = threading.Thread(target=engine.dispatch, args=(utcnow(),), daemon=True)
+    dispatcher = threading.Thread(target=engine.projector.dispatch, args=(utcnow(),), daemon=True)
     dispatcher.start()
-    done = engine.catch_up(utcnow(), dispatch=False)
+    done = engine.projector.catch_up(utcnow(), dispatch=False)
     split["readmodel"] = time.perf_counter()
     dispatcher.join()
     split["dispatch"] = time.perf_counter()
@@ -252,7 +253,7 @@ def serve_projector(url: str, wfdir: str) -> int:
     from cronsource.adapters.infrastructure.shards import AdvisoryLockShards, Ownership, SoleOwner
 
     config = StoreConfig.parse(url)
-    engine = build_engine(config, target=LocalTarget(wfdir, RUN_DURATION), create_tables=False)
+    engine = bootstrap(config, target=LocalTarget(wfdir, RUN_DURATION), create_tables=False)
     ownership: Ownership = (
         AdvisoryLockShards(config.pg_conninfo, want_projector=True, schema=config.pg_schema)
         if config.kind == "postgresql"

@@ -67,14 +67,14 @@ def worker(
     out: Any,
 ) -> None:
     """One replica's scheduler: rebalance, warm (if asked), wait at the barrier, burst."""
+    from cronsource.adapters.bootstrap import bootstrap
     from cronsource.adapters.clock import VirtualClock
     from cronsource.adapters.infrastructure.shards import AdvisoryLockShards
     from cronsource.adapters.infrastructure.store.config import StoreConfig
-    from cronsource.adapters.runtime.engine import build_engine
     from cronsource.adapters.runtime.loop import SchedulerLoop
 
     config = StoreConfig.parse(url)
-    engine = build_engine(config, create_tables=False)
+    engine = bootstrap(config, create_tables=False)
     shards = AdvisoryLockShards(config.pg_conninfo, want_projector=False, schema=config.pg_schema)
     clock = VirtualClock(instant - timedelta(seconds=30))
     loop = SchedulerLoop(engine, shards, role="scheduler", clock=clock)
@@ -124,12 +124,12 @@ def lock_sampler(t: Any, stop: threading.Event, samples: list[int]) -> None:
 
 
 def one(store: str, n: int, replicas: int, mode: str, bar: Any) -> dict[str, Any]:
-    from cronsource.adapters.runtime.engine import build_engine
+    from cronsource.adapters.bootstrap import bootstrap
 
     with throwaway_store(store, "replicas") as t:
         if t.kind != "postgresql":
             raise BenchError("--store: replicas share a PostgreSQL server (postgresql://...)")
-        engine = build_engine(t.config, create_tables=False)
+        engine = bootstrap(t.config, create_tables=False)
         instant = next_top_of_hour(utcnow())
         task = bar.add_task(f"K={replicas}: create CronWorkflows", total=n)
         create_crons(
@@ -139,7 +139,7 @@ def one(store: str, n: int, replicas: int, mode: str, bar: Any) -> dict[str, Any
             instant - timedelta(minutes=30),
             advance=lambda k: bar.advance(task, k),
         )
-        engine.catch_up(instant - timedelta(minutes=30))
+        engine.projector.catch_up(instant - timedelta(minutes=30))
         ctx = mp.get_context("spawn")
         out = ctx.Queue()
         owned, settled = ctx.Array("i", replicas), ctx.Event()

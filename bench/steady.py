@@ -43,8 +43,8 @@ from bench.common import (
     rss_mb,
     throwaway_store,
 )
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.infrastructure.localtarget import LocalTarget
-from cronsource.adapters.runtime.engine import build_engine
 
 FIRED = "cronsource:ScheduleFired/v1"
 
@@ -76,7 +76,7 @@ def run(
 ) -> dict[str, Any]:
     with throwaway_store(store, "steady") as t, progress() as bar:
         wf_dir = t.workdir / "workflows"
-        engine = build_engine(t.config, target=LocalTarget(wf_dir), create_tables=False)
+        engine = bootstrap(t.config, target=LocalTarget(wf_dir), create_tables=False)
         app = engine.service
         created_at = datetime.now(UTC)
         task = bar.add_task("create CronWorkflows", total=n)
@@ -89,7 +89,7 @@ def run(
             advance=lambda k: bar.advance(task, k),
         )
         task = bar.add_task("project (not timed)", total=None)
-        engine.catch_up(created_at)
+        engine.projector.catch_up(created_at)
         bar.update(task, total=1, completed=1)
         seen = app.recorder.max_notification_id() or 0
 

@@ -1214,8 +1214,8 @@ def _upcast_without_last_applied(state: dict[str, Any]) -> None:
 
 # Version 2 of the two events that carry a spec adds `last_applied` (the record of the apply
 # that wrote it; None when the writer was not an apply). The stored topic stays the same, so
-# every reader that selects events by topic (adapters/runtime/engine.py's CREATED_TOPIC) still finds
-# both versions; eventsourcing stores `class_version` in the event and upcasts v1 on load.
+# every reader that selects events by topic (adapters/runtime/indexes.py's CREATED_TOPIC) still
+# finds both versions; eventsourcing stores `class_version` in the event and upcasts v1 on load.
 _SPEC_EVENTS: tuple[type[Any], ...] = (
     CronWorkflow.Created,
     CronWorkflow.SpecUpdated,  # type: ignore[attr-defined]

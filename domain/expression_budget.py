@@ -10,34 +10,17 @@ CronWorkflow for minutes. Their arguments are bounded here, so each call is chea
 CronWorkflow over the bound gets a clear error (a `WhenFalse` skip with the message at a
 tick), never a stall.
 
-Kept out of domain/expressions/ so the evaluator needs only a one-line hook per function.
+The per-call argument bounds live with the evaluator (domain/expressions/budget.py), which
+needs only a one-line hook per function; the check at admission, which runs the evaluator,
+lives here, above it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
 
-from cronsource.domain.durations import MAX_DURATION_CHARS
-
-#: Longest text `float()`/`int()` convert: a float64 has 17 significant digits; 128 leaves
-#: room for exponents, signs and leading zeros.
-MAX_NUMBER_CHARS: Final = 128
-#: Longest text `duration()` converts (as `@every` and the annotations take).
-MAX_DURATION_ARGUMENT_CHARS: Final = MAX_DURATION_CHARS
-#: The phrase every budget refusal carries (how admission tells it from other errors).
-BUDGET: Final = "expression cost budget"
-
-
-def argument_problem(function: str, text: str) -> str | None:
-    """Why `function` refuses to convert `text` (its length), or None."""
-    limit = MAX_DURATION_ARGUMENT_CHARS if function == "duration()" else MAX_NUMBER_CHARS
-    if len(text) > limit:
-        return (
-            f"{function} argument is {len(text)} characters, longer than the limit of {limit}"
-            f" ({BUDGET})"
-        )
-    return None
+from cronsource.domain.expressions import ExpressionError, cronworkflow_variables, evaluate
+from cronsource.domain.expressions.budget import BUDGET
 
 
 def admission_problem(
@@ -54,8 +37,6 @@ def admission_problem(
     are known (a `now()` is unavailable here: the domain reads no clock)."""
     if not source:
         return None
-    from cronsource.domain.expressions import ExpressionError, cronworkflow_variables, evaluate
-
     variables = cronworkflow_variables(
         name=name,
         namespace=namespace,

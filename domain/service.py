@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.application import (
@@ -153,6 +153,21 @@ class ForgivingSnapshots(EventStore[UUID]):
         return snapshot
 
 
+class LogIndex(Protocol):
+    """What the adapters index of the log beyond a single stream (the read model's status and
+    audit rows plus the events they have not projected yet), so that a lookup by name and a
+    backfill's fired ticks cost what an index lookup costs, not a read of whole streams."""
+
+    def ids_named(self, namespace: str, name: str) -> Iterable[UUID]:
+        """Streams that may hold a CronWorkflow of this namespace and name, whatever its
+        Kubernetes uid (a stream id includes the uid)."""
+        ...
+
+    def fired_ticks(self, cron_id: UUID, start: datetime, end: datetime) -> set[datetime]:
+        """The ticks in [start, end] that fired in this stream (manual runs aside)."""
+        ...
+
+
 class CronService(Application[UUID]):
     """The domain service. `rejected_writes` counts saves the store refused as stale."""
 
@@ -166,32 +181,36 @@ class CronService(Application[UUID]):
     env = {"AGGREGATE_CACHE_MAXSIZE": "10000", "DEEPCOPY_FROM_AGGREGATE_CACHE": "y"}
 
     def __init__(
-        self, env: dict[str, str] | None = None, *, recorder: ApplicationRecorder | None = None
+        self,
+        env: dict[str, str] | None = None,
+        *,
+        recorder: ApplicationRecorder | None = None,
+        late_tolerance: timedelta = DEFAULT_LATE_TOLERANCE,
+        index: Callable[[CronService], LogIndex] | None = None,
     ) -> None:
-        # `recorder`: share another instance's store (an in-memory store has no other way to
-        # be shared, and simulated replicas must see one log).
+        """`recorder`: share another instance's store (an in-memory store has no other way to
+        be shared, and simulated replicas must see one log). `index`: builds the adapters'
+        LogIndex over this service's log (adapters/runtime/indexes.py); without one, a name
+        alone cannot reach an object exported from a cluster or seen by the watcher, and
+        fired ticks are read from the whole stream."""
         self._shared_recorder = recorder
         super().__init__(env)
-        self.late_tolerance = DEFAULT_LATE_TOLERANCE
+        self.late_tolerance = late_tolerance
         self.rejected_writes = 0
         self._receipts = threading.local()
-        #: Streams that may hold a CronWorkflow of a given namespace and name whatever its
-        #: Kubernetes uid (the read model's status rows, wired by adapters/runtime/engine.py). A
-        #: stream id includes the uid, so without this a name alone cannot reach an object
-        #: exported from a cluster or seen by the watcher.
-        self.name_index: Callable[[str, str], Iterable[UUID]] | None = None
+        self.index: LogIndex | None = index(self) if index is not None else None
         #: The version this service last saved of each stream: what a copy decided before
         #: it must not be older than. A copy older than this service's own write is stale by
         #: this process's own doing (a run completion, a command), which it can see without
         #: asking the store; only a second writer's saves are left for the store to refuse.
         self.saved_versions: dict[UUID, int] = {}
-        #: Called with the aggregates of every save, as saved: the scheduler keeps them as its
-        #: copies (adapters/runtime/decision_cache.py), so a run completion this process
-        #: recorded does not cost a reload before the next decision.
-        self.on_saved: Callable[[Sequence[CronWorkflow]], None] | None = None
-        #: The fired ticks of a stream in a range (`fired_ticks`), wired by
-        #: adapters/runtime/engine.py.
-        self.fired_index: Callable[[UUID, datetime, datetime], set[datetime]] | None = None
+        self._on_saved: list[Callable[[Sequence[CronWorkflow]], None]] = []
+
+    def on_saved(self, callback: Callable[[Sequence[CronWorkflow]], None]) -> None:
+        """Call `callback` with the aggregates of every save, as saved: the scheduler keeps
+        them as its copies (adapters/runtime/decision_cache.py), so a run completion this
+        process recorded does not cost a reload before the next decision."""
+        self._on_saved.append(callback)
 
     def construct_recorder(self) -> ApplicationRecorder:
         return self._shared_recorder or super().construct_recorder()
@@ -293,8 +312,8 @@ class CronService(Application[UUID]):
             saved = self.saved_versions
             for agg in objs:
                 saved[agg.id] = agg.version
-            if self.on_saved is not None:
-                self.on_saved(objs)
+            for callback in self._on_saved:
+                callback(objs)
             if crossed:
                 self.take_snapshots(crossed)
         open_receipts = self._receipts.__dict__.get("open")
@@ -329,10 +348,10 @@ class CronService(Application[UUID]):
         return agg
 
     def _live_by_name(self, namespace: str, name: str) -> CronWorkflow | None:
-        if self.name_index is None:
+        if self.index is None:
             return None
         live = []
-        for cron_id in self.name_index(namespace, name):
+        for cron_id in self.index.ids_named(namespace, name):
             try:
                 agg = self.load(cron_id)
             except NotFound:
@@ -611,11 +630,11 @@ class CronService(Application[UUID]):
 
     def fired_ticks(self, cron_id: UUID, start: datetime, end: datetime) -> set[datetime]:
         """Scheduled times in [start, end] that fired in this stream (manual runs aside), for
-        backfill. Through `fired_index` (the audit read model, indexed, plus the events it has
-        not projected yet: adapters/runtime/engine.py) when the adapters give one, so its cost
+        backfill. Through the LogIndex (the audit read model, indexed, plus the events it has
+        not projected yet: adapters/runtime/indexes.py) when the adapters give one, so its cost
         does not grow with the stream; else from the whole stream."""
-        if self.fired_index is not None:
-            return self.fired_index(cron_id, start, end)
+        if self.index is not None:
+            return self.index.fired_ticks(cron_id, start, end)
         return fired_in(self.events.get(cron_id), start, end)
 
     def backfill(

@@ -14,15 +14,16 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 
+from cronsource.adapters.bootstrap import bootstrap, migrate
 from cronsource.adapters.infrastructure.store.config import StoreConfig
-from cronsource.adapters.runtime.engine import Engine, build_engine, migrate
+from cronsource.adapters.runtime.engine import Engine
 
 
 def pg_engine(url: str) -> Engine:
     """An engine on a fresh PostgreSQL database, migrated as `cronsource migrate` would."""
     config = StoreConfig.parse(url)
     migrate(config)
-    return build_engine(config)
+    return bootstrap(config)
 
 
 @contextmanager

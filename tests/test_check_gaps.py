@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from cronsource.adapters.runtime.engine import build_engine
+from cronsource.adapters.bootstrap import bootstrap
 from tests.faults.harness import cronsource_bin
 
 MANIFEST = {
@@ -42,7 +42,7 @@ def cli(store: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 def punch_hole(store: str, version: int) -> None:
     """Delete one version from the middle of the stream, as a lost tail written over did."""
-    engine = build_engine(store)
+    engine = bootstrap(store)
     try:
         recorder: Any = engine.service.recorder
         [status] = engine.view.statuses()

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.entrypoints.cli import NOTHING_RUNS
 from cronsource.adapters.infrastructure.store.config import StoreConfig
-from cronsource.adapters.runtime.engine import build_engine
 from cronsource.domain.manifest import parse_manifest
 from tests.test_cli import stored_events
 from tests.test_cli_first_hour import EXE, ROOT, cs
@@ -170,7 +170,7 @@ def test_a_merge_that_would_be_invalid_refuses_every_file_of_the_apply(store, tm
     (d / "b.yaml").write_text(yaml.safe_dump(cron("b")))
     assert cs("apply", "-f", str(d), store=store).returncode == 0
     # Another writer (an HTTP PUT, the Kubernetes watch: a two-way apply) sets a's timezone.
-    engine = build_engine(StoreConfig.parse(store))
+    engine = bootstrap(StoreConfig.parse(store))
     try:
         engine.service.apply(parse_manifest(cron("a", timezone="Asia/Tokyo")), datetime.now(UTC))
     finally:
@@ -198,7 +198,7 @@ def test_a_merge_that_would_be_invalid_refuses_every_file_of_the_apply(store, tm
 def test_without_a_last_applied_record_apply_falls_back_to_two_way_and_says_so(store, tmp_path):
     # Created by a writer that is not an apply (the Kubernetes watch: a two-way apply), so
     # there is no record; a CronWorkflow stored before records were kept reads the same.
-    engine = build_engine(StoreConfig.parse(store))
+    engine = bootstrap(StoreConfig.parse(store))
     try:
         engine.service.apply(
             parse_manifest(cron("etl", startingDeadlineSeconds=300)), datetime.now(UTC)

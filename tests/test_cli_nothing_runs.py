@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from cronsource.adapters.application.statuspage import scheduler_health
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.entrypoints.cli import NOTHING_RUNS
-from cronsource.adapters.runtime.engine import build_engine
 from tests.faults.harness import wait_for
 from tests.probe_helpers import RunProcess
 from tests.test_cli_first_hour import EXE, cs
@@ -75,7 +75,7 @@ def warned(r: subprocess.CompletedProcess[str]) -> bool:
 
 def page_schedulers(store: str) -> int | None:
     """What the status page says (`GET /api/v1/scheduler`, `schedulers`)."""
-    engine = build_engine(store)
+    engine = bootstrap(store)
     try:
         return scheduler_health(engine, datetime.now(UTC))["schedulers"]  # type: ignore[no-any-return]
     finally:

@@ -14,10 +14,11 @@ from uuid import UUID
 import pytest
 from prometheus_client.core import Metric
 
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.infrastructure.shards import SoleOwner
 from cronsource.adapters.observability.metrics import Metrics
-from cronsource.adapters.runtime.engine import Engine, build_engine
+from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.loop import SchedulerLoop
 from cronsource.domain.manifest import parse_manifest
 from cronsource.domain.service import event_type
@@ -67,7 +68,7 @@ def test_a_backward_step_of_the_wall_clock_is_logged_counted_and_decides_no_tick
     back: timedelta, logged: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     clock = VirtualClock(T0)
-    engine = build_engine("memory:")
+    engine = bootstrap("memory:")
     loop = SchedulerLoop(
         engine, SoleOwner(), clock=clock, poll_seconds=5, heartbeat=False, log_decisions=False
     )

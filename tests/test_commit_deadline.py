@@ -19,10 +19,11 @@ from typing import Any
 import psycopg
 import pytest
 
+from cronsource.adapters.bootstrap import bootstrap, migrate
 from cronsource.adapters.clock import SystemClock
 from cronsource.adapters.infrastructure.shards import SoleOwner
 from cronsource.adapters.infrastructure.store.config import StoreConfig
-from cronsource.adapters.runtime.engine import Engine, build_engine, migrate
+from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.scheduler import Scheduler
 from cronsource.domain.manifest import parse_manifest
 from cronsource.domain.service import commit_deadline, event_type
@@ -50,7 +51,7 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
         else request.getfixturevalue("pg_url")
     )
     migrate(StoreConfig.parse(url))
-    e = build_engine(url, late_tolerance=TOLERANCE)
+    e = bootstrap(url, late_tolerance=TOLERANCE)
     yield e
     e.close()
 
@@ -91,7 +92,7 @@ def test_a_commit_held_up_past_the_tolerance_is_decided_again_as_missed(engine: 
     created = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=10)
     cron_id, _ = svc.apply(manifest("held"), created)
     svc.tick([cron_id], created + timedelta(seconds=9, milliseconds=500))
-    engine.catch_up()
+    engine.projector.catch_up()
     scheduler = Scheduler(svc, engine.view, SoleOwner(), clock=SystemClock())
     held = threading.Event()
     released: list[datetime] = []

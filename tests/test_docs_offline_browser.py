@@ -24,9 +24,9 @@ PATHS = ["/api/v1/namespaces/{namespace}/cronworkflows", "/api/v1/events", "/rea
 
 @pytest.fixture
 def base_url() -> Iterator[str]:
-    from cronsource.adapters.runtime.engine import build_engine
+    from cronsource.adapters.bootstrap import bootstrap
 
-    engine = build_engine("memory:")
+    engine = bootstrap("memory:")
     try:
         with serving(create_app(engine, ServeSettings(), FixedClock(T0))) as base:
             yield base

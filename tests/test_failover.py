@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from cronsource.adapters.runtime.engine import build_engine
+from cronsource.adapters.bootstrap import bootstrap
 from tests import pgserver
 from tests.faults.harness import (
     Replica,
@@ -56,7 +56,7 @@ def say(*parts: object) -> None:
 
 
 def fires_since(url: str, since: float) -> int:
-    engine = build_engine(url)
+    engine = bootstrap(url)
     try:
         return sum(
             1
@@ -115,7 +115,7 @@ def run_failover(tmp_path: Path, *, synchronous: bool) -> dict[str, Any]:
         assert rc == 0, f"exit status {rc} after SIGTERM:\n{replica.tail()}"
 
         final_catch_up(url, wf_dir)
-        engine = build_engine(url)
+        engine = bootstrap(url)
         try:
             recorder: Any = engine.service.recorder
             gaps = recorder.gaps()

@@ -32,10 +32,11 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.infrastructure.leases import LEASE_SECONDS
 from cronsource.adapters.infrastructure.shards import REBALANCE_SECONDS, SHARDS
 from cronsource.adapters.observability.metrics import Metrics
-from cronsource.adapters.runtime.engine import Engine, build_engine
+from cronsource.adapters.runtime.engine import Engine
 from cronsource.domain.decisions import DEFAULT_LATE_TOLERANCE
 from tests.faults.harness import (
     Locks,
@@ -142,7 +143,7 @@ def stop_and_check(url: str, tmp: Path, pair: list[Replica]) -> dict[str, object
     for r in pair:
         assert r.terminate() == 0, f"{r.name} did not exit 0 after SIGTERM:\n{r.tail()}"
     behind = final_catch_up(url, tmp / "workflows")
-    engine = build_engine(url)
+    engine = bootstrap(url)
     try:
         events = all_events(engine)
         logs = read_logs(engine, events)
@@ -227,7 +228,7 @@ def test_a_replica_frozen_for_75s_before_a_commit_is_fenced(
     assert survivor.proc is not None
     survivor.proc.send_signal(signal.SIGSTOP)
     held_at = time.monotonic()
-    engine = build_engine(pg_url)
+    engine = bootstrap(pg_url)
     try:
         during = wait_for(
             "cronsource_shards_lapsed to show the frozen replica's shards",

@@ -41,8 +41,8 @@ from typing import Any
 
 import pytest
 
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.infrastructure.shards import SHARDS, shard_of
-from cronsource.adapters.runtime.engine import build_engine
 from cronsource.domain.decisions import DEFAULT_LATE_TOLERANCE
 from cronsource.domain.manifest import parse_manifest
 from cronsource.domain.service import event_type
@@ -84,7 +84,7 @@ def say(*parts: object) -> None:
 def count_fires_since(url: str, since_epoch: float) -> int:
     """ScheduleFired events committed after `since_epoch`, read from the log itself (not
     from the read model, which the scheduler under test maintains)."""
-    engine = build_engine(url)
+    engine = bootstrap(url)
     try:
         return sum(
             1
@@ -228,7 +228,7 @@ def three_replica_run(
 
         t_catch = time.monotonic()
         behind = final_catch_up(url, wf_dir, read_model=False)
-        engine = build_engine(url)
+        engine = bootstrap(url)
         try:
             logs = read_logs(engine)
         finally:
@@ -448,7 +448,7 @@ def test_single_replica_killed_at_random_points(
         assert rc == 0, f"exit status {rc} after SIGTERM:\n{replica.tail()}"
 
         behind = final_catch_up(url, wf_dir)
-        engine = build_engine(url)
+        engine = bootstrap(url)
         try:
             events = all_events(engine)
             logs = read_logs(engine, events)
@@ -537,7 +537,7 @@ def test_postgres_restart_under_running_service(tmp_path: Path) -> None:
         assert rc == 0, f"exit status {rc} after SIGTERM:\n{replica.tail()}"
 
         behind = final_catch_up(url, wf_dir)
-        engine = build_engine(url)
+        engine = bootstrap(url)
         try:
             events = all_events(engine)
             logs = read_logs(engine, events)
@@ -590,7 +590,7 @@ def test_sigterm_is_prompt_with_a_projection_backlog(pg_url: str, tmp_path: Path
     migrate(pg_url)
     docs = [cron_manifest(f"b{i:03d}", "@every 1h") for i in range(BACKLOG_CRONS)]
     manifest = write_manifests(tmp_path / "crons.yaml", docs)
-    engine = build_engine(pg_url)
+    engine = bootstrap(pg_url)
     try:
         now = utcnow()
         for doc in docs:
@@ -656,7 +656,7 @@ def test_forbid_ticks_due_together_after_a_restart(pg_url: str, tmp_path: Path) 
         replica.start().wait_running(30)
 
         def decided_after_restart() -> bool:
-            engine = build_engine(pg_url)
+            engine = bootstrap(pg_url)
             try:
                 logs = read_logs(engine)
             finally:
@@ -667,7 +667,7 @@ def test_forbid_ticks_due_together_after_a_restart(pg_url: str, tmp_path: Path) 
 
         wait_for("a decision after the restart", decided_after_restart, 30)
         assert replica.terminate() == 0, replica.tail()
-        engine = build_engine(pg_url)
+        engine = bootstrap(pg_url)
         try:
             logs = read_logs(engine)
         finally:

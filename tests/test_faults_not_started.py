@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from cronsource.adapters.runtime.engine import build_engine
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.domain.service import event_type
 from tests.faults.harness import (
     Replica,
@@ -48,7 +48,7 @@ def store_url(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def events(url: str) -> list[Any]:
-    engine = build_engine(url)
+    engine = bootstrap(url)
     try:
         return [ev for _, ev in all_events(engine)]
     finally:
@@ -87,7 +87,7 @@ def check_all(url: str, wf_dir: Path) -> str:
     """After SIGTERM: the dispatcher brought to the end of the log, then every fire has one
     Workflow file or one RunNotStarted, never both, and no tick fired twice."""
     final_catch_up(url, wf_dir, read_model=False)
-    engine = build_engine(url)
+    engine = bootstrap(url)
     try:
         logs = read_logs(engine)
     finally:

@@ -867,7 +867,7 @@ def test_readyz_reports_projection_lag_and_fails_when_behind(pg_url: str) -> Non
             behind = httpx.get(base + "/readyz")
             assert behind.status_code == 503
             assert behind.json()["lag"]["readmodel"] == 2
-            engine.catch_up()
+            engine.projector.catch_up()
             assert httpx.get(base + "/readyz").status_code == 200
     finally:
         engine.close()

@@ -16,12 +16,13 @@ from fastapi.testclient import TestClient
 
 from cronsource.adapters.application.documents import DocumentError
 from cronsource.adapters.application.operations import FieldError
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.entrypoints.http import ServeSettings, create_app
 from cronsource.adapters.entrypoints.http.dependencies import get_clock
 from cronsource.adapters.entrypoints.http.problems import PROBLEM, PROBLEMS, install
 from cronsource.adapters.infrastructure.store.check import StoreUnavailable
 from cronsource.adapters.infrastructure.store.config import StoreConfig
-from cronsource.adapters.runtime.engine import Engine, build_engine
+from cronsource.adapters.runtime.engine import Engine
 from cronsource.domain.manifest import ManifestError
 from cronsource.domain.service import AlreadyExists, Conflict, NotFound, StaleVersion
 from tests.fakes import FixedClock
@@ -36,7 +37,7 @@ INVALID = "urn:cronsource:problem:invalid"
 
 @pytest.fixture
 def engine() -> Iterator[Engine]:
-    e = build_engine(StoreConfig.parse("memory:"))
+    e = bootstrap(StoreConfig.parse("memory:"))
     try:
         yield e
     finally:

@@ -11,17 +11,19 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.infrastructure.kube import (
     CWF,
     GROUP,
     VERSION,
     AioKube,
     Backoff,
+    KubeTarget,
     StatusWriter,
     connect,
 )
 from cronsource.adapters.runtime.engine import Engine
-from cronsource.adapters.runtime.kube import CronWorkflowWatcher, build_kube_engine
+from cronsource.adapters.runtime.kube import CronWorkflowWatcher
 from cronsource.domain.service import event_type
 from cronsource.projections.readmodel import LABEL_COMPLETED
 
@@ -58,7 +60,7 @@ def kube(kube_apiserver: Any) -> Iterator[AioKube]:
 
 @pytest.fixture
 def engine(kube: AioKube) -> Iterator[Engine]:
-    eng = build_kube_engine("memory:", kube, backoff=Backoff(sleep=lambda s: None))
+    eng = bootstrap("memory:", target=KubeTarget(kube, backoff=Backoff(sleep=lambda s: None)))
     yield eng
     eng.close()
 

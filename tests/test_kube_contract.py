@@ -13,6 +13,7 @@ from uuid import UUID
 import pytest
 from kubernetes import client
 
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.infrastructure.kube import (
     ANNOTATION_SEQUENCE,
     CWF,
@@ -27,14 +28,13 @@ from cronsource.adapters.infrastructure.kube import (
     StatusWriter,
     connect,
 )
-from cronsource.adapters.runtime.engine import Engine, build_engine
+from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.kube import (
     LABEL_INSTANCE,
     CronWorkflowWatcher,
     KubeSync,
     ViewProgress,
     WorkflowWatcher,
-    build_kube_engine,
 )
 from cronsource.adapters.runtime.kube.sync import STATUS_WAITS_AT_MOST, STATUS_WAITS_FOR_DISPATCH
 from cronsource.domain.cronworkflow import workflow_name
@@ -82,7 +82,7 @@ def kube(kube_apiserver: Any) -> Iterator[AioKube]:
 
 @pytest.fixture
 def engine(kube: AioKube) -> Any:
-    eng = build_kube_engine("memory:", kube, backoff=Backoff(sleep=lambda s: None))
+    eng = bootstrap("memory:", target=KubeTarget(kube, backoff=Backoff(sleep=lambda s: None)))
     yield eng
     eng.close()
 
@@ -204,7 +204,7 @@ def test_a_restarted_watcher_seeded_from_the_store_reconciles_deletions_made_whi
         ),
         T0,
     )
-    engine.catch_up(T0)
+    engine.projector.catch_up(T0)
     api.delete_namespaced_custom_object(GROUP, VERSION, ns, CWF, "job")  # while down
     fresh = CronWorkflowWatcher(kube, engine.service, namespace=ns)
     assert fresh.seed(engine.view.statuses(ns)) == 1  # the CLI-applied one has no uid
@@ -222,7 +222,7 @@ def test_a_fire_creates_exactly_one_workflow_and_a_replay_is_a_no_op(
     ns = kube_namespace
     cron_id, obj = admitted(engine, kube, api, ns)
     engine.service.tick([cron_id], TICK)
-    engine.catch_up(TICK)
+    engine.projector.catch_up(TICK)
     (wf,) = children(api, ns)
     meta = wf["metadata"]
     assert meta["name"] == workflow_name("job", TICK)
@@ -253,7 +253,7 @@ def test_aggregate_without_uid_gets_the_owner_uid_from_the_cluster(
     body["metadata"]["namespace"] = ns
     cron_id, _ = engine.service.apply(parse_manifest(body), T0)  # applied by CLI: no uid
     engine.service.tick([cron_id], TICK)
-    engine.catch_up(TICK)
+    engine.projector.catch_up(TICK)
     (wf,) = children(api, ns)
     assert wf["metadata"]["ownerReferences"][0]["uid"] == obj["metadata"]["uid"]
 
@@ -271,7 +271,7 @@ def test_a_foreign_object_with_our_name_is_submission_failed(
     }
     api.create_namespaced_custom_object(GROUP, VERSION, ns, WF, foreign)
     engine.service.tick([cron_id], TICK)
-    engine.catch_up(TICK)
+    engine.projector.catch_up(TICK)
     assert types(engine, cron_id)[-1] == "SubmissionFailed"
     (wf,) = children(api, ns)
     assert wf["spec"] == {"entrypoint": "theirs"}  # untouched
@@ -308,7 +308,7 @@ def test_terminate_and_delete(engine: Engine, kube: AioKube, api: Any, kube_name
     ns = kube_namespace
     cron_id, _ = admitted(engine, kube, api, ns)
     engine.service.tick([cron_id], TICK)
-    engine.catch_up(TICK)
+    engine.projector.catch_up(TICK)
     name = workflow_name("job", TICK)
     target = KubeTarget(kube)
     target.terminate(ns, name, TICK)
@@ -330,7 +330,7 @@ def test_status_writer_writes_and_a_stale_writer_is_dropped(
     cron_id, _ = admitted(engine, kube, api, ns)
     old = status_row(engine.service.load(cron_id))
     engine.service.tick([cron_id], TICK)
-    engine.catch_up(TICK)
+    engine.projector.catch_up(TICK)
     new = status_row(engine.service.load(cron_id))
     assert new.version > old.version
     writer = StatusWriter(kube)
@@ -383,7 +383,7 @@ def test_the_writer_patches_from_the_watchs_copy_and_reads_only_after_a_409(
         GROUP, VERSION, ns, CWF, "job", {"metadata": {"labels": {"user": "edit"}}}
     )
     engine.service.tick([cron_id], TICK)
-    engine.catch_up(TICK)
+    engine.projector.catch_up(TICK)
     new = status_row(engine.service.load(cron_id))
     assert writer.write(new)
     assert (writer.reads, writer.conflicts) == (1, 1)
@@ -421,7 +421,7 @@ def test_status_writes_wait_for_the_dispatcher_but_not_longer_than_the_bound(
     sync = KubeSync(engine, kube, namespace=ns)
     first, _ = admitted(engine, kube, api, ns, "first")
     second, _ = admitted(engine, kube, api, ns, "second")
-    engine.catch_up(T0)
+    engine.projector.catch_up(T0)
     assert sync.write_statuses(T0) == 2  # the dispatcher is not behind: written at once
 
     def shown(name: str) -> Any:
@@ -429,12 +429,12 @@ def test_status_writes_wait_for_the_dispatcher_but_not_longer_than_the_bound(
         return obj["status"].get("lastScheduledTime")
 
     engine.service.tick([first], TICK)
-    engine.catch_up(TICK, dispatch=False)  # the status view shows a fire not yet created
+    engine.projector.catch_up(TICK, dispatch=False)  # the status view shows a fire not yet created
     assert sync.dispatch_behind()
     assert sync.write_statuses(TICK) == 0
     assert sync.write_statuses(TICK + STATUS_WAITS_FOR_DISPATCH / 2) == 0
     assert shown("first") is None and children(api, ns) == []
-    engine.dispatch(TICK)
+    engine.projector.dispatch(TICK)
     assert not sync.dispatch_behind()
     assert sync.write_statuses(TICK + STATUS_WAITS_FOR_DISPATCH / 2) == 1
     assert shown("first") == "2026-05-04T10:01:00Z"
@@ -443,9 +443,9 @@ def test_status_writes_wait_for_the_dispatcher_but_not_longer_than_the_bound(
     # A dispatcher that is behind but moving holds statuses back past the bound...
     later = TICK + timedelta(minutes=1)
     engine.service.tick([first, second], later)
-    engine.catch_up(later, dispatch=False)
+    engine.projector.catch_up(later, dispatch=False)
     assert sync.write_statuses(later) == 0
-    engine.dispatch(later, batch=1, budget=0)  # one event: the dispatcher moved
+    engine.projector.dispatch(later, batch=1, budget=0)  # one event: the dispatcher moved
     assert sync.dispatch_behind()
     assert sync.write_statuses(later + STATUS_WAITS_FOR_DISPATCH) == 0
     # ...and one that stopped moving holds them back for the bound, not for ever.
@@ -455,14 +455,14 @@ def test_status_writes_wait_for_the_dispatcher_but_not_longer_than_the_bound(
     # One that keeps moving but never catches up holds them back at most STATUS_WAITS_AT_MOST.
     again = later + timedelta(minutes=1)
     engine.service.tick([first, second], again)
-    engine.catch_up(again, dispatch=False)
+    engine.projector.catch_up(again, dispatch=False)
     step, waited, turn = STATUS_WAITS_FOR_DISPATCH / 2, timedelta(0), 0
 
     def one_more_event_and_one_dispatched(at: datetime) -> None:
         command = engine.service.suspend if turn % 2 == 0 else engine.service.resume
         command(first, at)  # a new event in the log: the view moves ahead
-        engine.catch_up(at, dispatch=False)
-        engine.dispatch(at, batch=1, budget=0)  # the dispatcher moves, and stays behind
+        engine.projector.catch_up(at, dispatch=False)
+        engine.projector.dispatch(at, batch=1, budget=0)  # the dispatcher moves, and stays behind
         assert sync.dispatch_behind()
 
     while waited < STATUS_WAITS_AT_MOST:
@@ -526,7 +526,7 @@ def test_child_phases_and_deletion_become_run_events(
     t2 = TICK + timedelta(minutes=1)
     for t in (TICK, t2):
         engine.service.tick([cron_id], t)
-        engine.catch_up(t)
+        engine.projector.catch_up(t)
     first, second = workflow_name("job", TICK), workflow_name("job", t2)
     assert {c["metadata"]["name"] for c in children(api, ns)} == {first, second}
 
@@ -560,11 +560,11 @@ def test_a_fire_not_yet_dispatched_is_not_taken_for_a_vanished_run(
     kube: AioKube, api: Any, kube_namespace: str
 ) -> None:
     ns = kube_namespace
-    eng = build_engine("memory:")  # no dispatcher: fires are committed, never created
+    eng = bootstrap("memory:")  # no dispatcher: fires are committed, never created
     try:
         cron_id, _ = admitted(eng, kube, api, ns)
         eng.service.tick([cron_id], TICK)
-        eng.catch_up(TICK)
+        eng.projector.catch_up(TICK)
         runs = WorkflowWatcher(
             kube, eng.service, ns, progress=ViewProgress(eng.view, eng.service.name)
         )
@@ -587,7 +587,7 @@ def test_a_child_deleted_while_the_watcher_was_down_stops_counting_and_forbid_ru
         poll_until(first, lambda: _admitted(engine, ns, "job", uid), T0)
         cron_id = engine.service.find(ns, "job", uid).id
         engine.service.tick([cron_id], TICK)
-        engine.catch_up(TICK)
+        engine.projector.catch_up(TICK)
         name = workflow_name("job", TICK)
         assert [c["metadata"]["name"] for c in children(api, ns)] == [name]
     finally:
@@ -597,7 +597,7 @@ def test_a_child_deleted_while_the_watcher_was_down_stops_counting_and_forbid_ru
     api.delete_namespaced_custom_object(GROUP, VERSION, ns, WF, name)
     t2 = TICK + timedelta(minutes=1)
     engine.service.tick([cron_id], t2)
-    engine.catch_up(t2)
+    engine.projector.catch_up(t2)
     assert types(engine, cron_id).count("ScheduleFired") == 1
     assert list(engine.service.load(cron_id).active) == [name]
 
@@ -609,7 +609,7 @@ def test_a_child_deleted_while_the_watcher_was_down_stops_counting_and_forbid_ru
         assert types(engine, cron_id).count("RunVanished") == 1
         t3 = t2 + timedelta(minutes=1)
         engine.service.tick([cron_id], t3)
-        engine.catch_up(t3)
+        engine.projector.catch_up(t3)
         assert {c["metadata"]["name"] for c in children(api, ns)} == {workflow_name("job", t3)}
     finally:
         second.stop()
@@ -665,7 +665,7 @@ def test_kube_sync_whole_flow(engine: Engine, kube: AioKube, api: Any, kube_name
         cron_id = engine.service.find(ns, "job", uid).id
         engine.service.tick([cron_id], TICK)
         sync.poll(TICK)  # dispatches (catch_up) is the loop's job; poll writes the status
-        engine.catch_up(TICK)
+        engine.projector.catch_up(TICK)
         sync.poll(TICK)
         name = workflow_name("job", TICK)
         got = api.get_namespaced_custom_object(GROUP, VERSION, ns, CWF, "job")

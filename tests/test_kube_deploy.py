@@ -30,6 +30,7 @@ import pytest
 import yaml
 from kubernetes import client
 
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.infrastructure.kube import (
     CWF,
     GROUP,
@@ -39,7 +40,6 @@ from cronsource.adapters.infrastructure.kube import (
     KubeTarget,
     connect,
 )
-from cronsource.adapters.runtime.engine import build_engine
 from cronsource.adapters.runtime.kube import KubeSync
 from cronsource.domain.cronworkflow import workflow_name
 from cronsource.domain.service import NotFound
@@ -355,7 +355,7 @@ def test_the_adapter_runs_as_the_service_account(
     token = sa_client.configuration.api_key["authorization"].removeprefix("Bearer ")
     sa_client.close()
     sa = connect(str(service_account_kubeconfig(deploy_apiserver, token, tmp_path)))
-    engine = build_engine("memory:", target=KubeTarget(sa, Backoff(sleep=lambda s: None)))
+    engine = bootstrap("memory:", target=KubeTarget(sa, Backoff(sleep=lambda s: None)))
     sync = KubeSync(engine, sa)  # no namespace: cluster-wide, as deploy/ runs it
     with deploy_apiserver.api_client() as admin_client:
         admin = client.CustomObjectsApi(admin_client)
@@ -392,7 +392,7 @@ def test_the_adapter_runs_as_the_service_account(
             poll_until(admitted, T0)
             cron_id = engine.service.find(ns, "job", uid).id
             engine.service.tick([cron_id], TICK)
-            engine.catch_up(TICK)  # KubeTarget.create, as the service account
+            engine.projector.catch_up(TICK)  # KubeTarget.create, as the service account
             sync.poll(TICK)  # the status, patched as the service account
             name = workflow_name("job", TICK)
             wf = admin.get_namespaced_custom_object(GROUP, VERSION, ns, WF, name)

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.infrastructure.kube import ApiError, Creation
-from cronsource.adapters.runtime.engine import Engine, build_engine
+from cronsource.adapters.runtime.engine import Engine
 from cronsource.domain.cronworkflow import workflow_name
 from cronsource.domain.manifest import parse_manifest
 from cronsource.domain.service import event_type
@@ -56,7 +57,7 @@ def target() -> RecordingBatchTarget:
 
 @pytest.fixture
 def engine(target: RecordingBatchTarget) -> Iterator[Engine]:
-    eng = build_engine("memory:", target=target)
+    eng = bootstrap("memory:", target=target)
     yield eng
     eng.close()
 
@@ -81,7 +82,7 @@ def test_fires_committed_together_are_created_in_one_concurrent_call(
 ) -> None:
     ids = [apply(engine, f"job{i}") for i in range(5)]
     engine.service.tick(ids, T1)
-    engine.catch_up(T1)
+    engine.projector.catch_up(T1)
     assert target.calls == [("create_many", [workflow_name(f"job{i}", T1) for i in range(5)])]
 
 
@@ -92,7 +93,7 @@ def test_replace_terminates_only_after_the_replaced_run_was_created(
     cron_id = apply(engine, "job", concurrencyPolicy="Replace", startingDeadlineSeconds=120)
     engine.service.tick([cron_id], T1)
     engine.service.tick([cron_id], T2)  # both fires reach the dispatcher in one batch
-    engine.catch_up(T2)
+    engine.projector.catch_up(T2)
     first, second = workflow_name("job", T1), workflow_name("job", T2)
     assert target.calls == [
         ("create_many", [first]),
@@ -111,13 +112,13 @@ def test_a_transient_failure_repeats_the_batch_and_a_refusal_is_reported_once(
     }
     engine.service.tick([ok, flaky, refused], T1)
     with pytest.raises(ApiError):
-        engine.catch_up(T1)
+        engine.projector.catch_up(T1)
     # Nothing reported yet: the batch will be repeated, the refusal with it.
     assert "SubmissionFailed" not in types(engine, refused)
 
     del target.fail[workflow_name("flaky", T1)]
-    engine.catch_up(T1)
-    engine.catch_up(T1)  # the SubmissionFailed event itself reaches the dispatcher: no-op
+    engine.projector.catch_up(T1)
+    engine.projector.catch_up(T1)  # the SubmissionFailed event itself reaches the dispatcher: no-op
     assert types(engine, refused).count("SubmissionFailed") == 1
     assert "SubmissionFailed" not in types(engine, flaky)
     names = {workflow_name(n, T1) for n in ("ok", "flaky", "refused")}

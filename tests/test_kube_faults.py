@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.infrastructure.kube import (
     ANNOTATION_SEQUENCE,
@@ -28,11 +29,12 @@ from cronsource.adapters.infrastructure.kube import (
     GROUP,
     VERSION,
     WF,
+    KubeTarget,
     connect,
 )
 from cronsource.adapters.infrastructure.shards import SoleOwner
 from cronsource.adapters.runtime.engine import Engine
-from cronsource.adapters.runtime.kube import KubeSync, build_kube_engine
+from cronsource.adapters.runtime.kube import KubeSync
 from cronsource.adapters.runtime.loop import SchedulerLoop
 from cronsource.domain.cronworkflow import workflow_name
 from cronsource.domain.service import NotFound, event_type
@@ -72,7 +74,7 @@ def test_faults_between_client_and_server_lose_nothing_and_fire_nothing_twice(
     direct = client.CustomObjectsApi(kube_api)  # the user and the "Argo executor": no faults
     proxied = connect(str(proxy.kubeconfig))
     clock = VirtualClock(T0)
-    engine: Engine = build_kube_engine("memory:", proxied)
+    engine: Engine = bootstrap("memory:", target=KubeTarget(proxied))
     sync = KubeSync(engine, proxied, namespace=ns, clock=clock.now)
     loop = SchedulerLoop(engine, SoleOwner(), watcher=sync, clock=clock)
     sync.start(watch_seconds=2)

@@ -16,10 +16,11 @@ import pytest
 import yaml
 from kubernetes import client
 
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.clock import VirtualClock
-from cronsource.adapters.infrastructure.kube import CWF, GROUP, VERSION, WF, connect
+from cronsource.adapters.infrastructure.kube import CWF, GROUP, VERSION, WF, KubeTarget, connect
 from cronsource.adapters.infrastructure.shards import SoleOwner
-from cronsource.adapters.runtime.kube import KubeSync, build_kube_engine
+from cronsource.adapters.runtime.kube import KubeSync
 from cronsource.adapters.runtime.loop import SchedulerLoop
 from cronsource.domain.cronworkflow import workflow_name
 from cronsource.domain.service import NotFound, event_type
@@ -73,7 +74,7 @@ def test_four_ticks_completed_show_on_the_object_and_history_beyond_the_limits_i
     api = client.CustomObjectsApi(kube_api)  # the user and Argo's executor
     clock = VirtualClock(T0)
     kube = connect(str(kube_apiserver.kubeconfig))
-    engine = build_kube_engine("memory:", kube)
+    engine = bootstrap("memory:", target=KubeTarget(kube))
     sync = KubeSync(engine, kube, namespace=ns, clock=clock.now)
     loop = SchedulerLoop(engine, SoleOwner(), watcher=sync, clock=clock)
     sync.start(watch_seconds=1)

@@ -16,18 +16,20 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.infrastructure.kube import (
     CWF,
     GROUP,
     VERSION,
     AioKube,
     Backoff,
+    KubeTarget,
     SeenMetadata,
     StatusWriter,
     connect,
 )
 from cronsource.adapters.runtime.engine import Engine
-from cronsource.adapters.runtime.kube import CronWorkflowWatcher, build_kube_engine
+from cronsource.adapters.runtime.kube import CronWorkflowWatcher
 from cronsource.domain.cronhash import expand
 from tests.argo import peer
 from tests.instants import T0
@@ -54,7 +56,7 @@ def kube(kube_apiserver: Any) -> Iterator[AioKube]:
 
 @pytest.fixture
 def engine(kube: AioKube) -> Iterator[Engine]:
-    eng = build_kube_engine("memory:", kube, backoff=Backoff(sleep=lambda s: None))
+    eng = bootstrap("memory:", target=KubeTarget(kube, backoff=Backoff(sleep=lambda s: None)))
     yield eng
     eng.close()
 

@@ -18,6 +18,7 @@ from uuid import UUID
 import pytest
 from kubernetes import client
 
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.infrastructure.kube import (
     CWF,
     GROUP,
@@ -25,10 +26,10 @@ from cronsource.adapters.infrastructure.kube import (
     WF,
     AioKube,
     Backoff,
+    KubeTarget,
     connect,
 )
 from cronsource.adapters.runtime.engine import Engine
-from cronsource.adapters.runtime.kube import build_kube_engine
 from cronsource.domain.cronworkflow import workflow_name
 from cronsource.domain.manifest import parse_manifest
 from cronsource.domain.service import event_type
@@ -64,7 +65,9 @@ def kube(proxy: FaultProxy) -> Iterator[AioKube]:
 
 @pytest.fixture
 def engine(kube: AioKube) -> Iterator[Engine]:
-    eng = build_kube_engine("memory:", kube, backoff=Backoff(attempts=2, sleep=lambda s: None))
+    eng = bootstrap(
+        "memory:", target=KubeTarget(kube, backoff=Backoff(attempts=2, sleep=lambda s: None))
+    )
     yield eng
     eng.close()
 
@@ -103,10 +106,10 @@ def refused_until(engine: Engine, proxy: FaultProxy, heals: timedelta) -> dateti
     t = TICK
     while t < TICK + heals:
         with pytest.raises(Exception, match="500"):
-            engine.dispatch(t)
+            engine.projector.dispatch(t)
         t += timedelta(seconds=10)
     proxy.enabled = False
-    engine.dispatch(t)
+    engine.projector.dispatch(t)
     return t
 
 
@@ -141,7 +144,8 @@ def test_an_api_server_refusing_until_past_the_deadline_leaves_no_workflow(
     (ev,) = not_started
     assert ev.workflow_name == NAME and ev.late_seconds == (back - TICK).total_seconds()
     assert engine.service.load(cron_id).active == {}
-    engine.dispatch(back + timedelta(minutes=1))  # the event itself reaches the dispatcher
+    # The event itself reaches the dispatcher.
+    engine.projector.dispatch(back + timedelta(minutes=1))
     assert children(api, ns) == [] and types(engine, cron_id).count("RunNotStarted") == 1
 
 
@@ -152,7 +156,7 @@ def test_a_dispatcher_that_was_down_creates_nothing_past_the_deadline(
     ns = kube_namespace
     cron_id = fired(engine, api, ns)
 
-    engine.dispatch(TICK + timedelta(minutes=25))
+    engine.projector.dispatch(TICK + timedelta(minutes=25))
 
     assert children(api, ns) == []
     assert types(engine, cron_id)[-1] == "RunNotStarted"
@@ -167,7 +171,7 @@ def test_a_workflow_created_before_a_crash_is_done_when_replayed_past_the_deadli
     crash_before_the_position_moves(engine, TICK + timedelta(seconds=5))
     assert children(api, ns) == [NAME]
 
-    engine.dispatch(TICK + timedelta(minutes=30))
+    engine.projector.dispatch(TICK + timedelta(minutes=30))
 
     assert children(api, ns) == [NAME]
     assert "RunNotStarted" not in types(engine, cron_id)

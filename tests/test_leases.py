@@ -28,6 +28,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from psycopg import sql
 
+from cronsource.adapters.bootstrap import bootstrap, migrate
 from cronsource.adapters.entrypoints.cli import cli
 from cronsource.adapters.infrastructure.leases import LeaseLost
 from cronsource.adapters.infrastructure.readside import positions
@@ -41,7 +42,7 @@ from cronsource.adapters.infrastructure.shards import (
 )
 from cronsource.adapters.infrastructure.store.config import StoreConfig
 from cronsource.adapters.observability.metrics import Metrics
-from cronsource.adapters.runtime.engine import Engine, build_engine, migrate
+from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.scheduler import Scheduler
 from cronsource.domain.manifest import parse_manifest
 from cronsource.domain.service import event_type
@@ -210,7 +211,7 @@ def test_a_lapsed_replica_is_terminated_and_its_shards_and_role_taken(
         r.rebalance()
     assert len(a.owned) == len(b.owned) == SHARDS // 2
     assert a.is_projector() and not b.is_projector()
-    engine = build_engine(store)
+    engine = bootstrap(store)
     try:
         healthy = ownership_metrics(engine)
         assert healthy["cronsource_shards_lapsed"] == 0
@@ -371,7 +372,7 @@ def test_taking_over_needs_the_same_role_or_pg_signal_backend(
     assert b.takeovers == 0 and b.takeovers_refused == 2
     assert caplog.text.count("may not terminate") == 1 and "pg_signal_backend" in caplog.text
     assert backend_alive(store.pg_conninfo, pid) and lease_row(store.pg_conninfo, a) is not None
-    engine = build_engine(store)
+    engine = bootstrap(store)
     try:
         assert ownership_metrics(engine)["cronsource_shards_lapsed"] == SHARDS // 2
     finally:
@@ -400,7 +401,7 @@ class LostLease(SoleOwner):
 
 
 def test_the_scheduler_commits_nothing_once_its_lease_is_lost() -> None:
-    engine = build_engine("memory:")
+    engine = bootstrap("memory:")
     try:
         doc = {
             "apiVersion": "argoproj.io/v1alpha1",
@@ -409,7 +410,7 @@ def test_the_scheduler_commits_nothing_once_its_lease_is_lost() -> None:
             "spec": {"schedules": ["0 * * * *"], "workflowSpec": {"entrypoint": "main"}},
         }
         engine.service.apply(parse_manifest(doc), T0)
-        engine.catch_up(T0)
+        engine.projector.catch_up(T0)
         head = engine.service.recorder.max_notification_id()
         ownership = LostLease()
         scheduler = Scheduler(engine.service, engine.view, ownership)

@@ -18,10 +18,11 @@ from uuid import UUID
 import pytest
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
+from cronsource.adapters.bootstrap import bootstrap, migrate
 from cronsource.adapters.infrastructure.shards import SoleOwner
 from cronsource.adapters.infrastructure.store.config import StoreConfig
 from cronsource.adapters.infrastructure.store.recorders import StaleAppend
-from cronsource.adapters.runtime.engine import Engine, build_engine, migrate
+from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.scheduler import Scheduler
 from cronsource.domain.manifest import CronWorkflowManifest, parse_manifest
 from cronsource.domain.service import event_type
@@ -56,7 +57,7 @@ def _url(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def any_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
     url = _url(request.param, request, tmp_path)
     migrate(StoreConfig.parse(url))
-    engine = build_engine(url)
+    engine = bootstrap(url)
     yield engine
     engine.close()
 
@@ -66,7 +67,7 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
     """A store whose tail a test can cut with SQL, as a failover or a restore would."""
     url = _url(request.param, request, tmp_path)
     migrate(StoreConfig.parse(url))
-    engine = build_engine(url)
+    engine = bootstrap(url)
     yield engine
     engine.close()
 
@@ -157,11 +158,11 @@ def test_the_scheduler_after_a_lost_tail_fires_each_tick_once_without_gaps(
     has exactly one decision in the log, in a stream without gaps."""
     svc = engine.service
     ids = [svc.apply(manifest(f"c{i}"), T0)[0] for i in range(3)]
-    engine.catch_up(minute(0))
+    engine.projector.catch_up(minute(0))
     scheduler = Scheduler(svc, engine.view, SoleOwner())
     for k in (1, 2, 3):
         assert scheduler.schedule_once(minute(k)) == 3
-        engine.catch_up(minute(k))
+        engine.projector.catch_up(minute(k))
     assert len(scheduler.cache) == 3
     for cron_id in ids:
         cut_tail(engine, cron_id, 2)  # the fires of minutes 2 and 3 are lost

@@ -27,9 +27,10 @@ import pytest
 from eventsourcing.postgres import PostgresFactory
 from eventsourcing.utils import resolve_topic, strtobool
 
+from cronsource.adapters.bootstrap import bootstrap, migrate
 from cronsource.adapters.infrastructure.store.config import StoreConfig
 from cronsource.adapters.infrastructure.store.recorders import StaleAppend
-from cronsource.adapters.runtime.engine import Engine, build_engine, migrate
+from cronsource.adapters.runtime.engine import Engine
 from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.manifest import CronWorkflowManifest, parse_manifest
 from cronsource.domain.schedule import compile_schedule
@@ -141,7 +142,7 @@ def engines(migrated: str) -> Iterator[NewEngine]:
     made: list[Engine] = []
 
     def new() -> Engine:
-        made.append(build_engine(migrated, create_tables=False))
+        made.append(bootstrap(migrated, create_tables=False))
         return made[-1]
 
     yield new
@@ -171,7 +172,7 @@ def test_store_env_never_enables_db_functions() -> None:
 def test_migrate_creates_tables_once_and_replicas_run_without_ddl(pg_url: str) -> None:
     cfg = StoreConfig.parse(pg_url)
     # A replica started before `migrate` creates nothing (CREATE_TABLE=n), and fails loudly.
-    early = build_engine(pg_url, create_tables=False)
+    early = bootstrap(pg_url, create_tables=False)
     try:
         assert public_tables(pg_url) == set()
         with pytest.raises(Exception, match="cronsource_(events|snapshots)"):
@@ -205,7 +206,7 @@ def test_migrate_creates_tables_once_and_replicas_run_without_ddl(pg_url: str) -
             " EXECUTE FUNCTION log_ddl()"
         )
 
-    replicas = [build_engine(pg_url, create_tables=False) for _ in range(3)]
+    replicas = [bootstrap(pg_url, create_tables=False) for _ in range(3)]
     try:
         for r in replicas:
             env = r.service.env
@@ -217,14 +218,14 @@ def test_migrate_creates_tables_once_and_replicas_run_without_ddl(pg_url: str) -
         for k, r in enumerate(replicas):
             report = r.service.tick([cron_id], datetime(2026, 5, 5 + k, 2, 30, 5, tzinfo=UTC))
             assert report.fires == 1
-            r.catch_up()
+            r.projector.catch_up()
         assert status_of(replicas[2], "nightly").status["lastScheduledTime"] == (
             "2026-05-07T02:30:00Z"
         )
         with psycopg.connect(pg_url) as conn:
             assert conn.execute("SELECT tag FROM ddl_log").fetchall() == []
         # The check is live: an engine that does create tables is logged.
-        build_engine(pg_url, create_tables=True).close()
+        bootstrap(pg_url, create_tables=True).close()
         with psycopg.connect(pg_url) as conn:
             assert conn.execute("SELECT count(*) FROM ddl_log").fetchone()[0] > 0  # type: ignore[index]
     finally:
@@ -238,7 +239,7 @@ def test_process_environment_cannot_enable_db_functions(
     migrated: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("POSTGRES_ENABLE_DB_FUNCTIONS", "y")
-    engine = build_engine(migrated, create_tables=False)
+    engine = bootstrap(migrated, create_tables=False)
     try:
         assert engine.service.recorder.datastore.enable_db_functions is False  # type: ignore[attr-defined]
     finally:
@@ -251,7 +252,7 @@ def test_process_environment_cannot_move_the_event_store(
     with psycopg.connect(migrated, autocommit=True) as conn:
         conn.execute("CREATE SCHEMA elsewhere")
     monkeypatch.setenv("POSTGRES_SCHEMA", "elsewhere")
-    engine = build_engine(migrated, create_tables=False)
+    engine = bootstrap(migrated, create_tables=False)
     try:
         engine.service.apply(manifest("a"), T0)
         with psycopg.connect(migrated) as conn:
@@ -327,7 +328,7 @@ def test_seed_race_second_commit_is_rejected_and_retry_fires_nothing(engines: Ne
             assert last_seen is None or lst >= last_seen
         last_seen = tick
         for e in (e2, e1):
-            e.catch_up()
+            e.projector.catch_up()
             shown = status_of(e, "seed").status["lastScheduledTime"]
             assert shown == rfc3339(tick)
             assert last_view is None or shown >= last_view
@@ -352,7 +353,7 @@ def test_stale_writer_behind_by_two_ticks_cannot_move_last_scheduled_time_back(
     assert fired_times(events, cron_id) == [minute(1), minute(2)]
     assert e2.service.load(cron_id).last_scheduled_time == minute(2)
     assert report.next_due[cron_id] == minute(3)
-    e2.catch_up()
+    e2.projector.catch_up()
     assert status_of(e2, "behind").status["lastScheduledTime"] == rfc3339(minute(2))
 
 
@@ -492,7 +493,7 @@ def test_processes_race_on_the_same_ticks_and_each_tick_is_decided_once(
     if mode == "lockstep":
         # Each instant: one batch wins, the other three are refused once and retry to no-ops.
         assert rejected == (N_WORKERS - 1) * len(instants)
-    admin.catch_up()
+    admin.projector.catch_up()
     for cron_id, (_, agg) in aggs.items():
         st = status_of(admin, agg.name)
         assert st.status["lastScheduledTime"] == rfc3339(max(fired_times(events, cron_id)))
@@ -554,7 +555,7 @@ def test_read_model_on_postgres_is_exactly_once_across_catch_ups_and_engines(
     svc.run_completed(a, "alpha-1777888860", "Succeeded", minute(2), minute(5, 30))
     n_events = len(all_events(svc))
 
-    assert e1.catch_up() == n_events
+    assert e1.projector.catch_up() == n_events
     alpha = status_of(e1, "alpha")
     assert alpha.status["lastScheduledTime"] == "2026-05-04T10:05:00Z"
     assert [r["name"] for r in alpha.status["active"]] == ["alpha-1777889100"]
@@ -574,11 +575,11 @@ def test_read_model_on_postgres_is_exactly_once_across_catch_ups_and_engines(
     assert e1.view.due(minute(6)) == [str(a)]
 
     # Again: nothing left to project, nothing written twice.
-    assert e1.catch_up() == 0
+    assert e1.projector.catch_up() == 0
     assert len(e1.view.audit()) == n_events
     # Another engine (another replica) on the same database shares the tracking position.
     e2 = engines()
-    assert e2.catch_up() == 0
+    assert e2.projector.catch_up() == 0
     assert len(e2.view.audit()) == n_events
     with psycopg.connect(migrated) as conn:
         assert conn.execute("SELECT count(*) FROM cronsource_audit").fetchone() == (n_events,)
@@ -588,8 +589,8 @@ def test_read_model_on_postgres_is_exactly_once_across_catch_ups_and_engines(
 
     # New events: whichever replica catches up first projects them, once.
     assert e2.service.tick([a], minute(6, 1)).fires == 1
-    assert e2.catch_up() == 1
-    assert e1.catch_up() == 0
+    assert e2.projector.catch_up() == 1
+    assert e1.projector.catch_up() == 0
     assert len(e1.view.audit()) == n_events + 1
     alpha = status_of(e1, "alpha")
     assert alpha.status["lastScheduledTime"] == "2026-05-04T10:06:00Z"
@@ -603,7 +604,7 @@ def test_two_replicas_catching_up_at_once_do_not_crash(engines: NewEngine, migra
 
     def catch_up(name: str, engine: Engine) -> None:
         try:
-            results[name] = engine.catch_up()
+            results[name] = engine.projector.catch_up()
         except BaseException as exc:
             results[name] = exc
 

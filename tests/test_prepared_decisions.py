@@ -17,10 +17,11 @@ from uuid import UUID
 
 import pytest
 
+from cronsource.adapters.bootstrap import bootstrap, migrate
 from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.infrastructure.shards import SoleOwner
 from cronsource.adapters.infrastructure.store.config import StoreConfig
-from cronsource.adapters.runtime.engine import Engine, build_engine, migrate
+from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.loop import SchedulerLoop
 from cronsource.adapters.runtime.settings import PREPARED_MAX_DELAY
 from cronsource.domain.manifest import parse_manifest
@@ -38,7 +39,7 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
         else request.getfixturevalue("pg_url")
     )
     migrate(StoreConfig.parse(url))
-    e = build_engine(url)
+    e = bootstrap(url)
     yield e
     e.close()
 
@@ -55,7 +56,7 @@ def setup(engine: Engine) -> tuple[dict[str, UUID], SchedulerLoop, VirtualClock]
             }
         )
         ids[name], _ = engine.service.apply(manifest, H - timedelta(minutes=30))
-    engine.catch_up(H - timedelta(minutes=30))
+    engine.projector.catch_up(H - timedelta(minutes=30))
     clock = VirtualClock(H - timedelta(seconds=2))
     return ids, SchedulerLoop(engine, SoleOwner(), role="scheduler", clock=clock), clock
 
@@ -77,7 +78,7 @@ def test_decided_ahead_committed_at_the_instant_and_never_before(engine: Engine)
         (fired,) = fires(engine, cron_id)
         assert fired.scheduled_time == H and fired.fired_at == H
     # The next turn at the instant finds nothing left to decide.
-    engine.catch_up(H)
+    engine.projector.catch_up(H)
     assert loop.schedule_once(H) == 0
     assert all(len(fires(engine, cron_id)) == 1 for cron_id in ids.values())
 
@@ -89,7 +90,7 @@ def test_a_cronworkflow_changed_after_the_decision_is_decided_again(engine: Engi
     ids, loop, clock = setup(engine)
     loop.prepare_once(clock.now())
     engine.replica().suspend(ids["b"], H - timedelta(seconds=1), by="test")
-    engine.catch_up(H - timedelta(seconds=1))
+    engine.projector.catch_up(H - timedelta(seconds=1))
     rejected = engine.rejected_writes
     assert loop.schedule_once(H) == 2
     assert engine.rejected_writes > rejected
@@ -106,7 +107,7 @@ def test_our_own_write_after_the_decision_is_seen_without_a_refused_save(
     ids, loop, clock = setup(engine)
     loop.prepare_once(clock.now())
     engine.service.suspend(ids["b"], H - timedelta(seconds=1), by="test")
-    engine.catch_up(H - timedelta(seconds=1))
+    engine.projector.catch_up(H - timedelta(seconds=1))
     rejected = engine.rejected_writes
     assert loop.schedule_once(H) == 2
     assert engine.rejected_writes == rejected

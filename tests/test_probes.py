@@ -18,9 +18,9 @@ from urllib.parse import urlparse
 
 import pytest
 
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.entrypoints.probes import Probes
 from cronsource.adapters.infrastructure.shards import SoleOwner
-from cronsource.adapters.runtime.engine import build_engine
 from cronsource.adapters.runtime.loop import SchedulerLoop
 from tests.probe_helpers import EVERY_SECOND, RunProcess, ready_body, samples, total
 
@@ -267,7 +267,7 @@ def test_readyz_fails_while_the_store_does_not_answer_and_recovers(
 
 def test_readiness_bounds_the_age_of_the_last_turn(tmp_path: Path) -> None:
     """The rule of `Probes.ready` on a real SQLite store, the loop's turn time set by hand."""
-    engine = build_engine(f"sqlite:///{tmp_path / 'c.db'}")
+    engine = bootstrap(f"sqlite:///{tmp_path / 'c.db'}")
     loop = SchedulerLoop(engine, SoleOwner())
     probes = Probes(engine, loop, lambda: datetime.now(UTC), max_turn_age=10)
     try:

@@ -5,8 +5,8 @@ from uuid import UUID
 
 import pytest
 
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.infrastructure.localtarget import LocalTarget, WorkflowConflict
-from cronsource.adapters.runtime.engine import build_engine
 from cronsource.adapters.runtime.runwatcher import RunWatcher
 from cronsource.adapters.runtime.supervisor import Supervisor
 from cronsource.domain.manifest import parse_manifest
@@ -46,7 +46,7 @@ class RecordingTarget:
 @pytest.fixture
 def engine(tmp_path):
     target = RecordingTarget()
-    eng = build_engine(f"sqlite:///{tmp_path / 'p.db'}", target=target)
+    eng = bootstrap(f"sqlite:///{tmp_path / 'p.db'}", target=target)
     eng.target = target
     yield eng
     eng.close()
@@ -60,7 +60,7 @@ def fire_once(eng):
 
 def test_read_model_applies_each_event_exactly_once(engine):
     fire_once(engine)
-    assert engine.catch_up(T0) == 2
+    assert engine.projector.catch_up(T0) == 2
     app = engine.service
     notes = app.recorder.select_notifications(start=1, limit=10)
     ev, n = app.mapper.to_domain_event(notes[-1]), notes[-1]
@@ -84,10 +84,10 @@ def test_a_failed_view_transaction_leaves_the_position_where_it_was(engine):
 
     engine.readmodel.view = FailingAfterRows()
     with pytest.raises(RuntimeError):
-        engine.catch_up(T0)
+        engine.projector.catch_up(T0)
     assert engine.view.max_tracking_id(engine.service.name) is None
     engine.readmodel.view = real
-    engine.catch_up(T0)
+    engine.projector.catch_up(T0)
     assert [r.type for r in engine.view.audit()] == ["CronWorkflowCreated", "ScheduleFired"]
     assert len(engine.view.statuses()) == 1
 
@@ -96,12 +96,12 @@ def test_dispatch_retries_a_transient_failure_without_moving_on(engine):
     fire_once(engine)
     engine.target.fail_with = ConnectionResetError("api server went away")
     sup = Supervisor("projections")
-    sup.run(lambda: engine.catch_up(T0))
+    sup.run(lambda: engine.projector.catch_up(T0))
     assert sup.failures == 1 and sup.backoff > 0 and "api server" in sup.last_error
     assert engine.target.created == []
     assert (engine.view.max_tracking_id(engine.service.name, "dispatch") or 0) < 2
     engine.target.fail_with = None
-    engine.catch_up(T0)
+    engine.projector.catch_up(T0)
     assert engine.target.created == ["job-1777888860"]
 
 
@@ -110,10 +110,10 @@ def test_permanent_submission_failure_becomes_an_event(engine):
 
     cron_id = fire_once(engine)
     engine.target.fail_with = PermanentSubmissionError("422 invalid workflowSpec")
-    engine.catch_up(T0)
+    engine.projector.catch_up(T0)
     agg = engine.service.load(cron_id)
     assert agg.active == {}
-    engine.catch_up(T0)
+    engine.projector.catch_up(T0)
     types = [r.type for r in engine.view.audit()]
     assert types[-1] == "SubmissionFailed"
 
@@ -124,7 +124,7 @@ def test_poison_event_is_retried_with_backoff_and_never_skipped(engine):
     sup = Supervisor("projections")
     for _ in range(3):
         sup.retry_at = 0
-        sup.run(lambda: engine.catch_up(T0))
+        sup.run(lambda: engine.projector.catch_up(T0))
     assert sup.failures == 3 and sup.backoff == 2.0
     assert engine.view.max_tracking_id(engine.service.name) is None
 
@@ -156,21 +156,21 @@ def test_local_target_creates_exclusively_and_checks_ownership(tmp_path):
 
 def test_watcher_reports_completion_and_hand_deletion_but_not_undispatched_runs(tmp_path):
     target = LocalTarget(tmp_path / "wf", timedelta(seconds=1))
-    eng = build_engine(f"sqlite:///{tmp_path / 'w.db'}", target=target)
+    eng = bootstrap(f"sqlite:///{tmp_path / 'w.db'}", target=target)
     a, _ = eng.service.apply(manifest("a"), T0)
     b, _ = eng.service.apply(manifest("b"), T0)
     t1 = T0 + timedelta(minutes=1)
     eng.service.tick([a, b], t1)
     # The read model sees the fires, the dispatcher not yet:
-    while eng._pending("readmodel", 100):
-        for ev, tr in eng._pending("readmodel", 100):
+    while eng.projector._pending("readmodel", 100):
+        for ev, tr in eng.projector._pending("readmodel", 100):
             eng.readmodel.process_event(ev, tr)
     watcher = RunWatcher(eng, target)
     assert watcher.poll(t1) == 0  # no file yet, but not dispatched: not vanished
-    eng.catch_up(t1)
+    eng.projector.catch_up(t1)
     target.delete("default", "b-1777888860", t1)
     assert watcher.poll(t1 + timedelta(seconds=2)) == 2
-    eng.catch_up(t1)
+    eng.projector.catch_up(t1)
     types = {r.workflow: r.type for r in eng.view.audit(types=["RunCompleted", "RunVanished"])}
     assert types == {"a-1777888860": "RunCompleted", "b-1777888860": "RunVanished"}
     assert eng.service.load(UUID(str(a))).succeeded == 1
@@ -178,10 +178,10 @@ def test_watcher_reports_completion_and_hand_deletion_but_not_undispatched_runs(
 
 
 def test_a_when_that_cannot_evaluate_shows_as_a_spec_error_condition(tmp_path):
-    eng = build_engine(f"sqlite:///{tmp_path / 'c.db'}")
+    eng = bootstrap(f"sqlite:///{tmp_path / 'c.db'}")
     cron_id, _ = eng.service.apply(manifest(when="cronworkflow.nope > 1"), T0)
     eng.service.tick([cron_id], T0 + timedelta(minutes=1))
-    eng.catch_up(T0)
+    eng.projector.catch_up(T0)
     (status,) = [c.status for c in eng.view.statuses()]
     assert status["conditions"][0]["type"] == "SpecError"
     assert "cronworkflow.nope" in status["conditions"][0]["message"]

@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 
 from cronsource.adapters.application.operations import Operations
+from cronsource.adapters.bootstrap import bootstrap, migrate
+from cronsource.adapters.infrastructure.locks import FileLock, InProcessLock
 from cronsource.adapters.infrastructure.store.config import StoreConfig
-from cronsource.adapters.runtime.engine import Engine, build_engine, migrate
-from cronsource.adapters.runtime.projector import FileLock, InProcessLock
+from cronsource.adapters.runtime.engine import Engine
 from cronsource.domain.manifest import parse_manifest
 from tests.http_helpers import manifest
 from tests.instants import T0
@@ -33,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def two_engines(url: str) -> tuple[Engine, Engine]:
     config = StoreConfig.parse(url)
     migrate(config)
-    return build_engine(config), build_engine(config)
+    return bootstrap(config), bootstrap(config)
 
 
 @pytest.fixture(params=["postgresql", "sqlite"])
@@ -51,7 +52,7 @@ def apply(engine: Engine, name: str) -> Any:
 
 
 def test_a_receipt_is_the_log_position_of_what_the_command_wrote() -> None:
-    engine = build_engine("memory:")
+    engine = bootstrap("memory:")
     try:
         first = apply(engine, "a")
         second = apply(engine, "b")
@@ -110,15 +111,15 @@ def test_with_no_projector_anywhere_a_reader_projects_itself_and_lets_the_lock_g
 
 
 def test_beside_a_projection_worker_in_the_same_process_readers_wait_for_it() -> None:
-    engine = build_engine("memory:")
+    engine = bootstrap("memory:")
     projected_by: list[str] = []
-    real_catch_up = engine.catch_up
+    real_catch_up = engine.projector.catch_up
 
     def recording_catch_up(*args: Any, **kwargs: Any) -> int:
         projected_by.append(threading.current_thread().name)
         return real_catch_up(*args, **kwargs)
 
-    engine.catch_up = recording_catch_up  # type: ignore[method-assign]
+    engine.projector.catch_up = recording_catch_up  # type: ignore[method-assign]
     engine.projector.worker_running = True
     try:
         wrote = apply(engine, "hello")
@@ -174,7 +175,8 @@ def test_a_sqlite_file_lock_is_held_by_one_opener_at_a_time(tmp_path: Path) -> N
 
 
 def side_projections(source: str) -> list[int]:
-    """Lines of `source` that call `<...>.engine.catch_up/dispatch` or `engine.catch_up/...`."""
+    """Lines of `source` that call `<...>.projector.catch_up/dispatch` or
+    `projector.catch_up/...`: the mechanism without the lock."""
     lines = []
     for node in ast.walk(ast.parse(source)):
         if (
@@ -182,8 +184,8 @@ def side_projections(source: str) -> list[int]:
             and isinstance(node.func, ast.Attribute)
             and node.func.attr in ("catch_up", "dispatch")
             and (
-                getattr(node.func.value, "attr", None) == "engine"
-                or getattr(node.func.value, "id", None) == "engine"
+                getattr(node.func.value, "attr", None) == "projector"
+                or getattr(node.func.value, "id", None) == "projector"
             )
         ):
             lines.append(node.lineno)
@@ -191,10 +193,11 @@ def side_projections(source: str) -> list[int]:
 
 
 def test_only_the_projector_moves_projection_positions() -> None:
-    """No module of the product calls `Engine.catch_up` or `Engine.dispatch` except the
-    projector (and the engine itself): a read that projected on the side is how two threads
-    came to evolve one follower's cache at once."""
-    allowed = {ROOT / "adapters" / "projector.py", ROOT / "adapters" / "engine.py"}
+    """No module of the product calls `Projector.catch_up` or `Projector.dispatch` (the
+    mechanism without the lock) except the projector itself, which calls them under the
+    lock: a read that projected on the side is how two threads came to evolve one
+    follower's cache at once."""
+    allowed = {ROOT / "adapters" / "runtime" / "projector.py"}
     offenders = [
         f"{path.relative_to(ROOT)}:{line}"
         for path in sorted((ROOT / "adapters").rglob("*.py"))
@@ -205,12 +208,15 @@ def test_only_the_projector_moves_projection_positions() -> None:
 
 
 def test_the_check_finds_a_side_projection() -> None:
-    planted = "def read(self, engine):\n    self.engine.catch_up(now)\n    engine.dispatch()\n"
+    planted = (
+        "def read(self, projector):\n    self.engine.projector.catch_up(now)\n"
+        "    projector.dispatch()\n"
+    )
     assert side_projections(planted) == [2, 3]
 
 
 def test_a_plain_read_does_not_queue_behind_another_threads_catch_up() -> None:
-    engine = build_engine("memory:")
+    engine = bootstrap("memory:")
     try:
         wrote = apply(engine, "hello")
         with engine.projector._mutex:  # another request is catching up right now

@@ -22,10 +22,10 @@ import pytest
 import yaml
 from psycopg import sql
 
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.entrypoints.probes import Probes
 from cronsource.adapters.infrastructure.store.config import StoreConfig
-from cronsource.adapters.runtime.engine import build_engine
 from cronsource.adapters.runtime.loop import SchedulerLoop
 from cronsource.adapters.runtime.supervisor import MAX_BACKOFF, PROBE_SECONDS, Supervisor
 from cronsource.adapters.runtime.writeprobe import WriteProbe
@@ -124,7 +124,7 @@ def test_the_write_probe_names_a_read_only_file_system(small_disk: Path) -> None
     """A file system with a store open for writing cannot be remounted read-only (EBUSY), so
     this one asks the probe of a closed store; /readyz answers what the probe says (above)."""
     config = StoreConfig.parse(f"sqlite:///{small_disk / 'cronsource.db'}")
-    build_engine(config).close()
+    bootstrap(config).close()
     clock = VirtualClock(T0)
     probe = WriteProbe(config, clock)
     assert probe.check() is None
@@ -170,7 +170,7 @@ def test_readyz_is_503_while_the_postgres_database_is_read_only(
 
 @pytest.mark.postgres
 def test_the_write_probe_names_a_missing_insert_privilege(pg_url: str) -> None:
-    from cronsource.adapters.runtime.engine import migrate
+    from cronsource.adapters.bootstrap import migrate
 
     migrate(StoreConfig.parse(pg_url))
     role = "cronsource_reader"
@@ -217,7 +217,7 @@ class Replica:
 def test_readiness_is_503_while_a_worker_fails_and_forgets_a_role_it_lost(tmp_path: Path) -> None:
     """A worker's own failure counts even when the probe passes (a disk with a little room
     left, a target that refuses); a failure of a role now held by another replica does not."""
-    engine = build_engine(f"sqlite:///{tmp_path / 'c.db'}")
+    engine = bootstrap(f"sqlite:///{tmp_path / 'c.db'}")
     owner = Replica()
     loop = SchedulerLoop(engine, owner)
     probes = Probes(engine, loop, lambda: datetime.now(UTC))
@@ -337,7 +337,7 @@ def test_the_loop_probes_the_store_and_its_workers_recover_from_a_full_disk(
     from cronsource.domain.manifest import parse_manifest
 
     clock = VirtualClock(T0)
-    engine = build_engine(f"sqlite:///{small_disk / 'cronsource.db'}")
+    engine = bootstrap(f"sqlite:///{small_disk / 'cronsource.db'}")
     loop = SchedulerLoop(engine, SoleOwner(), clock=clock, heartbeat=False)
     try:
         engine.service.apply(parse_manifest(yaml.safe_load(EVERY_SECOND)), T0)

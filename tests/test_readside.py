@@ -12,9 +12,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.infrastructure.readside.model import ReadModel
 from cronsource.adapters.infrastructure.store.config import StoreConfig
-from cronsource.adapters.runtime.engine import build_engine
 from cronsource.domain.manifest import parse_manifest
 from cronsource.projections.readmodel import StatusRow, status_row
 
@@ -73,7 +73,7 @@ def test_readers_get_the_row_type_the_projection_wrote(store: str, tmp_path: Any
     """What the projection writes (status_row of the aggregate) is what statuses() and
     status() give back: one type, equal field by field after the round trip."""
     url = store if store == "memory:" else f"sqlite:///{tmp_path / 'c.db'}"
-    engine = build_engine(url)
+    engine = bootstrap(url)
     try:
         doc = {
             "apiVersion": "argoproj.io/v1alpha1",
@@ -83,7 +83,7 @@ def test_readers_get_the_row_type_the_projection_wrote(store: str, tmp_path: Any
         }
         cron_id, _ = engine.service.apply(parse_manifest(doc), T0)
         engine.service.tick([cron_id], T0 + timedelta(minutes=1))
-        engine.catch_up(T0 + timedelta(minutes=1))
+        engine.projector.catch_up(T0 + timedelta(minutes=1))
         want = status_row(engine.service.load(cron_id))
         assert engine.view.statuses() == [want]
         assert engine.view.status("default", "job") == want

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.infrastructure.localtarget import ANNOTATION_CREATED, LocalTarget
-from cronsource.adapters.runtime.engine import Engine, build_engine
+from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.recovery import recover_lost_runs
 from cronsource.adapters.runtime.runwatcher import RunWatcher
 from cronsource.domain.cronworkflow import workflow_name
@@ -35,7 +36,7 @@ def at(seconds: float) -> Any:
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[tuple[Engine, LocalTarget]]:
     target = LocalTarget(tmp_path / "workflows", run_duration=timedelta(seconds=5))
-    engine = build_engine(f"sqlite:///{tmp_path}/cs.db", target=target)
+    engine = bootstrap(f"sqlite:///{tmp_path}/cs.db", target=target)
     yield engine, target
     engine.close()
 
@@ -50,7 +51,7 @@ def apply(engine: Engine, name: str = "lost") -> Any:
         }
     )
     cron_id, _ = engine.service.apply(manifest, T0)
-    engine.catch_up(T0)
+    engine.projector.catch_up(T0)
     return cron_id
 
 
@@ -92,7 +93,7 @@ def test_a_workflow_without_a_fire_is_recovered_and_its_tick_never_fires(
     assert recovered.scheduled_time == at(20) and recovered.trigger == "schedule"
     assert "log had no fire" in recovered.reason
 
-    engine.catch_up(at(22))
+    engine.projector.catch_up(at(22))
     assert recover_lost_runs(engine, target.workflows(), at(23)) == 0  # recorded once
     assert (
         engine.service.tick(
@@ -107,7 +108,7 @@ def test_a_workflow_without_a_fire_is_recovered_and_its_tick_never_fires(
     assert fired == [at(30)]
 
     # The run watcher reports its end like any active run's.
-    engine.catch_up(at(30))
+    engine.projector.catch_up(at(30))
     assert RunWatcher(engine, target).poll(at(40)) >= 1
     completed = [e for e in events(engine, cron_id) if event_type(e) == "RunCompleted"]
     assert lost in [e.workflow_name for e in completed]
@@ -139,7 +140,7 @@ def test_nothing_is_recovered_while_the_read_model_is_behind_the_log(
             10,
         ),
     )  # committed, not projected
-    engine.dispatch(at(10))  # its Workflow exists
+    engine.projector.dispatch(at(10))  # its Workflow exists
     assert recover_lost_runs(engine, target.workflows(), at(11)) is None
-    engine.catch_up(at(11))
+    engine.projector.catch_up(at(11))
     assert recover_lost_runs(engine, target.workflows(), at(11)) == 0

@@ -20,9 +20,10 @@ from uuid import UUID
 
 import pytest
 
+from cronsource.adapters.bootstrap import bootstrap, migrate
 from cronsource.adapters.infrastructure.localtarget import LocalTarget
 from cronsource.adapters.infrastructure.store.config import StoreConfig
-from cronsource.adapters.runtime.engine import Engine, build_engine, migrate
+from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.retention import Retention, RetentionTooShort, check_retain
 from cronsource.domain.backfill import HistoryRemoved
 from cronsource.domain.manifest import parse_manifest
@@ -62,7 +63,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def engine(store: str, tmp_path: Path) -> Iterator[Engine]:
-    e = build_engine(store, target=LocalTarget(tmp_path / "wf"))
+    e = bootstrap(store, target=LocalTarget(tmp_path / "wf"))
     yield e
     e.close()
 
@@ -73,11 +74,11 @@ def hours(engine: Engine, cron_id: UUID, n: int, *, complete: bool = True) -> da
     for k in range(1, n + 1):
         t = T0 + timedelta(hours=k, seconds=1)
         svc.tick([cron_id], t)
-        engine.catch_up(t)  # dispatched at once: created within its deadline
+        engine.projector.catch_up(t)  # dispatched at once: created within its deadline
         if complete:
             for run in list(svc.load(cron_id).active):
                 svc.run_completed(cron_id, run, "Succeeded", t, t)
-    engine.catch_up(t)
+    engine.projector.catch_up(t)
     return t
 
 
@@ -135,7 +136,7 @@ def test_an_active_runs_fire_and_a_pending_backfill_are_kept_whatever_their_age(
     for k in range(4, 24 * 5):  # history to remove (manual runs have no deadline)
         svc.trigger(runs, T0 + timedelta(hours=k, seconds=1), f"r{k}")
         svc.trigger(queued, T0 + timedelta(hours=k, seconds=2), f"q{k}")
-    engine.catch_up(end)
+    engine.projector.catch_up(end)
     lasting = {f"runs-{int((T0 + timedelta(hours=k)).timestamp())}" for k in (1, 2, 3)}
     assert lasting <= set(svc.load(runs).active)
 

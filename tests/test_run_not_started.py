@@ -26,11 +26,12 @@ from eventsourcing.persistence import Tracking
 
 from cronsource.adapters.application.explain import explain
 from cronsource.adapters.application.statuspage import child_workflows
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.entrypoints.http.timeline import timeline, window_bounds
 from cronsource.adapters.infrastructure.localtarget import LocalTarget
 from cronsource.adapters.infrastructure.shards import SoleOwner
-from cronsource.adapters.runtime.engine import Engine, build_engine
+from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.loop import SchedulerLoop
 from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.decisions import DEFAULT_LATE_TOLERANCE
@@ -202,7 +203,7 @@ def target(tmp_path: Path) -> LocalTarget:
 
 @pytest.fixture
 def engine(target: LocalTarget) -> Iterator[Engine]:
-    e = build_engine("memory:", target=target)
+    e = bootstrap("memory:", target=target)
     yield e
     e.close()
 
@@ -218,7 +219,7 @@ def event_types(engine: Engine, cron_id: UUID) -> list[str]:
 
 def dispatch(engine: Engine, when: datetime) -> None:
     """Everything in the log through the dispatcher at `when` (the runtime's clock)."""
-    engine.dispatch(when)
+    engine.projector.dispatch(when)
 
 
 @pytest.mark.parametrize(
@@ -257,7 +258,7 @@ def test_without_a_deadline_the_late_tolerance_of_the_run_is_the_deadline(
     target: LocalTarget,
 ) -> None:
     """`run --late-tolerance 5s`: the dispatcher uses the runtime's tolerance, not 30 s."""
-    engine = build_engine("memory:", target=target, late_tolerance=timedelta(seconds=5))
+    engine = bootstrap("memory:", target=target, late_tolerance=timedelta(seconds=5))
     try:
         early, late = apply(engine, "early"), apply(engine, "late")
         engine.service.tick([early], TICK)
@@ -370,7 +371,7 @@ def test_a_run_not_started_shows_in_history_why_and_the_status_page(engine: Engi
     cron_id = apply(engine, startingDeadlineSeconds=60)
     engine.service.tick([cron_id], TICK)
     dispatch(engine, TICK + timedelta(minutes=25))
-    engine.catch_up(TICK + timedelta(minutes=25))
+    engine.projector.catch_up(TICK + timedelta(minutes=25))
     view = engine.view
 
     row = view.audit()[-1]
@@ -411,14 +412,14 @@ def test_runs_not_started_are_counted_for_metrics(engine: Engine) -> None:
     cron_id = apply(engine, startingDeadlineSeconds=60)
     engine.service.tick([cron_id], TICK)
     dispatch(engine, TICK + timedelta(minutes=5))
-    engine.catch_up(TICK + timedelta(minutes=5))
+    engine.projector.catch_up(TICK + timedelta(minutes=5))
     tail = EventTail(engine.view)
     tail.refresh()  # the whole history at the first scrape
     assert counted(tail) == {("default", "DeadlineExceeded"): 1.0}
 
     engine.service.tick([cron_id], at("10:02:00"))
     dispatch(engine, at("10:09:00"))
-    engine.catch_up(at("10:09:00"))
+    engine.projector.catch_up(at("10:09:00"))
     tail.refresh()  # what came since
     assert counted(tail) == {("default", "DeadlineExceeded"): 2.0}
 
@@ -458,9 +459,9 @@ ELEVEN = at("11:00:00")
 
 
 def hourly_engine(tmp_path: Path, target: LocalTarget) -> tuple[Engine, UUID]:
-    engine = build_engine(f"sqlite:///{tmp_path / 'cronsource.db'}", target=target)
+    engine = bootstrap(f"sqlite:///{tmp_path / 'cronsource.db'}", target=target)
     cron_id, _ = engine.service.apply(manifest("hourly", **HOURLY), at("10:30:00"))
-    engine.catch_up(at("10:30:00"), dispatch=False)  # the due index the scheduler reads
+    engine.projector.catch_up(at("10:30:00"), dispatch=False)  # the due index the scheduler reads
     return engine, cron_id
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from cronsource.adapters.bootstrap import migrate
 from cronsource.adapters.infrastructure.shards import SHARDS, AdvisoryLockShards
 from cronsource.adapters.infrastructure.store.config import StoreConfig
-from cronsource.adapters.runtime.engine import migrate
 from tests import pgserver
 
 pytestmark = pytest.mark.postgres

@@ -20,8 +20,9 @@ from uuid import UUID
 import pytest
 from eventsourcing.persistence import StoredEvent
 
+from cronsource.adapters.bootstrap import bootstrap, migrate
 from cronsource.adapters.infrastructure.store.config import StoreConfig
-from cronsource.adapters.runtime.engine import Engine, build_engine, migrate
+from cronsource.adapters.runtime.engine import Engine
 from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.manifest import parse_manifest
 from cronsource.domain.service import SNAPSHOT_INTERVAL, CronService
@@ -55,7 +56,7 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
     else:
         url = request.getfixturevalue("pg_url")
     migrate(StoreConfig.parse(url))
-    e = build_engine(url)
+    e = bootstrap(url)
     yield e
     e.close()
 
@@ -144,7 +145,7 @@ def test_a_snapshot_of_the_previous_release_loads_through_the_upcaster(tmp_path:
     it. The events before it are gone, as retention removes them: the load must come from
     the snapshot, upcast to v2, and the events after it, and give what that code gave."""
     golden = json.loads(GOLDEN.read_text())
-    engine = build_engine(f"sqlite:///{tmp_path}/g.db")
+    engine = bootstrap(f"sqlite:///{tmp_path}/g.db")
     try:
         svc = engine.service
         snap = golden["snapshot"]
@@ -183,7 +184,7 @@ def test_a_snapshot_of_the_previous_release_loads_through_the_upcaster(tmp_path:
 def test_a_snapshot_that_cannot_be_read_is_logged_and_the_stream_replayed(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    engine = build_engine(f"sqlite:///{tmp_path}/c.db")
+    engine = bootstrap(f"sqlite:///{tmp_path}/c.db")
     try:
         svc = engine.service
         cron_id, _ = svc.apply(manifest(), T0)

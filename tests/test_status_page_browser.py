@@ -138,7 +138,7 @@ def seed(engine: Engine, now: datetime) -> History:
                 failed = (name == "hourly" and hour % 7 == 0) or (name == "mixed" and n % 7 == 0)
                 ends.append((t + duration[name], name, wf, "Failed" if failed else "Succeeded"))
                 fired[name].append(wf)
-    engine.catch_up(stop)
+    engine.projector.catch_up(stop)
     phase = {wf: p for end, _, wf, p in done} | {e[2]: "Active" for e in ends}
     return History(start, stop, ids, fired, phase)
 
@@ -469,7 +469,7 @@ def test_each_cronworkflow_has_a_page_with_its_workflows_next_runs_and_commands(
 def test_status_page_asks_for_the_token_then_shows_the_table(pg_url: str, browser: Any) -> None:
     engine = pg_engine(pg_url)
     engine.service.apply(parse_manifest(manifest("hourly")), T0)
-    engine.catch_up()
+    engine.projector.catch_up()
     app = create_app(engine, ServeSettings(token="page-token"), FixedClock(T0))
     try:
         with serving(app) as base:

@@ -1,7 +1,7 @@
 """One behaviour, three stores: `memory:`, SQLite and a real PostgreSQL database.
 
 Every test here runs against each store URL the product accepts, through the one composition
-root (`build_engine`), so a difference between stores shows up as one failing id.
+root (`bootstrap`), so a difference between stores shows up as one failing id.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ import pytest
 from eventsourcing.persistence import IntegrityError
 from psycopg.conninfo import conninfo_to_dict
 
+from cronsource.adapters.bootstrap import bootstrap, migrate
 from cronsource.adapters.infrastructure.shards import SoleOwner
 from cronsource.adapters.infrastructure.store.config import StoreConfig, StoreURLError
 from cronsource.adapters.infrastructure.store.recorders.postgres import CONNINFO
-from cronsource.adapters.runtime.engine import Engine, build_engine, migrate
+from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.scheduler import Scheduler
 from cronsource.domain.manifest import CronWorkflowManifest, parse_manifest
 from cronsource.domain.service import CronService, event_type
@@ -77,7 +78,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def engine(store_url: str) -> Iterator[Engine]:
-    e = build_engine(store_url)
+    e = bootstrap(store_url)
     yield e
     e.close()
 
@@ -124,7 +125,7 @@ def test_invalid_store_urls_raise_with_the_url(url: str) -> None:
         StoreConfig.parse(url)
     assert url in str(err.value)
     with pytest.raises(StoreURLError, match="not a valid store URL") as err:
-        build_engine(url)
+        bootstrap(url)
     assert url in str(err.value)
 
 
@@ -272,7 +273,7 @@ def test_read_model_statuses_and_audit(engine: Engine) -> None:
         a, f"alpha-{int(minute(1).timestamp())}", "Failed", minute(1, 40), minute(1, 40)
     )
 
-    assert engine.catch_up() == 5
+    assert engine.projector.catch_up() == 5
     statuses = engine.view.statuses()
     assert [(s.namespace, s.name) for s in statuses] == [
         ("default", "alpha"),
@@ -310,7 +311,7 @@ def test_read_model_statuses_and_audit(engine: Engine) -> None:
         "ScheduleFired"
     ]
     # Catching up again writes nothing twice.
-    assert engine.catch_up() == 0
+    assert engine.projector.catch_up() == 0
     assert len(engine.view.audit()) == 5
 
 
@@ -319,7 +320,7 @@ def test_due_returns_ids_due_by_then_soonest_first(engine: Engine) -> None:
     a, _ = svc.apply(manifest("minutely"), T0)
     b, _ = svc.apply(manifest("hourly", "0 * * * *"), T0)
     c, _ = svc.apply(manifest("paused", suspend=True), T0)
-    engine.catch_up()
+    engine.projector.catch_up()
     assert engine.view.due(minute(0, 59)) == []
     assert engine.view.due(minute(1)) == [str(a)]
     assert engine.view.due(minute(60)) == [str(a), str(b)]
@@ -327,11 +328,11 @@ def test_due_returns_ids_due_by_then_soonest_first(engine: Engine) -> None:
     assert str(c) not in engine.view.due(minute(10_000))
 
     svc.tick([a], minute(1, 1))
-    engine.catch_up()
+    engine.projector.catch_up()
     assert engine.view.due(minute(1, 30)) == []
     assert engine.view.due(minute(2)) == [str(a)]
     svc.resume(c, minute(2, 30))
-    engine.catch_up()
+    engine.projector.catch_up()
     # The resumed one is due at once: the ticks of its suspension (10:01, 10:02) are still
     # undecided, and the scheduler decides them by the resume rule.
     assert engine.view.due(minute(3)) == [str(c), str(a)]
@@ -393,10 +394,10 @@ def test_a_failed_commit_leaves_no_decided_copy_behind(
     tick once."""
     svc = engine.service
     a, _ = svc.apply(manifest("a"), minute(0))
-    engine.catch_up()
+    engine.projector.catch_up()
     scheduler = Scheduler(svc, engine.view, SoleOwner())
     assert scheduler.schedule_once(minute(1)) == 1
-    engine.catch_up()
+    engine.projector.catch_up()
     assert len(scheduler.cache) == 1  # the saved copy is kept for the next decision
 
     def store_down(*args: Any, **kwargs: Any) -> Any:
@@ -420,11 +421,11 @@ def test_active_runs_come_from_an_upgraded_table_too(
     (Not `memory:`: its read model is made afresh every time, there is nothing to upgrade.)"""
     url = f"sqlite:///{tmp_path}/x.db" if kind == "sqlite" else request.getfixturevalue("pg_url")
     migrate(StoreConfig.parse(url))
-    engine = build_engine(url)
+    engine = bootstrap(url)
     try:
         a, _ = engine.service.apply(manifest("a"), minute(0))
         engine.service.tick([a], minute(1))
-        engine.catch_up(minute(1))
+        engine.projector.catch_up(minute(1))
         before = engine.view.active_runs()
         assert len(before) == 1
         with engine.view.db.transaction() as conn:

@@ -23,13 +23,13 @@ import pytest
 import yaml
 from psycopg.conninfo import conninfo_to_dict
 
+from cronsource.adapters.bootstrap import bootstrap, migrate
 from cronsource.adapters.entrypoints.simulate import load_scenario, simulate
+from cronsource.adapters.infrastructure.locks import lock_for
 from cronsource.adapters.infrastructure.shards import AdvisoryLockShards
 from cronsource.adapters.infrastructure.store.check import check_store
 from cronsource.adapters.infrastructure.store.config import StoreConfig, StoreURLError, redact
 from cronsource.adapters.infrastructure.store.conninfo import with_defaults
-from cronsource.adapters.runtime.engine import build_engine, migrate
-from cronsource.adapters.runtime.projector import lock_for
 from cronsource.adapters.runtime.waker import Waker
 from cronsource.domain.service import CronService
 from tests.probe_helpers import EVERY_SECOND, RunProcess
@@ -234,7 +234,7 @@ def _shard_locks(cfg: StoreConfig) -> Iterator[bool]:
 
 
 def _waker(cfg: StoreConfig) -> Iterator[bool]:
-    engine = build_engine(cfg)
+    engine = bootstrap(cfg)
     waker = Waker(engine)
     try:
         yield True

@@ -20,8 +20,8 @@ from fastapi.testclient import TestClient
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.entrypoints.http import ServeSettings, create_app
-from cronsource.adapters.runtime.engine import build_engine
 from cronsource.domain.timestamps import TIME_MAX, TimestampError, parse_timestamp
 from cronsource.projections.readmodel import rfc3339
 
@@ -137,7 +137,7 @@ def test_simulate_with_a_year_9999_scenario_time_names_the_field_and_value(
 
 
 def test_http_api_refuses_a_year_9999_query_or_body_time_naming_the_field() -> None:
-    engine = build_engine("memory:")
+    engine = bootstrap("memory:")
     try:
         with TestClient(create_app(engine, ServeSettings())) as http:
             events = http.get("/api/v1/events", params={"since": _YEAR_9999})

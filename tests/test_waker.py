@@ -10,8 +10,8 @@ from collections.abc import Callable
 import psycopg
 import pytest
 
+from cronsource.adapters.bootstrap import bootstrap, migrate
 from cronsource.adapters.infrastructure.store.config import StoreConfig
-from cronsource.adapters.runtime.engine import build_engine, migrate
 from cronsource.adapters.runtime.waker import LossReport, Waker
 from tests import pgserver
 from tests.faults.harness import stop_keeping_data
@@ -75,7 +75,7 @@ def test_a_stopped_server_is_logged_once_lost_and_once_back(
     try:
         config = StoreConfig.parse(handle.url)
         migrate(config)
-        engine = build_engine(config)
+        engine = bootstrap(config)
         waker = Waker(engine)
         try:
             wait_for("the waker listens", lambda: listening(handle.url))

@@ -16,9 +16,9 @@ fires (adapters/entrypoints/cli.py) both read `schedulers_running`.
 
 from __future__ import annotations
 
+from cronsource.adapters.infrastructure.locks import FileLock
 from cronsource.adapters.infrastructure.shards import _MEMBER_CLASS
 from cronsource.adapters.runtime.engine import Engine
-from cronsource.adapters.runtime.projector import FileLock
 
 
 def schedulers_running(engine: Engine) -> int | None:

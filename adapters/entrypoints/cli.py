@@ -38,9 +38,10 @@ from cronsource.adapters.application.objects import backfill_result, next_fire_t
 from cronsource.adapters.application.operations import EVENT_TYPES, SKIP_REASONS, FieldError
 from cronsource.adapters.application.presence import schedulers_running
 from cronsource.adapters.application.selectors import parse_label_selector, select
+from cronsource.adapters.bootstrap import bootstrap, migrate
 from cronsource.adapters.infrastructure.store.check import StoreUnavailable, check_store, describe
 from cronsource.adapters.infrastructure.store.config import StoreConfig, StoreURLError
-from cronsource.adapters.runtime.engine import Engine, build_engine, migrate
+from cronsource.adapters.runtime.engine import Engine
 from cronsource.domain.backfill import (
     DEFAULT_MAX_BACKFILL_TICKS,
     OVERLAPS,
@@ -152,7 +153,7 @@ class Ctx:
         except StoreUnavailable as e:
             fail(str(e))
         try:
-            engine = build_engine(config)
+            engine = bootstrap(config)
         except Exception as e:  # the store broke between the check and now
             fail(describe(e, config))
         try:
@@ -391,7 +392,7 @@ def _complete_names(ctx: click.Context, _param: click.Parameter, incomplete: str
         obj = ctx.find_object(Ctx) or Ctx()
         config = StoreConfig.parse(obj.store)
         check_store(config)
-        engine = build_engine(config)
+        engine = bootstrap(config)
         try:
             names = sorted({c.name for c in engine.view.statuses(obj.ns)})
         finally:
@@ -1465,11 +1466,11 @@ def run(
         where = f"{workflows_dir}/"
     try:
         if kube:
-            from cronsource.adapters.runtime.kube import build_kube_engine
+            from cronsource.adapters.infrastructure.kube import KubeTarget
 
-            engine = build_kube_engine(config, api_client, late_tolerance=tolerance)
+            engine = bootstrap(config, target=KubeTarget(api_client), late_tolerance=tolerance)
         else:
-            engine = build_engine(config, target=target, late_tolerance=tolerance)
+            engine = bootstrap(config, target=target, late_tolerance=tolerance)
         engine.view.next_due()
     except Exception as e:
         fail(describe(e, config))

@@ -46,7 +46,6 @@ from prometheus_client.registry import Collector
 from cronsource.adapters.observability.metrics import Metrics
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.loop import SchedulerLoop
-from cronsource.adapters.runtime.projection import lag
 
 log = logging.getLogger("cronsource.probes")
 
@@ -102,7 +101,7 @@ class Probes:
         self._lock = threading.Lock()
 
     def _check_store(self) -> tuple[dict[str, int], str | None]:
-        return lag(self.engine), self.loop.write_probe.check()
+        return self.engine.projector.lag(), self.loop.write_probe.check()
 
     def _store_state(self) -> tuple[dict[str, int], str | None]:
         """(each projection's lag, why the store takes no writes or None)."""

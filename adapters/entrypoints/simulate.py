@@ -27,10 +27,11 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.infrastructure.shards import SoleOwner
 from cronsource.adapters.infrastructure.store.config import StoreConfig
-from cronsource.adapters.runtime.engine import Engine, build_engine
+from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.loop import SchedulerLoop
 from cronsource.domain.cronworkflow import Phase
 from cronsource.domain.durations import parse_duration
@@ -504,7 +505,7 @@ class Simulation:
         """Whether the log has events the projections have not seen (the run watcher reported
         a Replace's termination after the turn's last projection): on PostgreSQL the Waker
         would end the wait at once, so the virtual clock turns again at the same instant."""
-        return self.loops[0].projection.behind()
+        return self.engine.projector.behind()
 
     @staticmethod
     def _raise_failures(loop: SchedulerLoop) -> None:
@@ -532,7 +533,7 @@ def simulate(
     base = StoreConfig.parse(store or "sqlite:///sim.db")
     target = SimTarget(parse_duration(scenario.run_duration), scenario.run_phase)
     with _scratch_store(base) as config:
-        engine = build_engine(config, target=target, create_tables=True)
+        engine = bootstrap(config, target=target, create_tables=True)
         try:
             sim = Simulation(scenario, engine, target, stop)
             sim.run()

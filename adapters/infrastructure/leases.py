@@ -48,13 +48,6 @@ LEASE_SECONDS = 15.0
 #: one slow round trip before the renew deadline.
 MIN_LEASE_SECONDS = 3.0
 
-TABLE = """CREATE TABLE IF NOT EXISTS cronsource_leases (
-    member BIGINT PRIMARY KEY,
-    holder TEXT NOT NULL,
-    pids INTEGER[] NOT NULL,
-    lease_seconds DOUBLE PRECISION NOT NULL,
-    renewed_at TIMESTAMPTZ NOT NULL)"""
-
 MISSING = (
     "the store has no lease table (cronsource_leases): run `cronsource migrate` with this"
     " version before starting its replicas"

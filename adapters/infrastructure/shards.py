@@ -36,13 +36,13 @@ from psycopg import sql
 
 from cronsource.adapters.infrastructure import leases
 from cronsource.adapters.infrastructure.leases import LEASE_SECONDS, Lease, LeaseLost
-from cronsource.adapters.infrastructure.store.conninfo import with_defaults
-from cronsource.adapters.runtime.projector import (
+from cronsource.adapters.infrastructure.locks import (
     PROJECTOR_LOCK_CLASS,
     InProcessLock,
     ProjectorLock,
     projector_lock_key,
 )
+from cronsource.adapters.infrastructure.store.conninfo import with_defaults
 
 SHARDS = 64
 REBALANCE_SECONDS = 1.0

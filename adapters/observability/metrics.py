@@ -36,9 +36,9 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from cronsource.adapters.infrastructure.locks import PROJECTOR_LOCK_CLASS
 from cronsource.adapters.infrastructure.readside.queries import Queries
 from cronsource.adapters.runtime.engine import Engine
-from cronsource.adapters.runtime.projector import PROJECTOR_LOCK_CLASS
 
 #: Fire skew buckets in seconds: on-time fires land in the first few (the scheduler wakes at
 #: the due time), late fires within the 30 s late tolerance in the middle, catch-ups after an
@@ -234,7 +234,6 @@ class _EngineCollector(Collector):
         yield from self._ownership()
 
     def _engine(self) -> Iterable[Metric]:
-        from cronsource.adapters.runtime.projection import lag
 
         rejected = CounterMetricFamily(
             "cronsource_rejected_writes",
@@ -251,7 +250,7 @@ class _EngineCollector(Collector):
             "Events in the log not yet processed by each projection",
             labels=["projection"],
         )
-        for projection, behind in sorted(lag(self.engine).items()):
+        for projection, behind in sorted(self.engine.projector.lag().items()):
             lags.add_metric([projection], float(behind))
         yield lags
         size, overdue = self.engine.view.due_counts(self.clock())

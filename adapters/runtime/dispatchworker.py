@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
+from cronsource.adapters.clock import Clock
+from cronsource.adapters.runtime.projector import Projector
 from cronsource.adapters.runtime.settings import TURN_BUDGET
 from cronsource.adapters.runtime.supervisor import Supervisor
-
-if TYPE_CHECKING:
-    from cronsource.adapters.runtime.loop import SchedulerLoop
 
 
 class DispatchWorker:
@@ -22,33 +21,47 @@ class DispatchWorker:
     after. Only the replica that holds the projector role dispatches.
     """
 
-    def __init__(self, loop: SchedulerLoop) -> None:
-        self.loop = loop
+    def __init__(
+        self,
+        projector: Projector,
+        clock: Clock,
+        stop: threading.Event,
+        *,
+        poll_seconds: float,
+        runs_projections: Callable[[], bool],
+        store_probe: Callable[[], str | None],
+    ) -> None:
+        """`runs_projections`: whether this replica holds the projector role now (only it
+        dispatches); `store_probe`: the write probe the supervisor backs off on."""
+        self.projector = projector
+        self.clock = clock
+        self.stop_event = stop
+        self.poll_seconds = poll_seconds
+        self.runs_projections = runs_projections
         self.wake = threading.Event()
-        self.supervisor = Supervisor("dispatch", loop.clock, loop.write_probe.check)
+        self.supervisor = Supervisor("dispatch", clock, store_probe)
         self._thread = threading.Thread(target=self._run, name="dispatch", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def _run(self) -> None:
-        loop = self.loop
-        stop = loop.stop_event
+        stop = self.stop_event
         while not stop.is_set():
-            if loop.runs_projections:
+            if self.runs_projections():
                 done = self.supervisor.run(lambda: self.step(TURN_BUDGET))
                 if done:
                     continue  # there may be more already
             else:
                 self.supervisor.forget()  # another replica dispatches: its failures are its own
-            loop.clock.wait(loop.poll_seconds, self.wake)
+            self.clock.wait(self.poll_seconds, self.wake)
             self.wake.clear()
 
     def step(self, budget: float) -> int:
         """Dispatch what is new for at most `budget` seconds on the loop's clock."""
-        clock, stop = self.loop.clock, self.loop.stop_event
+        clock, stop = self.clock, self.stop_event
         deadline = clock.monotonic() + budget
-        return self.loop.engine.projector.dispatch_step(
+        return self.projector.dispatch_step(
             clock.now(), stop=lambda: stop.is_set() or clock.monotonic() >= deadline
         )
 

@@ -21,13 +21,13 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from cronsource.adapters.clock import Clock, SystemClock
+from cronsource.adapters.clock import Clock
+from cronsource.adapters.infrastructure.locks import RoleLock
 from cronsource.adapters.infrastructure.shards import REBALANCE_SECONDS, Ownership
 from cronsource.adapters.runtime.decision_cache import DecisionCache
 from cronsource.adapters.runtime.dispatchworker import DispatchWorker
 from cronsource.adapters.runtime.engine import Engine
-from cronsource.adapters.runtime.projection import ProjectionWorker, lag
-from cronsource.adapters.runtime.projector import RoleLock
+from cronsource.adapters.runtime.projection import ProjectionWorker
 from cronsource.adapters.runtime.retention import RETENTION_SECONDS, Retention
 from cronsource.adapters.runtime.runwatcher import RunPoller
 from cronsource.adapters.runtime.scheduler import Scheduler
@@ -68,10 +68,10 @@ class SchedulerLoop:
         self.role = role
         self.watcher = watcher
         self.poll_seconds = poll_seconds
-        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.clock: Clock = clock if clock is not None else engine.clock
         self.stop_event = stop_event if stop_event is not None else threading.Event()
         self.cache = DecisionCache(engine.service.load_many, engine.service.fast_forward)
-        engine.service.on_saved = self.cache.saved
+        engine.service.on_saved(self.cache.saved)
         self.scheduling = Scheduler(
             engine.service,
             engine.view,
@@ -86,7 +86,7 @@ class SchedulerLoop:
         if role != "scheduler":
             # This process projects only while its ownership holds the projector role (a
             # scheduler-only replica keeps the store's own lock: it never projects by reading).
-            engine.projector.lock = RoleLock(ownership.is_projector)
+            engine.projector.use_lock(RoleLock(ownership.is_projector))
         #: Whether the store takes writes (readiness, and recovery from a backoff).
         self.write_probe = WriteProbe(engine.config, self.clock)
         probe = self.write_probe.check
@@ -339,7 +339,7 @@ class SchedulerLoop:
         owned = getattr(self.ownership, "owned", None)
         # Plain key=value words, not Python dictionaries: the line is read by people and
         # by log queries, and neither knows Python's repr.
-        lags = lag(self.engine) if self.runs_projections else None
+        lags = self.engine.projector.lag() if self.runs_projections else None
         failures = [f"{s.name}:{s.failures}" for s in self.supervisors if s.failures]
         log.info(
             "fires=%d projector=%s shards=%s lag=%s failures=%s",
@@ -371,7 +371,14 @@ class SchedulerLoop:
         caught up, what was due decided, the next minute's aggregates loaded)."""
         projector = self.engine.projector
         if self.engine.dispatcher is not None and self.role in ("all", "projector"):
-            self.dispatch_worker = DispatchWorker(self)
+            self.dispatch_worker = DispatchWorker(
+                projector,
+                self.clock,
+                self.stop_event,
+                poll_seconds=self.poll_seconds,
+                runs_projections=lambda: self.runs_projections,
+                store_probe=self.write_probe.check,
+            )
             projector.dispatch_thread = True
             self.dispatch_worker.start()
         # Readers in this process (the probe server, the Kubernetes status writer) now wait

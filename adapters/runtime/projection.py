@@ -26,27 +26,12 @@ class ProjectionWorker:
         self.log_decisions = log_decisions  # off in simulate: nobody reads those lines
         self.decision_log: DecisionLog | None = None  # created once this replica projects
 
-    def behind(self, *, dispatch: bool = True) -> bool:
-        """Whether the log has events past the read model's position (or, with `dispatch`,
-        past the dispatcher's): the test a catch-up itself makes, in two or three queries
-        instead of a round of reads per projection."""
-        engine = self.engine
-        app, view = engine.service, engine.view
-        head = app.recorder.max_notification_id() or 0
-        if (view.max_tracking_id(app.name, "readmodel") or 0) < head:
-            return True
-        return (
-            dispatch
-            and engine.dispatcher is not None
-            and (view.max_tracking_id(app.name, "dispatch") or 0) < head
-        )
-
     def step(self, now: datetime, budget: Callable[[], float | None], *, dispatch: bool) -> int:
         """Catch up for at most `budget()` seconds on the runtime's clock (asked only when
         there is something to project; a virtual clock does not move during a turn, so there
         it always catches up fully); returns how many events the read model took."""
         clock, stop = self.clock, self.stop
-        if not self.behind(dispatch=dispatch):
+        if not self.engine.projector.behind(dispatch=dispatch):
             return 0
         seconds = budget()
         deadline = None if seconds is None else clock.monotonic() + seconds
@@ -62,12 +47,3 @@ class ProjectionWorker:
                 self.decision_log = DecisionLog(self.engine.view)
             self.decision_log.emit_new()
         return n
-
-
-def lag(engine: Engine) -> dict[str, int]:
-    """How many events each projection is behind the log."""
-    app = engine.service
-    head = app.recorder.max_notification_id() or 0
-    return {
-        p: head - (engine.view.max_tracking_id(app.name, p) or 0) for p in ("readmodel", "dispatch")
-    }

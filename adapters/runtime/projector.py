@@ -5,6 +5,7 @@ moves in the same transaction as its rows, and follows aggregates in a cache of 
 two threads must not evolve at once. So exactly one thread in one process moves positions at a
 time: the holder of the projector lock (`run`'s projector replica, or, when none runs, a short
 catch-up by whoever needs fresh reads) inside this class's mutex.
+The lock itself is infrastructure (adapters/infrastructure/locks.py).
 
 Everyone else reads. A command returns a receipt with its log position (`CronService.receipt`);
 a reader that must see its own write calls `settle(receipt)`:
@@ -21,24 +22,21 @@ reader that got `False` says the status may be behind rather than hang.
 
 from __future__ import annotations
 
-import fcntl
 import logging
-import os
+import math
 import threading
-import time
-import zlib
 from collections.abc import Callable
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Protocol
+from datetime import datetime
+from typing import Any
 
-import psycopg
+from eventsourcing.persistence import Tracking
 
-from cronsource.adapters.infrastructure.store.conninfo import with_defaults
-from cronsource.domain.service import Receipt
-
-if TYPE_CHECKING:
-    from cronsource.adapters.infrastructure.store.config import StoreConfig
-    from cronsource.adapters.runtime.engine import Engine
+from cronsource.adapters.clock import Clock
+from cronsource.adapters.infrastructure.locks import ProjectorLock
+from cronsource.adapters.infrastructure.readside.model import ReadModel
+from cronsource.domain.service import CronService, Receipt
+from cronsource.projections.dispatch import Dispatcher
+from cronsource.projections.readmodel import ReadModelProjection
 
 log = logging.getLogger("cronsource")
 
@@ -50,172 +48,39 @@ SETTLE_BUDGET = 10.0
 SETTLE_TIMEOUT = 10.0
 #: How often a reader looks at the position while another process projects.
 POLL_SECONDS = 0.05
-#: PostgreSQL advisory-lock class of the projector role (adapters/infrastructure/shards.py takes the
-#: same).
-PROJECTOR_LOCK_CLASS = 0x6375
-
-
-def projector_lock_key(schema: str) -> int:
-    """The advisory-lock key of one schema's projector: each schema is its own log, so a
-    simulation in a scratch schema never waits on the projector of the real one."""
-    return zlib.crc32(schema.encode()) & 0x7FFFFFFF if schema else 0
-
-
-class ProjectorLock(Protocol):
-    """Held by at most one process of a store at a time."""
-
-    def try_acquire(self) -> bool:
-        """Take it if free (or already held by us); never blocks."""
-        ...
-
-    def release(self) -> None: ...
-
-    def close(self) -> None:
-        """Release, and let go of whatever holds the lock (a connection, a descriptor)."""
-        ...
-
-
-class InProcessLock:
-    """`memory:` and simulations: the store lives in this process, so it is always ours."""
-
-    def try_acquire(self) -> bool:
-        return True
-
-    def release(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-class FileLock:
-    """SQLite: an advisory `flock` on a file beside the database. The kernel drops it when
-    the process dies, even by SIGKILL, so a crashed `run` never leaves the role taken."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._fd: int | None = None
-        # `held_elsewhere` must not probe while another thread of this process takes the
-        # lock: the probe would see our own hold and call it another process's.
-        self._guard = threading.Lock()
-
-    def try_acquire(self) -> bool:
-        with self._guard:
-            if self._fd is not None:
-                return True
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
-                return False
-            self._fd = fd
-            return True
-
-    def release(self) -> None:
-        with self._guard:
-            if self._fd is not None:
-                os.close(self._fd)  # closing the descriptor drops the flock
-                self._fd = None
-
-    def held_elsewhere(self) -> bool:
-        """Whether another process holds the lock now (a `cronsource run`, or for a moment
-        a command catching up the read model); False while this process holds it. Probed
-        with a lock taken and dropped at once, on a descriptor of its own."""
-        with self._guard:
-            if self._fd is not None:
-                return False
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                return True
-            finally:
-                os.close(fd)  # drops the probe's lock if it got it
-            return False
-
-    def close(self) -> None:
-        self.release()
-
-
-class AdvisoryLock:
-    """PostgreSQL: a session advisory lock on a connection of its own, which the server
-    releases when the session ends (a dead process cannot keep it). The connection stays
-    open between uses, so a reader that projects costs a lock round trip, not a connect."""
-
-    def __init__(self, conninfo: str, schema: str) -> None:
-        self.conninfo = conninfo
-        self.key = projector_lock_key(schema)
-        self._conn: psycopg.Connection[tuple[object, ...]] | None = None
-        self._held = False
-
-    def try_acquire(self) -> bool:
-        if self._held:
-            return True
-        if self._conn is None or self._conn.closed:
-            self._conn = psycopg.connect(
-                with_defaults(self.conninfo, connect_timeout=5), autocommit=True
-            )
-        try:
-            row = self._conn.execute(
-                "SELECT pg_try_advisory_lock(%s, %s)", (PROJECTOR_LOCK_CLASS, self.key)
-            ).fetchone()
-        except psycopg.Error:
-            self.close()  # the server went away, and the lock with the session
-            raise
-        self._held = bool(row and row[0])
-        return self._held
-
-    def release(self) -> None:
-        if self._held and self._conn is not None:
-            self._held = False
-            try:
-                self._conn.execute(
-                    "SELECT pg_advisory_unlock(%s, %s)", (PROJECTOR_LOCK_CLASS, self.key)
-                )
-            except psycopg.Error:
-                self.close()
-
-    def close(self) -> None:
-        conn, self._conn, self._held = self._conn, None, False
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:
-                pass
-
-
-class RoleLock:
-    """`run`: the projector role its shard ownership holds (adapters/infrastructure/shards.py);
-    taken and given back by the ownership's rebalance, not by readers."""
-
-    def __init__(self, is_projector: Callable[[], bool]) -> None:
-        self.is_projector = is_projector
-
-    def try_acquire(self) -> bool:
-        return self.is_projector()
-
-    def release(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass  # the ownership's own lock is the ownership's to close
-
-
-def lock_for(config: StoreConfig) -> ProjectorLock:
-    if config.kind == "postgresql":
-        return AdvisoryLock(config.pg_conninfo, config.pg_schema)
-    if config.kind == "sqlite":
-        return FileLock(f"{config.sqlite_path}.projector-lock")
-    return InProcessLock()
+#: How long a reader sleeps between looks while this process's own worker projects (it is
+#: woken sooner when the worker moves).
+NOTIFIED_SLICE = POLL_SECONDS * 4
+#: The projections that follow the log, by the name their positions are stored under.
+READ_MODEL, DISPATCH = "readmodel", "dispatch"
 
 
 class Projector:
-    """Moves the projections' positions; see the module docstring for who calls what."""
+    """Moves the projections' positions; see the module docstring for who calls what.
 
-    def __init__(self, engine: Engine, lock: ProjectorLock) -> None:
-        self.engine = engine
+    One runner owns the projections' subscription to the log (what is pending after each
+    position), the catch-up within a budget, the wait for a position, and the lock. It is
+    ours rather than eventsourcing's `projection.ProjectionRunner` because that runner owns a
+    thread per projection and a tracking recorder per view, where ours moves the status view
+    and the dispatcher from the scheduler loop's turn, within its budget, under one lock
+    (docs/architecture.md).
+    """
+
+    def __init__(
+        self,
+        service: CronService,
+        view: ReadModel,
+        readmodel: ReadModelProjection,
+        dispatcher: Dispatcher | None,
+        lock: ProjectorLock,
+        clock: Clock,
+    ) -> None:
+        self.service = service
+        self.view = view
+        self.readmodel = readmodel
+        self.dispatcher = dispatcher
         self.lock = lock
+        self.clock = clock
         #: True while a projection worker of this process turns (`run`): readers here then
         #: wait for it instead of projecting themselves.
         self.worker_running = False
@@ -225,20 +90,106 @@ class Projector:
         self._mutex = threading.Lock()
         self._moved = threading.Condition(threading.Lock())
 
+    def use_lock(self, lock: ProjectorLock) -> None:
+        """Hold the projector role by `lock` from now on: `run` hands over its shard
+        ownership's role (RoleLock) in place of the store's own lock."""
+        old, self.lock = self.lock, lock
+        if old is not lock:
+            old.close()
+
     # ------------------------------------------------------------------ positions
 
-    def position(self) -> int:
-        """How far the read model has projected the log."""
-        app = self.engine.service
-        return self.engine.view.max_tracking_id(app.name, "readmodel") or 0
+    def position(self, projection: str = READ_MODEL) -> int:
+        """How far a projection has followed the log (the status view by default)."""
+        return self.view.max_tracking_id(self.service.name, projection) or 0
 
     def dispatched(self) -> int:
         """How far the dispatcher has followed the log (every fire up to it has its Workflow)."""
-        app = self.engine.service
-        return self.engine.view.max_tracking_id(app.name, "dispatch") or 0
+        return self.position(DISPATCH)
 
     def head(self) -> int:
-        return self.engine.service.recorder.max_notification_id() or 0
+        return self.service.recorder.max_notification_id() or 0
+
+    def lag(self) -> dict[str, int]:
+        """How many events each projection is behind the log."""
+        head = self.head()
+        return {p: head - self.position(p) for p in (READ_MODEL, DISPATCH)}
+
+    def behind(self, *, dispatch: bool = True) -> bool:
+        """Whether the log has events past the read model's position (or, with `dispatch`,
+        past the dispatcher's): the test a catch-up itself makes, in two or three queries
+        instead of a round of reads per projection."""
+        head = self.head()
+        if self.position() < head:
+            return True
+        return dispatch and self.dispatcher is not None and self.dispatched() < head
+
+    # ------------------------------------------------------------------ the mechanism
+
+    def catch_up(
+        self,
+        at: datetime | None = None,
+        batch: int = 1000,
+        budget: float | None = None,
+        stop: Callable[[], bool] | None = None,
+        *,
+        dispatch: bool = True,
+    ) -> int:
+        """Process events not yet projected; returns how many the read model took.
+
+        The mechanism only, without the lock: `step` and `settle` call it under the lock;
+        tests and benchmarks that are the only process on their store call it directly.
+        Without a `budget` it runs until caught up. The service loop passes a budget in
+        seconds and a stop check, so a backlog never holds up SIGTERM or the scheduler for
+        longer than that: the rest waits for the next turn. `dispatch=False` leaves the
+        dispatcher to its own thread (adapters/runtime/dispatchworker.py).
+        """
+        more_time = _time_left(self.clock, budget, stop)
+        done = self._drain(READ_MODEL, self.readmodel.process_batch, batch, more_time)
+        if dispatch:
+            self._dispatch(at, batch, more_time)
+        return done
+
+    def dispatch(
+        self,
+        at: datetime | None = None,
+        batch: int = 1000,
+        budget: float | None = None,
+        stop: Callable[[], bool] | None = None,
+    ) -> int:
+        """Dispatch events not yet dispatched (the dispatcher's part of `catch_up`)."""
+        return self._dispatch(at, batch, _time_left(self.clock, budget, stop))
+
+    def _dispatch(self, at: datetime | None, batch: int, more_time: Callable[[], bool]) -> int:
+        dispatcher = self.dispatcher
+        if dispatcher is None:
+            return 0
+        now = at or self.clock.now()
+        return self._drain(
+            DISPATCH, lambda pending: dispatcher.process_batch(pending, now), batch, more_time
+        )
+
+    def _pending(self, projection: str, limit: int) -> list[tuple[Any, Tracking]]:
+        app = self.service
+        notes = app.recorder.select_notifications(start=self.position(projection) + 1, limit=limit)
+        return [(app.mapper.to_domain_event(n), Tracking(app.name, n.id)) for n in notes]
+
+    def _drain(
+        self,
+        projection: str,
+        process: Callable[[list[tuple[Any, Tracking]]], Any],
+        batch: int,
+        more_time: Callable[[], bool],
+    ) -> int:
+        """Feed a projection its pending events, `batch` at a time, until it is caught up or
+        time is up; at least one batch per call, so it always makes progress."""
+        done = 0
+        while True:
+            pending = self._pending(projection, batch)
+            process(pending)
+            done += len(pending)
+            if len(pending) < batch or not more_time():
+                return done
 
     # ------------------------------------------------------------------ the projector's turn
 
@@ -259,7 +210,7 @@ class Projector:
         with self._mutex:
             if not self.lock.try_acquire():
                 return 0
-            done = self.engine.catch_up(now, budget=budget, stop=stop, dispatch=dispatch)
+            done = self.catch_up(now, budget=budget, stop=stop, dispatch=dispatch)
         if done:
             with self._moved:
                 self._moved.notify_all()
@@ -276,7 +227,7 @@ class Projector:
         of the aggregates, so it needs no share of the read model's mutex."""
         if not self.lock.try_acquire():
             return 0
-        return self.engine.dispatch(now, budget=budget, stop=stop)
+        return self.dispatch(now, budget=budget, stop=stop)
 
     # ------------------------------------------------------------------ readers
 
@@ -328,7 +279,7 @@ class Projector:
             if not self.lock.try_acquire():
                 return None
             try:
-                self.engine.catch_up(datetime.now(UTC), budget=SETTLE_BUDGET, dispatch=False)
+                self.catch_up(self.clock.now(), budget=SETTLE_BUDGET, dispatch=False)
             finally:
                 self.lock.release()
         finally:
@@ -345,22 +296,37 @@ class Projector:
         return True
 
     def _wait_notified(self, target: int, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
+        """Wait for this process's projection worker, woken as it moves: at most `timeout`
+        seconds counted in the slices waited, so no clock is read."""
+        slices = max(1, math.ceil(timeout / NOTIFIED_SLICE))
         with self._moved:
-            while self.position() < target:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._moved.wait(min(left, POLL_SECONDS * 4))
-        return True
+            for _ in range(slices):
+                if self.position() >= target:
+                    return True
+                self._moved.wait(NOTIFIED_SLICE)
+        return self.position() >= target
 
     def _wait_polled(self, target: int, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
+        clock = self.clock
+        deadline = clock.monotonic() + timeout
         while self.position() < target:
-            if time.monotonic() >= deadline:
+            if clock.monotonic() >= deadline:
                 return False
-            time.sleep(POLL_SECONDS)
+            clock.wait(POLL_SECONDS)
         return True
 
     def close(self) -> None:
         self.lock.close()
+
+
+def _time_left(
+    clock: Clock, budget: float | None, stop: Callable[[], bool] | None
+) -> Callable[[], bool]:
+    deadline = None if budget is None else clock.monotonic() + budget
+
+    def more_time() -> bool:
+        if stop is not None and stop():
+            return False
+        return deadline is None or clock.monotonic() < deadline
+
+    return more_time

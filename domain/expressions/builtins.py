@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from cronsource.domain.durations import parse_duration
-from cronsource.domain.expression_budget import argument_problem
+from cronsource.domain.expressions.budget import argument_problem
 from cronsource.domain.expressions.errors import EvaluationFailure
 from cronsource.domain.expressions.operators import matches
 from cronsource.domain.expressions.values import (

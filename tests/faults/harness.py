@@ -26,9 +26,10 @@ from uuid import UUID
 import yaml
 from eventsourcing.persistence import Tracking
 
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.infrastructure.localtarget import LocalTarget
 from cronsource.adapters.infrastructure.readside.model import ReadModel
-from cronsource.adapters.runtime.engine import Engine, build_engine
+from cronsource.adapters.runtime.engine import Engine
 from cronsource.domain.service import event_type
 from cronsource.projections.dispatch import ANNOTATION_SCHEDULED
 from cronsource.projections.readmodel import (
@@ -549,14 +550,14 @@ def final_catch_up(url: str, workflows_dir: Path, read_model: bool = True) -> tu
     dispatcher (a local target on the same directory) up to the end of the log; with
     `read_model=False` only the dispatcher (the Workflow files), which is all some checks need.
     Returns (events the read model was behind, events the dispatcher was behind)."""
-    engine = build_engine(url, target=LocalTarget(workflows_dir))
+    engine = bootstrap(url, target=LocalTarget(workflows_dir))
     try:
         svc = engine.service
         head = svc.recorder.max_notification_id() or 0
         behind_rm = head - (engine.view.max_tracking_id(svc.name, "readmodel") or 0)
         behind_dispatch = head - (engine.view.max_tracking_id(svc.name, "dispatch") or 0)
         if read_model:
-            engine.catch_up()
+            engine.projector.catch_up()
         else:
             dispatcher = engine.dispatcher
             assert dispatcher is not None

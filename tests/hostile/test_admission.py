@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.infrastructure.store.config import StoreConfig
-from cronsource.adapters.runtime.engine import build_engine
 from cronsource.domain.durations import parse_duration
 from cronsource.domain.expressions import ExpressionError, cronworkflow_variables, evaluate
 from cronsource.domain.manifest import ManifestError, parse_manifest
@@ -173,7 +173,7 @@ def test_a_hostile_when_skips_its_own_tick_and_does_not_delay_another_cronworkfl
     every CronWorkflow for about 138 s. This one passes admission (the expensive branch only
     runs once it has fired), then its tick is a WhenFalse skip naming the budget, and the
     other CronWorkflow fires in the same batch at once."""
-    engine = build_engine(StoreConfig.parse("memory:"))
+    engine = bootstrap(StoreConfig.parse("memory:"))
     try:
         svc = engine.service
         hostile = doc(

@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
+from cronsource.adapters.bootstrap import migrate
 from cronsource.adapters.infrastructure.store.config import StoreConfig
-from cronsource.adapters.runtime.engine import migrate
 from tests.hostile.procs import serve
 from tests.http_helpers import manifest
 

@@ -18,8 +18,8 @@ from cronsource.adapters.application.documents import (
     load_json,
     load_yaml,
 )
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.infrastructure.store.config import StoreConfig
-from cronsource.adapters.runtime.engine import build_engine
 from cronsource.domain.expressions import ExpressionError, cronworkflow_variables, evaluate
 from cronsource.domain.manifest import ManifestError, parse_manifest
 from tests.instants import T0
@@ -104,7 +104,7 @@ paths = [
 
 def _admit_and_store(doc: Any) -> None:
     """Admission as every entrypoint does it, on a fresh store: refused stores nothing."""
-    engine = build_engine(StoreConfig.parse("memory:"))
+    engine = bootstrap(StoreConfig.parse("memory:"))
     try:
         started = time.monotonic()
         try:

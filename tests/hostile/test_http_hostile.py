@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.entrypoints.http import ServeSettings, create_app
-from cronsource.adapters.runtime.engine import build_engine
 from tests.fakes import FixedClock
 from tests.hostile.procs import serve
 from tests.http_helpers import manifest, serving
@@ -157,7 +157,7 @@ def test_healthz_answers_within_a_second_while_a_hostile_request_runs(
 
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[httpx.Client]:
-    engine = build_engine(f"sqlite:///{tmp_path}/a.db")
+    engine = bootstrap(f"sqlite:///{tmp_path}/a.db")
     app = create_app(engine, ServeSettings(body_timeout=1.0), FixedClock())
     try:
         with serving(app) as base, httpx.Client(base_url=base, timeout=30) as http:
@@ -225,7 +225,7 @@ def test_a_content_length_over_3_mib_is_refused_before_reading(api: httpx.Client
 
 def test_readyz_is_false_on_a_store_with_a_corrupt_page(tmp_path: Path) -> None:
     db = tmp_path / "c.db"
-    engine = build_engine(f"sqlite:///{db}")
+    engine = bootstrap(f"sqlite:///{db}")
     app = create_app(engine, ServeSettings(), FixedClock())
     with serving(app) as base:
         for i in range(30):
@@ -235,7 +235,7 @@ def test_readyz_is_false_on_a_store_with_a_corrupt_page(tmp_path: Path) -> None:
     with open(db, "r+b") as f:  # scribble over a page in the middle of the file
         f.seek(2 * 4096)
         f.write(b"\xde\xad\xbe\xef" * 1024)
-    engine = build_engine(f"sqlite:///{db}")
+    engine = bootstrap(f"sqlite:///{db}")
     try:
         with serving(create_app(engine, ServeSettings(), FixedClock())) as base:
             r = httpx.get(base + "/readyz")
@@ -252,7 +252,7 @@ def test_a_name_with_a_final_newline_is_refused_and_stores_nothing(api: httpx.Cl
 
 
 def test_a_write_past_the_request_timeout_is_answered_504(tmp_path: Path) -> None:
-    engine = build_engine(f"sqlite:///{tmp_path}/t.db")
+    engine = bootstrap(f"sqlite:///{tmp_path}/t.db")
     app = create_app(engine, ServeSettings(request_timeout=0.000001), FixedClock())
     try:
         with serving(app) as base:

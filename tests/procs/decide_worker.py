@@ -31,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from cronsource.adapters.runtime.engine import build_engine  # noqa: E402
+from cronsource.adapters.bootstrap import bootstrap  # noqa: E402
 
 
 def say(obj: dict[str, object]) -> None:
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ids = [UUID(x) for x in args.ids.split(",") if x]
     instants = [datetime.fromisoformat(x) for x in args.instants.split(",") if x]
-    engine = build_engine(args.store, create_tables=False)
+    engine = bootstrap(args.store, create_tables=False)
     svc = engine.service
     fires = saved = batch_rejected = 0
     try:

@@ -28,9 +28,9 @@ def serve(
     """Run the API server until SIGTERM/Ctrl-C. Raises ServeError for a bad configuration.
     With `retain`, it also applies the retention (adapters/runtime/retention.py) when no
     projector holds the store."""
+    from cronsource.adapters.bootstrap import bootstrap
     from cronsource.adapters.infrastructure.logs import configure_logging
     from cronsource.adapters.infrastructure.store.config import StoreConfig, StoreURLError
-    from cronsource.adapters.runtime.engine import build_engine
 
     settings = ServeSettings(host=host, port=port, token=load_token(token_file))
     settings.check()
@@ -39,7 +39,7 @@ def serve(
     except StoreURLError as e:
         raise ServeError(str(e)) from None
     try:
-        engine = build_engine(config)
+        engine = bootstrap(config)
         engine.view.next_due()
     except Exception as e:
         hint = " (run `cronsource migrate` first)" if config.kind == "postgresql" else ""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cronsource.adapters.infrastructure import leases
 from cronsource.adapters.infrastructure.readside import retention
 from cronsource.adapters.infrastructure.readside.database import Database
 
@@ -56,6 +55,17 @@ TABLE_NAMES = (
 )
 
 
+#: The replicas' leases (adapters/infrastructure/leases.py): not the read model's, but made with
+#: it in the store's schema by `migrate`, and only on PostgreSQL (an embedded store has one
+#: process).
+LEASES_TABLE = """CREATE TABLE IF NOT EXISTS cronsource_leases (
+    member BIGINT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    pids INTEGER[] NOT NULL,
+    lease_seconds DOUBLE PRECISION NOT NULL,
+    renewed_at TIMESTAMPTZ NOT NULL)"""
+
+
 def create_tables(db: Database) -> None:
     with db.transaction() as conn:
         for stmt in TABLES:
@@ -67,7 +77,7 @@ def create_tables(db: Database) -> None:
             # Not the read model's, but made with it in the store's schema by `migrate`: the
             # replicas' leases (adapters/infrastructure/leases.py), which an embedded store does not
             # need.
-            conn.execute(leases.TABLE)
+            conn.execute(LEASES_TABLE)
 
 
 def _upgrade(db: Database, conn: Any) -> None:

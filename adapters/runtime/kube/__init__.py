@@ -3,7 +3,7 @@ the service, and KubeSync, which the scheduler loop polls and which writes statu
 The client, the target and the status writer they use are infrastructure
 (cronsource.adapters.infrastructure.kube)."""
 
-from cronsource.adapters.runtime.kube.sync import KubeSync, build_kube_engine
+from cronsource.adapters.runtime.kube.sync import KubeSync
 from cronsource.adapters.runtime.kube.watch import (
     LABEL_INSTANCE,
     CronWorkflowWatcher,
@@ -20,6 +20,5 @@ __all__ = [
     "KubeSync",
     "ViewProgress",
     "WorkflowWatcher",
-    "build_kube_engine",
     "manifest_of",
 ]

@@ -1,6 +1,6 @@
-"""The cluster side of `cronsource run --kube`, wired: the engine with its dispatcher on a
-KubeTarget (concurrent creations), and `KubeSync`, which the scheduler loop polls for what the
-watches saw and which writes changed statuses back."""
+"""The cluster side of `cronsource run --kube`: `KubeSync`, which the scheduler loop polls for
+what the watches saw and which writes changed statuses back (the engine's dispatcher creates
+the Workflows through a KubeTarget, wired by adapters/bootstrap.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,6 @@ from typing import Any
 from cronsource.adapters.infrastructure.kube.port import WF, KubeApi
 from cronsource.adapters.infrastructure.kube.seen import SeenMetadata
 from cronsource.adapters.infrastructure.kube.status import StatusWriter
-from cronsource.adapters.infrastructure.kube.target import Backoff, KubeTarget
-from cronsource.adapters.infrastructure.store.config import StoreConfig
-from cronsource.adapters.runtime.engine import Engine, build_engine
 from cronsource.adapters.runtime.kube.watch import (
     CronWorkflowWatcher,
     ViewProgress,
@@ -23,32 +20,7 @@ from cronsource.adapters.runtime.kube.watch import (
     utcnow,
 )
 from cronsource.adapters.runtime.recovery import recover_lost_runs
-from cronsource.domain.decisions import DEFAULT_LATE_TOLERANCE
 from cronsource.projections.dispatch import LABEL_CRON
-
-
-def build_kube_engine(
-    store: str | StoreConfig | None,
-    kube: KubeApi,
-    *,
-    late_tolerance: timedelta = DEFAULT_LATE_TOLERANCE,
-    backoff: Backoff | None = None,
-    in_flight: int | None = None,
-    create_tables: bool | None = None,
-) -> Engine:
-    """The engine as `run --kube` runs it: Workflows created in the cluster, a batch of fires
-    at a time (the dispatcher hands them to KubeTarget.create_many, which creates them
-    concurrently)."""
-    target = (
-        KubeTarget(kube, backoff) if in_flight is None else KubeTarget(kube, backoff, in_flight)
-    )
-    return build_engine(
-        store,
-        target=target,
-        late_tolerance=late_tolerance,
-        create_tables=create_tables,
-    )
-
 
 #: How long status writes wait for a dispatcher that is behind and not moving. While it is
 #: still creating the Workflows of fires the status view already shows, the API server's

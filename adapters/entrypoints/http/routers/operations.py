@@ -38,13 +38,12 @@ async def healthz() -> dict[str, Any]:
 def readyz(
     response: Response, engine: EngineDep, settings: Settings, store_check: Integrity
 ) -> dict[str, Any]:
-    from cronsource.adapters.runtime.projection import lag
 
     if (unreadable := store_check.problem()) is not None:
         response.status_code = 503
         return {"status": "store unreadable", "error": unreadable}
     try:
-        behind = lag(engine)
+        behind = engine.projector.lag()
     except Exception as e:
         response.status_code = 503
         return {"status": "store unreachable", "error": f"{type(e).__name__}: {e}"}
