@@ -5,7 +5,7 @@
 With CRONSOURCE_FAULT set, the process sends itself SIGKILL the N-th time it reaches POINT
 (after writing `FAULT POINT N` to stderr), so a crash lands exactly in a window that random
 timing hits only rarely. Nothing of the product is changed: the hooks wrap its methods and
-then call `adapters.cli.main()` with the same arguments.
+then call `cronsource.adapters.entrypoints.cli.main()` with the same arguments.
 
 Points:
 
@@ -61,7 +61,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from cronsource.adapters import cli  # noqa: E402
+from cronsource.adapters.entrypoints import cli  # noqa: E402
 from cronsource.adapters.infrastructure.localtarget import LocalTarget  # noqa: E402
 from cronsource.adapters.infrastructure.readside.database import PostgresDatabase, SqliteDatabase  # noqa: E402
 from cronsource.adapters.infrastructure.readside.model import ReadModel  # noqa: E402
