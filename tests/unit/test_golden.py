@@ -20,7 +20,7 @@ from eventsourcing.persistence import StoredEvent
 from cronsource.domain.service import CronService, event_type
 from cronsource.projections.readmodel import rfc3339, status_of
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 LOGS = sorted(p.name.removesuffix(".events.jsonl") for p in GOLDEN.glob("*.events.jsonl"))
 
 

@@ -38,7 +38,7 @@ from tests.kube.apiserver import _until as until
 
 pytestmark = pytest.mark.k8s
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CRD_PATCH = REPO / "deploy" / "argo-crd-patches" / "hashed-schedules.json"
 
 

@@ -40,7 +40,7 @@ from tests.instants import T0
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WORKER = ROOT / "tests" / "procs" / "decide_worker.py"
 EVENT_TABLES = {"cronsource_events", "cronsource_snapshots"}
 VIEW_TABLES = {"cronsource_status", "cronsource_audit", "cronsource_tracking"}

@@ -21,7 +21,7 @@ from tests import pgserver
 
 pytestmark = pytest.mark.postgres
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ENSURE = ROOT / "scripts" / "ensure-postgres.sh"
 
 

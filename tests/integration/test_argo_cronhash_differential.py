@@ -26,8 +26,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from cronsource.domain.cronhash import MalformedHash, expand
-from tests import test_cronhash as fixtures
 from tests.buildscript import REPO, built_paths
+from tests.unit import test_cronhash as fixtures
 
 BUILD_SCRIPT = REPO / "scripts" / "build-argo-cronhash.sh"
 VENDORED = REPO / "tests" / "argo" / "cronhash" / "cronhash" / "cronhash.go"

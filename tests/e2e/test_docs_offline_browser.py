@@ -11,10 +11,10 @@ from urllib.parse import urlparse
 import pytest
 
 from cronsource.adapters.entrypoints.http import ServeSettings, create_app
+from tests.e2e.test_status_page_browser import browser  # noqa: F401 (the Chromium fixture)
 from tests.fakes import FixedClock
 from tests.http_helpers import serving
 from tests.instants import T0
-from tests.test_status_page_browser import browser  # noqa: F401 (the Chromium fixture)
 
 pytestmark = pytest.mark.timeout(180)
 

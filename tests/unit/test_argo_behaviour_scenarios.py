@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from cronsource.adapters.entrypoints.cli import cli
 
-SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios" / "argo"
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios" / "argo"
 NAMES = sorted(
     p.name[: -len(".yaml")] for p in SCENARIOS.glob("*.yaml") if not p.name.endswith(".expect.yaml")
 )

@@ -35,7 +35,7 @@ from cronsource.domain.manifest import parse_manifest
 from cronsource.domain.service import event_type
 from tests.instants import T0
 from tests.kube.faultproxy import FaultProxy, Faults
-from tests.test_run_not_started import crash_before_the_position_moves
+from tests.unit.test_run_not_started import crash_before_the_position_moves
 
 pytestmark = pytest.mark.k8s
 

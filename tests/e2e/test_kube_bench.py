@@ -13,7 +13,7 @@ import pytest
 
 from bench.common import last_json_line
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.k8s
 

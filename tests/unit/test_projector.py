@@ -28,7 +28,7 @@ from cronsource.domain.manifest import parse_manifest
 from tests.http_helpers import manifest
 from tests.instants import T0
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def two_engines(url: str) -> tuple[Engine, Engine]:

@@ -20,7 +20,7 @@ import psycopg
 import pytest
 import yaml
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXE = shutil.which("cronsource", path=str(Path(sys.executable).parent))
 
 

@@ -25,7 +25,7 @@ from cronsource.adapters.entrypoints.http import ServeSettings, create_app
 from cronsource.domain.timestamps import TIME_MAX, TimestampError, parse_timestamp
 from cronsource.projections.readmodel import rfc3339
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 _IN_BOUNDS = st.datetimes(
     min_value=datetime(1970, 1, 1), max_value=datetime(2199, 12, 31, 23, 59, 59)
 ).map(lambda t: t.replace(microsecond=0, tzinfo=UTC))

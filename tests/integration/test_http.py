@@ -46,7 +46,7 @@ from tests.instants import T0
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
 
 PROBLEM = "application/problem+json"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CW = "/api/v1/namespaces/default/cronworkflows"
 
 

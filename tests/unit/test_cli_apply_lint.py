@@ -19,8 +19,8 @@ from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.entrypoints.cli import NOTHING_RUNS
 from cronsource.adapters.infrastructure.store.config import StoreConfig
 from cronsource.domain.manifest import parse_manifest
-from tests.test_cli import stored_events
-from tests.test_cli_first_hour import EXE, ROOT, cs
+from tests.integration.test_cli_first_hour import EXE, ROOT, cs
+from tests.unit.test_cli import stored_events
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from cronsource.domain.lastapplied import MISSING, merge
 from cronsource.domain.manifest import CronWorkflowManifest, ManifestError, parse_manifest
 from cronsource.domain.service import CronService, NotFound, event_type
 from tests.instants import at
-from tests.test_golden import replay
+from tests.unit.test_golden import replay
 
 MEMORY = {"PERSISTENCE_MODULE": "eventsourcing.popo"}
 

@@ -23,8 +23,8 @@ from cronsource.adapters.application.statuspage import scheduler_health
 from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.entrypoints.cli import NOTHING_RUNS
 from tests.faults.harness import wait_for
+from tests.integration.test_cli_first_hour import EXE, cs
 from tests.probe_helpers import RunProcess
-from tests.test_cli_first_hour import EXE, cs
 
 QUEUED = "queued: nothing creates it until `cronsource run` runs"
 #: The commands that warn, each with its arguments (`backfill` of a range before the

@@ -38,7 +38,7 @@ from cronsource.domain.decisions import DEFAULT_LATE_TOLERANCE
 from cronsource.projections.dispatch import Creation, start_deadline
 from cronsource.projections.readmodel import status_of
 from tests.instants import at
-from tests.test_aggregate import child, create, decisions, manifest, of_type, service, types
+from tests.unit.test_aggregate import child, create, decisions, manifest, of_type, service, types
 
 TICK = at("10:01:00")
 NAME = child(TICK)

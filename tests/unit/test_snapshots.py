@@ -28,7 +28,7 @@ from cronsource.domain.manifest import parse_manifest
 from cronsource.domain.service import SNAPSHOT_INTERVAL, CronService
 from tests.instants import T0
 
-GOLDEN = Path(__file__).parent / "golden" / "snapshot-v1.json"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "snapshot-v1.json"
 
 
 def manifest(name: str = "snap", **spec: Any) -> Any:

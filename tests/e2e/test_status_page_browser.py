@@ -40,7 +40,7 @@ from tests.instants import T0
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(300)]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [

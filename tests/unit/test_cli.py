@@ -249,7 +249,7 @@ def test_console_script_runs_simulate(tmp_path):
         capture_output=True,
         text=True,
         check=True,
-        cwd=Path(__file__).parent.parent,
+        cwd=Path(__file__).resolve().parents[2],
     )
     result = json.loads(out.stdout)
     assert result["workflows"] and result["rejectedWrites"] == 0
