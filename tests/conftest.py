@@ -1,10 +1,50 @@
-"""Shared fixtures. PostgreSQL is a real server, started once per session (tests/pgserver.py)
-unless CRONSOURCE_TEST_PG names one; a missing server fails the tests, never skips them."""
+"""Fixtures of every tier, defined once, and the tiers themselves.
+
+The tiers are folders: tests/unit (our own logic in-process: no server, no subprocess, no
+network; `scripts/test.sh --quick` runs only these), tests/integration (a real PostgreSQL,
+the test kube-apiserver, Argo's binaries, subprocesses of our own) and tests/e2e (whole
+`cronsource run`/`serve` processes, faults, failover, the image, a browser). Each test gets
+its folder's marker (`-m unit` ...), and a unit test that asks for a server is refused at
+collection rather than starting one.
+
+PostgreSQL is a real server, started once per session (tests/pgserver.py) unless
+CRONSOURCE_TEST_PG names one; a missing server fails the tests, never skips them.
+
+The engine: `engine` is `bootstrap(store_url, target=target, late_tolerance=late_tolerance)`.
+A module changes what it is built on by overriding `target` or `late_tolerance`, and runs over
+several stores with `@pytest.mark.stores("memory", "sqlite", "postgres")`: the unit tier
+takes the embedded stores of that list, the integration tier the server ones (a module of
+tests/integration imports the unit module's test functions to run them there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
-from tests import pgserver
+from cronsource.adapters.bootstrap import bootstrap, migrate
+from cronsource.adapters.clock import VirtualClock
+from cronsource.adapters.infrastructure.store.config import StoreConfig
+from cronsource.adapters.runtime.engine import Engine
+from cronsource.domain.decisions import DEFAULT_LATE_TOLERANCE
+from cronsource.projections.dispatch import WorkflowTarget
+from tests import pgserver, probe_helpers
+from tests.instants import T0
 from tests.kube import apiserver as kube_apiserver_module
+
+TESTS = Path(__file__).resolve().parent
+TIERS = ("unit", "integration", "e2e")
+#: Stores a unit test may run on (in this process, on local files) and those it may not.
+EMBEDDED_STORES = ("memory", "sqlite")
+SERVER_STORES = ("postgres", "postgresql")
+#: What only the integration and e2e tiers may use: a server, a cluster, a mounted disk, an image.
+SERVER_FIXTURES = frozenset(
+    {"pg_url", "pg_server_url", "kube_apiserver", "kube_api", "kube_namespace", "small_disk"}
+)
+SERVER_MARKERS = ("postgres", "k8s", "image")
 
 pg_server_url = pytest.fixture(scope="session")(pgserver.pg_server_url)
 pg_url = pytest.fixture(pgserver.pg_url)
@@ -14,3 +54,123 @@ pg_url = pytest.fixture(pgserver.pg_url)
 kube_apiserver = pytest.fixture(scope="session")(kube_apiserver_module.kube_apiserver)
 kube_api = pytest.fixture(kube_apiserver_module.kube_api)
 kube_namespace = pytest.fixture(kube_apiserver_module.kube_namespace)
+small_disk = pytest.fixture(probe_helpers.small_disk)
+
+
+@pytest.fixture
+def migrated_pg_url(pg_url: str) -> str:
+    """A fresh PostgreSQL database with cronsource's tables, as `cronsource migrate` makes them."""
+    migrate(StoreConfig.parse(pg_url))
+    return pg_url
+
+
+# --------------------------------------------------------------------------------- tiers
+
+
+def tier_of(path: Path) -> str | None:
+    """The tier folder a test file sits in (None outside tests/<tier>/)."""
+    try:
+        first = path.resolve().relative_to(TESTS).parts[0]
+    except (ValueError, IndexError):
+        return None
+    return first if first in TIERS else None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "stores(*kinds): run over these stores (memory, sqlite, postgres); the unit tier "
+        "takes the embedded ones, the integration tier the server ones",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    mark = metafunc.definition.get_closest_marker("stores")
+    if mark is None:
+        return
+    if "store_url" not in metafunc.fixturenames:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: stores() without store_url")
+    here = tier_of(metafunc.definition.path)
+    # A unit module's test collected elsewhere is its server half; every other test outside
+    # the unit tier runs on every store it names.
+    companion = here != "unit" and metafunc.function.__module__.startswith("tests.unit.")
+    if here == "unit":
+        kinds = [k for k in mark.args if k in EMBEDDED_STORES]
+    elif companion:
+        kinds = [k for k in mark.args if k in SERVER_STORES]
+    else:
+        kinds = list(mark.args)
+    metafunc.parametrize(
+        "store_url",
+        [
+            pytest.param(k, marks=[pytest.mark.postgres] if k in SERVER_STORES else [])
+            for k in kinds
+        ],
+        indirect=True,
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    refused = []
+    for item in items:
+        tier = tier_of(item.path)
+        if tier is None:
+            continue
+        item.add_marker(tier)
+        if tier == "unit":
+            fixtures = SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+            markers = [m for m in SERVER_MARKERS if item.get_closest_marker(m)]
+            if fixtures or markers:
+                refused.append(f"{item.nodeid}: {', '.join(sorted(fixtures) + markers)}")
+    if refused:
+        raise pytest.UsageError(
+            "unit tests may not use a server (move them to tests/integration):\n  "
+            + "\n  ".join(refused)
+        )
+
+
+# -------------------------------------------------------------------------------- engine
+
+
+@pytest.fixture
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The store the engine is built on: `memory:` unless the test is marked `stores`."""
+    kind = getattr(request, "param", "memory")
+    if kind == "memory":
+        return "memory:"
+    if kind == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"
+    url: str = request.getfixturevalue("pg_url")
+    return url
+
+
+@pytest.fixture
+def target() -> WorkflowTarget | None:
+    """Where the engine's dispatcher creates Workflows; None: no dispatcher."""
+    return None
+
+
+@pytest.fixture
+def late_tolerance() -> timedelta:
+    return DEFAULT_LATE_TOLERANCE
+
+
+@pytest.fixture
+def engine(
+    store_url: str, target: WorkflowTarget | None, late_tolerance: timedelta
+) -> Iterator[Engine]:
+    """The engine over a migrated store, as `cronsource migrate` then a command build it."""
+    config = StoreConfig.parse(store_url)
+    if config.kind != "memory":
+        migrate(config)
+    e = bootstrap(config, target=target, late_tolerance=late_tolerance)
+    try:
+        yield e
+    finally:
+        e.close()
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    """Time that only the test moves (`set`, `wait`), from tests/instants.py's T0."""
+    return VirtualClock(T0)

@@ -1,16 +1,19 @@
 """Helpers for the probe tests: a `cronsource run` subprocess with its probe server (on the
-host or in the image), HTTP GETs against it, and the Prometheus text parsed by
-prometheus_client's own parser."""
+host or in the image), HTTP GETs against it, the Prometheus text parsed by prometheus_client's
+own parser, and a small disk a test can fill."""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -114,3 +117,39 @@ def samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
 
 def total(found: dict[str, list[tuple[dict[str, str], float]]], name: str, **labels: str) -> float:
     return sum(v for ls, v in found.get(name, []) if labels.items() <= ls.items())
+
+
+def mount_tmpfs(where: Path, size: str) -> None:
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, f"mounting a tmpfs needs root: {done.stderr}"
+
+
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """Fixture (tests/conftest.py): a 16 MiB tmpfs of its own, which a test can fill or remount
+    read-only (root, as CI runs the suite)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mount_tmpfs(disk, "16m")
+    try:
+        yield disk
+    finally:
+        # Lazy: a process that outlived its test must not leave the mount behind.
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def fill(disk: Path) -> Path:
+    """Write a file until the disk has no room left; returns it (removing it frees the disk)."""
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while True:
+            os.write(fd, b"\0" * 65536)
+    except OSError as e:
+        assert e.errno == 28, e  # ENOSPC
+    finally:
+        os.close(fd)
+    return filler

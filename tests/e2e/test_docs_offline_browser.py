@@ -10,9 +10,9 @@ from urllib.parse import urlparse
 
 import pytest
 
+from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.entrypoints.http import ServeSettings, create_app
 from tests.e2e.test_status_page_browser import browser  # noqa: F401 (the Chromium fixture)
-from tests.fakes import FixedClock
 from tests.http_helpers import serving
 from tests.instants import T0
 
@@ -28,7 +28,7 @@ def base_url() -> Iterator[str]:
 
     engine = bootstrap("memory:")
     try:
-        with serving(create_app(engine, ServeSettings(), FixedClock(T0))) as base:
+        with serving(create_app(engine, ServeSettings(), VirtualClock(T0).now)) as base:
             yield base
     finally:
         engine.close()

@@ -30,11 +30,11 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.entrypoints.http import ServeSettings, create_app
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.domain.manifest import parse_manifest
 from tests import serve_process
-from tests.fakes import FixedClock
 from tests.http_helpers import manifest, pg_engine, serving
 from tests.instants import T0
 
@@ -470,7 +470,7 @@ def test_status_page_asks_for_the_token_then_shows_the_table(pg_url: str, browse
     engine = pg_engine(pg_url)
     engine.service.apply(parse_manifest(manifest("hourly")), T0)
     engine.projector.catch_up()
-    app = create_app(engine, ServeSettings(token="page-token"), FixedClock(T0))
+    app = create_app(engine, ServeSettings(token="page-token"), VirtualClock(T0).now)
     try:
         with serving(app) as base:
             page = browser.new_page()

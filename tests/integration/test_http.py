@@ -1,6 +1,6 @@
 """The HTTP API over real HTTP (uvicorn on 127.0.0.1) against a real PostgreSQL store.
 
-Time is the app's injected clock (`FixedClock`); the scheduler is not running, so history is
+Time is the app's injected clock (a `VirtualClock`); the scheduler is not running, so history is
 made by calling the service at named instants, as the scheduler would. What is pinned: the
 resources and their status codes, problem+json naming the field, optimistic concurrency with
 If-Match (409 with the current version, nothing changed), bearer tokens, "why did it run at T",
@@ -30,6 +30,7 @@ import yaml
 from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 
+from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.entrypoints.cli import cli
 from cronsource.adapters.entrypoints.http import ServeError, ServeSettings, create_app, is_loopback
 from cronsource.adapters.infrastructure.logs import (
@@ -39,7 +40,6 @@ from cronsource.adapters.infrastructure.logs import (
 )
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.projections.readmodel import rfc3339
-from tests.fakes import FixedClock
 from tests.http_helpers import manifest, pg_engine, serving
 from tests.instants import T0
 
@@ -53,7 +53,7 @@ CW = "/api/v1/namespaces/default/cronworkflows"
 @dataclass
 class Api:
     http: httpx.Client
-    clock: FixedClock
+    clock: VirtualClock
     engine: Engine
     app: Any
 
@@ -61,7 +61,7 @@ class Api:
         return self.http.post(CW, json=body, headers=headers)
 
     def at(self, when: datetime) -> None:
-        self.clock.now = when
+        self.clock.set(when)
 
     def tick(self, name: str, when: datetime) -> None:
         """What the scheduler loop does when `name` is due at `when`: decide and project
@@ -81,8 +81,8 @@ class Api:
 @pytest.fixture
 def api(pg_url: str) -> Iterator[Api]:
     engine = pg_engine(pg_url)
-    clock = FixedClock()
-    app = create_app(engine, ServeSettings(), clock)
+    clock = VirtualClock(T0)
+    app = create_app(engine, ServeSettings(), clock.now)
     try:
         with serving(app) as base, httpx.Client(base_url=base, timeout=30) as http:
             yield Api(http, clock, engine, app)
@@ -541,7 +541,7 @@ def test_if_none_match_star_creates_only(api: Api) -> None:
 @pytest.fixture
 def secured(pg_url: str) -> Iterator[httpx.Client]:
     engine = pg_engine(pg_url)
-    app = create_app(engine, ServeSettings(token="s3cret-token"), FixedClock())
+    app = create_app(engine, ServeSettings(token="s3cret-token"), VirtualClock(T0).now)
     try:
         with serving(app) as base, httpx.Client(base_url=base, timeout=30) as http:
             yield http
@@ -847,7 +847,7 @@ def test_metrics_show_replica_ownership_from_advisory_locks(api: Api) -> None:
 
 def test_readyz_reports_projection_lag_and_fails_when_behind(pg_url: str) -> None:
     engine = pg_engine(pg_url)
-    app = create_app(engine, ServeSettings(max_projection_lag=1), FixedClock())
+    app = create_app(engine, ServeSettings(max_projection_lag=1), VirtualClock(T0).now)
     try:
         with serving(app) as base:
             assert httpx.get(base + "/healthz").json() == {"status": "ok"} | {

@@ -21,10 +21,11 @@ import httpx
 import pytest
 
 from cronsource.adapters.bootstrap import bootstrap
+from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.entrypoints.http import ServeSettings, create_app
-from tests.fakes import FixedClock
 from tests.hostile.procs import serve
 from tests.http_helpers import manifest, serving
+from tests.instants import T0
 
 CW = "/api/v1/namespaces/default/cronworkflows"
 YAML = {"Content-Type": "application/yaml"}
@@ -158,7 +159,7 @@ def test_healthz_answers_within_a_second_while_a_hostile_request_runs(
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[httpx.Client]:
     engine = bootstrap(f"sqlite:///{tmp_path}/a.db")
-    app = create_app(engine, ServeSettings(body_timeout=1.0), FixedClock())
+    app = create_app(engine, ServeSettings(body_timeout=1.0), VirtualClock(T0).now)
     try:
         with serving(app) as base, httpx.Client(base_url=base, timeout=30) as http:
             yield http
@@ -226,7 +227,7 @@ def test_a_content_length_over_3_mib_is_refused_before_reading(api: httpx.Client
 def test_readyz_is_false_on_a_store_with_a_corrupt_page(tmp_path: Path) -> None:
     db = tmp_path / "c.db"
     engine = bootstrap(f"sqlite:///{db}")
-    app = create_app(engine, ServeSettings(), FixedClock())
+    app = create_app(engine, ServeSettings(), VirtualClock(T0).now)
     with serving(app) as base:
         for i in range(30):
             assert httpx.post(base + CW, json=manifest(f"c{i}")).status_code == 201
@@ -237,7 +238,7 @@ def test_readyz_is_false_on_a_store_with_a_corrupt_page(tmp_path: Path) -> None:
         f.write(b"\xde\xad\xbe\xef" * 1024)
     engine = bootstrap(f"sqlite:///{db}")
     try:
-        with serving(create_app(engine, ServeSettings(), FixedClock())) as base:
+        with serving(create_app(engine, ServeSettings(), VirtualClock(T0).now)) as base:
             r = httpx.get(base + "/readyz")
         assert r.status_code == 503 and r.json()["status"] == "store unreadable", r.text
     finally:
@@ -253,7 +254,7 @@ def test_a_name_with_a_final_newline_is_refused_and_stores_nothing(api: httpx.Cl
 
 def test_a_write_past_the_request_timeout_is_answered_504(tmp_path: Path) -> None:
     engine = bootstrap(f"sqlite:///{tmp_path}/t.db")
-    app = create_app(engine, ServeSettings(request_timeout=0.000001), FixedClock())
+    app = create_app(engine, ServeSettings(request_timeout=0.000001), VirtualClock(T0).now)
     try:
         with serving(app) as base:
             r = httpx.post(base + CW, content=_many_keys(200_000), headers=YAML, timeout=30)

@@ -24,10 +24,11 @@ from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 
+from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.entrypoints.http import ServeSettings, create_app
 from tests import pgserver
-from tests.fakes import FixedClock
 from tests.http_helpers import manifest, pg_engine, serving
+from tests.instants import T0
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
 
@@ -63,7 +64,7 @@ def api_schema(pg_server_url: str) -> Iterator[schemathesis.BaseSchema]:
     url = pgserver.fresh_database(pg_server_url)
     engine = pg_engine(url)
     try:
-        with serving(create_app(engine, ServeSettings(), FixedClock())) as base:
+        with serving(create_app(engine, ServeSettings(), VirtualClock(T0).now)) as base:
             created = httpx.post(
                 base + "/api/v1/namespaces/default/cronworkflows", json=manifest("hello")
             )

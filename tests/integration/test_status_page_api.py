@@ -1,6 +1,6 @@
-"""The status page's JSON (adapters/application/statuspage.py) over real HTTP on a fixed clock: when
-the page says no scheduler is deciding, how it counts `cronsource run` replicas on PostgreSQL,
-and the phases it gives a CronWorkflow's Workflows."""
+"""The status page's JSON (adapters/application/statuspage.py) over real HTTP on a virtual
+clock: when the page says no scheduler is deciding, how it counts `cronsource run` replicas on
+PostgreSQL, and the phases it gives a CronWorkflow's Workflows."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from typing import Any
 import httpx
 import pytest
 
+from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.entrypoints.http import ServeSettings, create_app
 from cronsource.adapters.infrastructure.shards import AdvisoryLockShards
 from cronsource.adapters.infrastructure.store.config import StoreConfig
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.domain.manifest import parse_manifest
-from tests.fakes import FixedClock
-from tests.http_helpers import manifest, pg_engine, serving
+from tests.http_helpers import manifest, serving
 from tests.instants import T0
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
@@ -26,22 +26,14 @@ HOURLY_DUE = T0 + timedelta(hours=1)
 
 
 @pytest.fixture
-def engine(pg_url: str) -> Iterator[Engine]:
-    e = pg_engine(pg_url)
-    try:
-        yield e
-    finally:
-        e.close()
+def store_url(pg_url: str) -> str:
+    """tests/conftest.py's `engine` and `clock`, on PostgreSQL."""
+    return pg_url
 
 
 @pytest.fixture
-def clock() -> FixedClock:
-    return FixedClock(T0)
-
-
-@pytest.fixture
-def http(engine: Engine, clock: FixedClock) -> Iterator[httpx.Client]:
-    with serving(create_app(engine, ServeSettings(), clock)) as base:
+def http(engine: Engine, clock: VirtualClock) -> Iterator[httpx.Client]:
+    with serving(create_app(engine, ServeSettings(), clock.now)) as base:
         with httpx.Client(base_url=base + "/api/v1") as client:
             yield client
 
@@ -54,18 +46,18 @@ def health(http: httpx.Client) -> dict[str, Any]:
 
 
 def test_no_scheduler_is_deciding_only_once_a_tick_is_due_past_the_late_tolerance(
-    engine: Engine, clock: FixedClock, http: httpx.Client
+    engine: Engine, clock: VirtualClock, http: httpx.Client
 ) -> None:
     svc = engine.service
     svc.apply(parse_manifest(manifest("hourly")), T0)
     svc.apply(parse_manifest(manifest("paused", suspend=True)), T0)
     assert health(http)["stale"] is False and health(http)["lastDecisionAt"] is None
 
-    clock.now = HOURLY_DUE + timedelta(seconds=29)  # due, still within the 30 s tolerance
+    clock.set(HOURLY_DUE + timedelta(seconds=29))  # due, still within the 30 s tolerance
     h = health(http)
     assert h["stale"] is False and h["overdueCount"] == 0 and h["lateToleranceSeconds"] == 30
 
-    clock.now = HOURLY_DUE + timedelta(seconds=31)
+    clock.set(HOURLY_DUE + timedelta(seconds=31))
     h = health(http)
     assert h["stale"] is True and h["now"] == "2026-05-04T11:00:31Z"
     # the suspended one is not waiting for a scheduler: it waits for a resume
@@ -74,7 +66,7 @@ def test_no_scheduler_is_deciding_only_once_a_tick_is_due_past_the_late_toleranc
         {"namespace": "default", "name": "hourly", "dueAt": "2026-05-04T11:00:00Z"}
     ]
 
-    svc.tick([svc.find("default", "hourly").id], clock.now)  # a scheduler decides, late
+    svc.tick([svc.find("default", "hourly").id], clock.now())  # a scheduler decides, late
     h = health(http)
     assert h["stale"] is False and h["lastDecisionAt"] == "2026-05-04T11:00:31Z"
 
@@ -91,7 +83,7 @@ def test_connected_run_replicas_are_counted_on_postgresql(pg_url: str, http: htt
 
 
 def test_child_workflows_with_the_phase_each_run_ended_in(
-    engine: Engine, clock: FixedClock, http: httpx.Client
+    engine: Engine, clock: VirtualClock, http: httpx.Client
 ) -> None:
     svc = engine.service
     svc.apply(parse_manifest(manifest("hourly")), T0)
@@ -105,7 +97,7 @@ def test_child_workflows_with_the_phase_each_run_ended_in(
         cid, name[3], T0 + timedelta(hours=3), "quota exceeded", False, T0 + timedelta(hours=3)
     )
     manual = svc.trigger(cid, T0 + timedelta(hours=4, minutes=1), "req-1")
-    clock.now = T0 + timedelta(hours=4, minutes=2)
+    clock.set(T0 + timedelta(hours=4, minutes=2))
 
     r = http.get("/namespaces/default/cronworkflows/hourly/workflows")
     assert r.status_code == 200, r.text

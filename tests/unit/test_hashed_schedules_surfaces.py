@@ -18,10 +18,10 @@ import yaml
 from click.testing import CliRunner, Result
 
 from cronsource.adapters.bootstrap import bootstrap
+from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.entrypoints.cli import cli
 from cronsource.adapters.entrypoints.http import ServeSettings, create_app
 from cronsource.adapters.infrastructure.store.config import StoreConfig
-from tests.fakes import FixedClock
 from tests.http_helpers import serving
 from tests.instants import T0
 
@@ -143,7 +143,7 @@ def test_a_malformed_h_is_refused_in_one_line_and_nothing_is_stored(run: Cli) ->
 @pytest.fixture
 def http() -> Iterator[httpx.Client]:
     engine = bootstrap(StoreConfig.parse("memory:"))
-    app = create_app(engine, ServeSettings(), FixedClock(T0))
+    app = create_app(engine, ServeSettings(), VirtualClock(T0).now)
     try:
         with serving(app) as base, httpx.Client(base_url=base, timeout=30) as client:
             yield client

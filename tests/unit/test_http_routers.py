@@ -1,12 +1,12 @@
 """Unit tests of the HTTP edge on FastAPI's TestClient over the in-memory store: each router's
 happy path, the problem table row by row, the dependencies and the response models.
 
-The same API over real HTTP and PostgreSQL is pinned end to end by tests/test_http.py.
+The same API over real HTTP and PostgreSQL is pinned end to end by tests/integration/test_http.py.
+`engine` (memory:) and `clock` (virtual, at T0) are tests/conftest.py's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -16,16 +16,14 @@ from fastapi.testclient import TestClient
 
 from cronsource.adapters.application.documents import DocumentError
 from cronsource.adapters.application.operations import FieldError
-from cronsource.adapters.bootstrap import bootstrap
+from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.entrypoints.http import ServeSettings, create_app
 from cronsource.adapters.entrypoints.http.dependencies import get_clock
 from cronsource.adapters.entrypoints.http.problems import PROBLEM, PROBLEMS, install
 from cronsource.adapters.infrastructure.store.check import StoreUnavailable
-from cronsource.adapters.infrastructure.store.config import StoreConfig
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.domain.manifest import ManifestError
 from cronsource.domain.service import AlreadyExists, Conflict, NotFound, StaleVersion
-from tests.fakes import FixedClock
 from tests.http_helpers import manifest
 from tests.instants import T0
 
@@ -36,22 +34,8 @@ INVALID = "urn:cronsource:problem:invalid"
 
 
 @pytest.fixture
-def engine() -> Iterator[Engine]:
-    e = bootstrap(StoreConfig.parse("memory:"))
-    try:
-        yield e
-    finally:
-        e.close()
-
-
-@pytest.fixture
-def clock() -> FixedClock:
-    return FixedClock()
-
-
-@pytest.fixture
-def client(engine: Engine, clock: FixedClock) -> TestClient:
-    app = create_app(engine, ServeSettings(token=TOKEN), clock)
+def client(engine: Engine, clock: VirtualClock) -> TestClient:
+    app = create_app(engine, ServeSettings(token=TOKEN), clock.now)
     return TestClient(app, headers=AUTH, raise_server_exceptions=False)
 
 
@@ -194,13 +178,13 @@ def test_a_stale_if_match_is_refused_by_the_service_and_nothing_changes(
 
 
 def test_commands_router_suspends_resumes_triggers_and_backfills(
-    client: TestClient, clock: FixedClock
+    client: TestClient, clock: VirtualClock
 ) -> None:
     created(client)
-    clock.advance(minutes=30)
+    clock.set(clock.now() + timedelta(minutes=30))
     s = client.post(f"{CW}/hourly/suspend", json={"by": "alice"})
     assert s.status_code == 200 and s.json()["spec"]["suspend"] is True
-    clock.advance(hours=3)
+    clock.set(clock.now() + timedelta(hours=3))
     r = client.post(f"{CW}/hourly/resume")
     assert r.status_code == 200 and r.json()["spec"]["suspend"] is False
 
@@ -227,11 +211,11 @@ def test_commands_router_suspends_resumes_triggers_and_backfills(
 
 
 def test_audit_router_answers_history_events_decision_and_timeline(
-    client: TestClient, engine: Engine, clock: FixedClock
+    client: TestClient, engine: Engine, clock: VirtualClock
 ) -> None:
     created(client)
     fire = T0 + timedelta(hours=1)
-    clock.now = fire
+    clock.set(fire)
     engine.service.tick([engine.service.find("default", "hourly").id], fire)
 
     history = client.get(f"{CW}/hourly/history").json()
@@ -264,9 +248,9 @@ def test_operations_router_answers_liveness_readiness_and_metrics(client: TestCl
 
 
 def test_the_token_dependency_guards_the_api_and_metrics_not_the_probes(
-    engine: Engine, clock: FixedClock
+    engine: Engine, clock: VirtualClock
 ) -> None:
-    anonymous = TestClient(create_app(engine, ServeSettings(token=TOKEN), clock))
+    anonymous = TestClient(create_app(engine, ServeSettings(token=TOKEN), clock.now))
     for path in (CW, "/api/v1/events", "/metrics", "/api/v1/scheduler"):
         r = anonymous.get(path)
         assert problem_of(r, 401)["title"] == "Unauthorized", path
@@ -276,8 +260,8 @@ def test_the_token_dependency_guards_the_api_and_metrics_not_the_probes(
     assert anonymous.get("/healthz").status_code == 200
 
 
-def test_the_clock_dependency_is_the_one_handlers_read(engine: Engine, clock: FixedClock) -> None:
-    app = create_app(engine, ServeSettings(token=TOKEN), clock)
+def test_the_clock_dependency_is_the_one_handlers_read(engine: Engine, clock: VirtualClock) -> None:
+    app = create_app(engine, ServeSettings(token=TOKEN), clock.now)
     client = TestClient(app, headers=AUTH)
     created(client)
     later = T0 + timedelta(days=1)
@@ -287,11 +271,11 @@ def test_the_clock_dependency_is_the_one_handlers_read(engine: Engine, clock: Fi
 
 
 def test_response_models_validate_what_a_handler_returns(
-    engine: Engine, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+    engine: Engine, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A handler that returns something its response model refuses is a 500, not a 200 with
     a malformed body."""
-    app = create_app(engine, ServeSettings(token=TOKEN), clock)
+    app = create_app(engine, ServeSettings(token=TOKEN), clock.now)
     client = TestClient(app, headers=AUTH, raise_server_exceptions=False)
     created(client)
 
@@ -309,11 +293,11 @@ def test_response_models_validate_what_a_handler_returns(
 
 
 def test_status_page_router_answers_scheduler_health_and_child_workflows(
-    client: TestClient, engine: Engine, clock: FixedClock
+    client: TestClient, engine: Engine, clock: VirtualClock
 ) -> None:
     created(client)
     fire = T0 + timedelta(hours=1)
-    clock.now = fire
+    clock.set(fire)
     engine.service.tick([engine.service.find("default", "hourly").id], fire)
 
     health = client.get("/api/v1/scheduler").json()
@@ -323,7 +307,7 @@ def test_status_page_router_answers_scheduler_health_and_child_workflows(
         0,
     )
     assert health["lastDecisionAt"] == "2026-05-04T11:00:00Z"
-    clock.now = fire + timedelta(hours=2)  # 12:00 is due and nobody decided it
+    clock.set(fire + timedelta(hours=2))  # 12:00 is due and nobody decided it
     assert client.get("/api/v1/scheduler").json()["stale"] is True
 
     children = client.get(f"{CW}/hourly/workflows").json()["items"]

@@ -9,18 +9,14 @@ lose a tail: the memory store at the recorder level, SQLite and a real PostgreSQ
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 import pytest
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
-from cronsource.adapters.bootstrap import bootstrap, migrate
 from cronsource.adapters.infrastructure.shards import SoleOwner
-from cronsource.adapters.infrastructure.store.config import StoreConfig
 from cronsource.adapters.infrastructure.store.recorders import StaleAppend
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.scheduler import Scheduler
@@ -42,34 +38,6 @@ def manifest(name: str, schedule: str = "* * * * *") -> CronWorkflowManifest:
             "spec": {"schedules": [schedule], "workflowSpec": {"entrypoint": "main"}},
         }
     )
-
-
-def _url(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if kind == "memory":
-        return "memory:"
-    if kind == "sqlite":
-        return f"sqlite:///{tmp_path}/x.db"
-    url: str = request.getfixturevalue("pg_url")
-    return url
-
-
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def any_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
-    url = _url(request.param, request, tmp_path)
-    migrate(StoreConfig.parse(url))
-    engine = bootstrap(url)
-    yield engine
-    engine.close()
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
-    """A store whose tail a test can cut with SQL, as a failover or a restore would."""
-    url = _url(request.param, request, tmp_path)
-    migrate(StoreConfig.parse(url))
-    engine = bootstrap(url)
-    yield engine
-    engine.close()
 
 
 def versions(engine: Engine, cron_id: UUID) -> list[int]:
@@ -98,13 +66,14 @@ def fired(engine: Engine, cron_id: UUID) -> list[datetime]:
     ]
 
 
-def test_an_append_must_follow_the_last_version_in_the_log(any_engine: Engine) -> None:
+@pytest.mark.stores("memory", "sqlite", "postgres")
+def test_an_append_must_follow_the_last_version_in_the_log(engine: Engine) -> None:
     """Version N+1 commits only when the stream's last version is N: a save ahead of the log
     is refused (naming the stream and both versions), a duplicate too, the next one is not."""
-    svc = any_engine.service
+    svc = engine.service
     cron_id, _ = svc.apply(manifest("a"), T0)
     svc.tick([cron_id], minute(1, 1))
-    assert versions(any_engine, cron_id) == [1, 2]
+    assert versions(engine, cron_id) == [1, 2]
     stored = svc.recorder.select_events(cron_id)[-1]
 
     def at(version: int) -> StoredEvent:
@@ -116,13 +85,14 @@ def test_an_append_must_follow_the_last_version_in_the_log(any_engine: Engine) -
     assert "the log ends at version 2, the save starts at 4" in str(ahead.value)
     with pytest.raises(IntegrityError):
         svc.recorder.insert_events([at(2)])
-    assert versions(any_engine, cron_id) == [1, 2]
+    assert versions(engine, cron_id) == [1, 2]
     svc.recorder.insert_events([at(3)])
-    assert versions(any_engine, cron_id) == [1, 2, 3]
+    assert versions(engine, cron_id) == [1, 2, 3]
 
 
-def test_a_batch_with_one_stream_ahead_of_the_log_writes_nothing(any_engine: Engine) -> None:
-    svc = any_engine.service
+@pytest.mark.stores("memory", "sqlite", "postgres")
+def test_a_batch_with_one_stream_ahead_of_the_log_writes_nothing(engine: Engine) -> None:
+    svc = engine.service
     a, _ = svc.apply(manifest("a"), T0)
     b, _ = svc.apply(manifest("b"), T0)
     ea, eb = svc.recorder.select_events(a)[-1], svc.recorder.select_events(b)[-1]
@@ -131,9 +101,10 @@ def test_a_batch_with_one_stream_ahead_of_the_log_writes_nothing(any_engine: Eng
     with pytest.raises(StaleAppend) as refused:
         svc.recorder.insert_events([good, ahead])
     assert refused.value.streams == {b}
-    assert versions(any_engine, a) == [1] and versions(any_engine, b) == [1]
+    assert versions(engine, a) == [1] and versions(engine, b) == [1]
 
 
+@pytest.mark.stores("sqlite", "postgres")  # a tail cut with SQL, as a failover or a restore would
 def test_a_command_after_a_lost_tail_decides_on_what_the_log_holds(engine: Engine) -> None:
     """The repository's cached copy is ahead of the log: the save is refused, the copy
     dropped, and the command runs again on the log's state; the stream stays gapless."""
@@ -150,6 +121,7 @@ def test_a_command_after_a_lost_tail_decides_on_what_the_log_holds(engine: Engin
     assert svc.rejected_writes >= 1
 
 
+@pytest.mark.stores("sqlite", "postgres")  # a tail cut with SQL, as a failover or a restore would
 def test_the_scheduler_after_a_lost_tail_fires_each_tick_once_without_gaps(
     engine: Engine,
 ) -> None:

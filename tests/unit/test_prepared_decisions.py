@@ -9,18 +9,14 @@ again at the time it is really made.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 import pytest
 
-from cronsource.adapters.bootstrap import bootstrap, migrate
 from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.infrastructure.shards import SoleOwner
-from cronsource.adapters.infrastructure.store.config import StoreConfig
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.loop import SchedulerLoop
 from cronsource.adapters.runtime.settings import PREPARED_MAX_DELAY
@@ -29,19 +25,6 @@ from cronsource.domain.service import event_type
 
 H = datetime(2026, 5, 4, 11, 0, tzinfo=UTC)
 NAMES = ("a", "b", "c")
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
-    url = (
-        f"sqlite:///{tmp_path}/x.db"
-        if request.param == "sqlite"
-        else request.getfixturevalue("pg_url")
-    )
-    migrate(StoreConfig.parse(url))
-    e = bootstrap(url)
-    yield e
-    e.close()
 
 
 def setup(engine: Engine) -> tuple[dict[str, UUID], SchedulerLoop, VirtualClock]:
@@ -65,6 +48,7 @@ def fires(engine: Engine, cron_id: UUID) -> list[Any]:
     return [e for e in engine.service.events.get(cron_id) if event_type(e) == "ScheduleFired"]
 
 
+@pytest.mark.stores("sqlite", "postgres")
 def test_decided_ahead_committed_at_the_instant_and_never_before(engine: Engine) -> None:
     ids, loop, clock = setup(engine)
     assert loop.prepare_once(clock.now()) == len(NAMES)
@@ -83,6 +67,7 @@ def test_decided_ahead_committed_at_the_instant_and_never_before(engine: Engine)
     assert all(len(fires(engine, cron_id)) == 1 for cron_id in ids.values())
 
 
+@pytest.mark.stores("sqlite", "postgres")
 def test_a_cronworkflow_changed_after_the_decision_is_decided_again(engine: Engine) -> None:
     """Suspended by another writer (a CLI process) between the decision made in advance and
     the instant: the store refuses the stale save, the batch is decided again, the suspended
@@ -98,6 +83,7 @@ def test_a_cronworkflow_changed_after_the_decision_is_decided_again(engine: Engi
     assert [len(fires(engine, ids[n])) for n in ("a", "c")] == [1, 1]
 
 
+@pytest.mark.stores("sqlite", "postgres")
 def test_our_own_write_after_the_decision_is_seen_without_a_refused_save(
     engine: Engine,
 ) -> None:
@@ -115,6 +101,7 @@ def test_our_own_write_after_the_decision_is_seen_without_a_refused_save(
     assert [len(fires(engine, ids[n])) for n in ("a", "c")] == [1, 1]
 
 
+@pytest.mark.stores("sqlite", "postgres")
 def test_a_decision_whose_instant_is_long_past_is_made_again(engine: Engine) -> None:
     """Committed later than PREPARED_MAX_DELAY after its instant, a decision made in advance
     would claim a decision time it was not made at: it is dropped and made again."""
@@ -127,6 +114,7 @@ def test_a_decision_whose_instant_is_long_past_is_made_again(engine: Engine) -> 
         assert fired.scheduled_time == H and fired.fired_at == late
 
 
+@pytest.mark.stores("sqlite", "postgres")
 def test_the_due_index_behind_our_own_save_is_not_trusted_until_our_next_due(
     engine: Engine,
 ) -> None:

@@ -9,10 +9,6 @@ backfill say when a time is before the window; `--retain` too short is refused i
 
 from __future__ import annotations
 
-import gzip
-import json
-import subprocess
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,15 +16,11 @@ from uuid import UUID
 
 import pytest
 
-from cronsource.adapters.bootstrap import bootstrap, migrate
 from cronsource.adapters.infrastructure.localtarget import LocalTarget
-from cronsource.adapters.infrastructure.store.config import StoreConfig
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.retention import Retention, RetentionTooShort, check_retain
-from cronsource.domain.backfill import HistoryRemoved
 from cronsource.domain.manifest import parse_manifest
 from cronsource.domain.service import SNAPSHOT_INTERVAL
-from tests.faults.harness import cronsource_bin
 from tests.instants import T0
 
 RETAIN = timedelta(days=2)
@@ -50,22 +42,10 @@ def manifest(name: str, **spec: Any) -> Any:
     )
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    url = (
-        f"sqlite:///{tmp_path}/r.db"
-        if request.param == "sqlite"
-        else request.getfixturevalue("pg_url")
-    )
-    migrate(StoreConfig.parse(url))
-    return url
-
-
 @pytest.fixture
-def engine(store: str, tmp_path: Path) -> Iterator[Engine]:
-    e = bootstrap(store, target=LocalTarget(tmp_path / "wf"))
-    yield e
-    e.close()
+def target(tmp_path: Path) -> LocalTarget:
+    """tests/conftest.py's `engine` dispatches here: fires are created within their deadline."""
+    return LocalTarget(tmp_path / "wf")
 
 
 def hours(engine: Engine, cron_id: UUID, n: int, *, complete: bool = True) -> datetime:
@@ -90,6 +70,7 @@ def retain(engine: Engine, now: datetime) -> int:
     return Retention(engine, RETAIN).step(now, lambda: True)
 
 
+@pytest.mark.stores("sqlite", "postgres")
 def test_old_covered_events_go_and_the_state_stays(engine: Engine) -> None:
     svc = engine.service
     cron_id, _ = svc.apply(manifest("hourly"), T0)
@@ -118,6 +99,7 @@ def test_old_covered_events_go_and_the_state_stays(engine: Engine) -> None:
     assert versions(engine, cron_id)[-1] > top
 
 
+@pytest.mark.stores("sqlite", "postgres")
 def test_an_active_runs_fire_and_a_pending_backfill_are_kept_whatever_their_age(
     engine: Engine,
 ) -> None:
@@ -151,69 +133,6 @@ def test_an_active_runs_fire_and_a_pending_backfill_are_kept_whatever_their_age(
     assert len(engine.view.audit(name="runs")) < 3 * 24 * 5, "nothing of the rest was removed"
 
 
-def test_history_why_and_backfill_name_the_window(engine: Engine, store: str) -> None:
-    svc = engine.service
-    cron_id, _ = svc.apply(manifest("named"), T0)
-    end = hours(engine, cron_id, 24 * 5)
-    retain(engine, end)
-    kept_from = engine.view.kept_from()
-    assert kept_from == end - RETAIN
-    old = T0 + timedelta(hours=5)
-    with pytest.raises(HistoryRemoved) as err:
-        svc.plan_backfill(cron_id, old, old + timedelta(hours=2))
-    assert "retention" in str(err.value)
-    engine.close()
-
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [cronsource_bin(), "--store", store, *args], capture_output=True, text=True, timeout=60
-        )
-
-    history = cli("history", "named", "-o", "json")
-    assert history.returncode == 0, history.stderr
-    assert "were removed by retention" in history.stderr
-    assert json.loads(history.stdout), "the window's events are listed"
-    why = cli("why", "named", "--at", old.isoformat(), "-o", "json")
-    assert why.returncode == 0, why.stderr
-    assert json.loads(why.stdout)["outcome"] == "Removed"
-    backfill = cli(
-        "backfill", "named", "--start", old.isoformat(), "--end", end.isoformat(), "--dry-run"
-    )
-    assert backfill.returncode == 1
-    assert backfill.stderr.count("\n") == 1 and "--start:" in backfill.stderr
-
-
-def test_export_writes_json_lines_and_gzip(engine: Engine, store: str, tmp_path: Path) -> None:
-    svc = engine.service
-    cron_id, _ = svc.apply(manifest("exported"), T0)
-    end = hours(engine, cron_id, 10)
-    want = [r.notification_id for r in engine.view.audit() if r.at < end - timedelta(hours=5)]
-    engine.close()
-    for name in ("out.jsonl", "out.jsonl.gz"):
-        path = tmp_path / name
-        done = subprocess.run(
-            [
-                cronsource_bin(),
-                "--store",
-                store,
-                "export",
-                "--before",
-                (end - timedelta(hours=5)).isoformat(),
-                "-o",
-                str(path),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert done.returncode == 0, done.stderr
-        opener: Any = gzip.open if name.endswith(".gz") else open
-        with opener(path, "rt") as f:
-            lines = [json.loads(line) for line in f]
-        assert [line["position"] for line in lines] == want
-        assert {"cronWorkflow", "type", "at", "version"} <= set(lines[0])
-
-
 @pytest.mark.parametrize(
     ("retain_for", "deadline", "words"),
     [
@@ -228,17 +147,7 @@ def test_a_retention_too_short_is_refused(
         check_retain(retain_for, deadline)
 
 
-def test_run_refuses_a_retention_shorter_than_a_day_in_one_line(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [cronsource_bin(), "--store", f"sqlite:///{tmp_path}/x.db", "run", "--retain", "12h"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode != 0
-    assert done.stderr.strip().count("\n") == 0 and "--retain" in done.stderr
-
-
+@pytest.mark.stores("sqlite", "postgres")
 def test_after_retention_a_latest_snapshot_that_cannot_be_read_falls_back_to_the_one_before(
     engine: Engine,
 ) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,7 @@ from uuid import UUID
 import pytest
 from eventsourcing.persistence import StoredEvent
 
-from cronsource.adapters.bootstrap import bootstrap, migrate
-from cronsource.adapters.infrastructure.store.config import StoreConfig
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.manifest import parse_manifest
@@ -45,20 +43,6 @@ def manifest(name: str = "snap", **spec: Any) -> Any:
             },
         }
     )
-
-
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
-    if request.param == "memory":
-        url = "memory:"
-    elif request.param == "sqlite":
-        url = f"sqlite:///{tmp_path}/s.db"
-    else:
-        url = request.getfixturevalue("pg_url")
-    migrate(StoreConfig.parse(url))
-    e = bootstrap(url)
-    yield e
-    e.close()
 
 
 def grow(svc: CronService, cron_id: UUID, minutes: int) -> datetime:
@@ -92,6 +76,7 @@ def snapshot_versions(svc: CronService, cron_id: UUID) -> list[int]:
     return [s.originator_version for s in svc.snapshots.recorder.select_events(cron_id)]
 
 
+@pytest.mark.stores("memory", "sqlite", "postgres")
 def test_a_load_reads_the_latest_snapshot_and_the_events_after_it(engine: Engine) -> None:
     svc = engine.service
     cron_id, _ = svc.apply(manifest(), T0)
@@ -121,6 +106,7 @@ def test_a_load_reads_the_latest_snapshot_and_the_events_after_it(engine: Engine
     same_state(svc.load_many({cron_id: at})[cron_id], svc.repository.get(cron_id, version=at))
 
 
+@pytest.mark.stores("memory", "sqlite", "postgres")
 def test_the_snapshot_state_round_trips_every_field(engine: Engine) -> None:
     svc = engine.service
     cron_id, _ = svc.apply(manifest(concurrencyPolicy="Allow"), T0)

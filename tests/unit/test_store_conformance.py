@@ -1,13 +1,14 @@
 """One behaviour, three stores: `memory:`, SQLite and a real PostgreSQL database.
 
 Every test here runs against each store URL the product accepts, through the one composition
-root (`bootstrap`), so a difference between stores shows up as one failing id.
+root (`bootstrap`, tests/conftest.py's `engine`), so a difference between stores shows up as
+one failing id: `memory:` and SQLite here, PostgreSQL in
+tests/integration/test_store_conformance.py.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -55,32 +56,6 @@ def fired(svc: CronService, cron_id: UUID) -> list[datetime]:
         for e in svc.events.get(cron_id)
         if event_type(e) == "ScheduleFired"
     ]
-
-
-@pytest.fixture(
-    params=[
-        "memory",
-        "sqlite",
-        pytest.param("postgres", marks=pytest.mark.postgres),
-    ]
-)
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A migrated, empty store of each kind."""
-    if request.param == "memory":
-        url = "memory:"
-    elif request.param == "sqlite":
-        url = f"sqlite:///{tmp_path}/x.db"
-    else:
-        url = request.getfixturevalue("pg_url")
-    migrate(StoreConfig.parse(url))
-    return url
-
-
-@pytest.fixture
-def engine(store_url: str) -> Iterator[Engine]:
-    e = bootstrap(store_url)
-    yield e
-    e.close()
 
 
 # ---------------------------------------------------------------------------- URLs
@@ -132,6 +107,7 @@ def test_invalid_store_urls_raise_with_the_url(url: str) -> None:
 # ---------------------------------------------------------------------------- commands
 
 
+@pytest.mark.stores("memory", "sqlite", "postgres")
 def test_apply_creates_then_updates_and_is_idempotent(engine: Engine) -> None:
     svc = engine.service
     cron_id, what = svc.apply(manifest("nightly", "30 2 * * *"), T0)
@@ -145,6 +121,7 @@ def test_apply_creates_then_updates_and_is_idempotent(engine: Engine) -> None:
     assert what == "created" and other != cron_id
 
 
+@pytest.mark.stores("memory", "sqlite", "postgres")
 def test_tick_fires_each_due_tick_once(engine: Engine) -> None:
     svc = engine.service
     cron_id, _ = svc.apply(manifest("every-minute"), T0)
@@ -161,6 +138,7 @@ def test_tick_fires_each_due_tick_once(engine: Engine) -> None:
     assert list(agg.active) == [f"every-minute-{int(minute(k).timestamp())}" for k in (1, 2)]
 
 
+@pytest.mark.stores("memory", "sqlite", "postgres")
 def test_stale_save_is_rejected_by_the_store(engine: Engine) -> None:
     svc = engine.service
     cron_id, _ = svc.apply(manifest("stale"), T0)
@@ -175,6 +153,7 @@ def test_stale_save_is_rejected_by_the_store(engine: Engine) -> None:
     assert topics(svc) == ["cronsource:CronWorkflowCreated/v1", "cronsource:ScheduleFired/v1"]
 
 
+@pytest.mark.stores("memory", "sqlite", "postgres")
 def test_stale_commit_is_a_rejected_write_and_its_retry_records_nothing(engine: Engine) -> None:
     svc = engine.service
     cron_id, _ = svc.apply(manifest("seed"), T0)
@@ -187,6 +166,7 @@ def test_stale_commit_is_a_rejected_write_and_its_retry_records_nothing(engine: 
     assert len(topics(svc)) == 2
 
 
+@pytest.mark.stores("memory", "sqlite", "postgres")
 def test_command_retries_on_fresh_state_after_losing_the_race(engine: Engine) -> None:
     svc = engine.service
     cron_id, _ = svc.apply(manifest("manual"), T0)
@@ -213,6 +193,7 @@ def test_command_retries_on_fresh_state_after_losing_the_race(engine: Engine) ->
 # ---------------------------------------------------------------------------- the log
 
 
+@pytest.mark.stores("memory", "sqlite", "postgres")
 def test_events_read_back_in_order_with_explicit_topics(engine: Engine) -> None:
     svc = engine.service
     cron_id, _ = svc.apply(manifest("log"), T0)
@@ -263,6 +244,7 @@ def test_events_read_back_in_order_with_explicit_topics(engine: Engine) -> None:
 # ---------------------------------------------------------------------------- read model
 
 
+@pytest.mark.stores("memory", "sqlite", "postgres")
 def test_read_model_statuses_and_audit(engine: Engine) -> None:
     svc = engine.service
     a, _ = svc.apply(manifest("alpha"), T0)
@@ -315,6 +297,7 @@ def test_read_model_statuses_and_audit(engine: Engine) -> None:
     assert len(engine.view.audit()) == 5
 
 
+@pytest.mark.stores("memory", "sqlite", "postgres")
 def test_due_returns_ids_due_by_then_soonest_first(engine: Engine) -> None:
     svc = engine.service
     a, _ = svc.apply(manifest("minutely"), T0)
@@ -341,6 +324,7 @@ def test_due_returns_ids_due_by_then_soonest_first(engine: Engine) -> None:
 # ---------------------------------------------------------------------------- replicas
 
 
+@pytest.mark.stores("memory", "sqlite", "postgres")
 def test_a_replica_shares_the_store(engine: Engine) -> None:
     """`Engine.replica()` is another writer on the same store (`memory:` included, where it
     shares the first service's recorder): the version check arbitrates between them."""
@@ -360,6 +344,7 @@ def test_a_replica_shares_the_store(engine: Engine) -> None:
 # ---------------------------------------------------------------------------- batch paths
 
 
+@pytest.mark.stores("memory", "sqlite", "postgres")
 def test_load_many_equals_loading_one_by_one(engine: Engine) -> None:
     """The one-query batch load (adapters/infrastructure/store/recorders/) rebuilds exactly
     what the repository rebuilds, at the latest version and at a given one, and leaves out
@@ -385,6 +370,7 @@ def test_load_many_equals_loading_one_by_one(engine: Engine) -> None:
     )
 
 
+@pytest.mark.stores("memory", "sqlite", "postgres")
 def test_a_failed_commit_leaves_no_decided_copy_behind(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -412,16 +398,13 @@ def test_a_failed_commit_leaves_no_decided_copy_behind(
     assert fired(svc, a) == [minute(1), minute(2)]
 
 
-@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def test_active_runs_come_from_an_upgraded_table_too(
-    kind: str, request: pytest.FixtureRequest, tmp_path: Path
-) -> None:
+@pytest.mark.stores("sqlite", "postgres")
+def test_active_runs_come_from_an_upgraded_table_too(store_url: str) -> None:
     """A read model made before the `active` column existed is upgraded by migrate: the
     column is added and filled from the status documents, so active runs stay visible.
     (Not `memory:`: its read model is made afresh every time, there is nothing to upgrade.)"""
-    url = f"sqlite:///{tmp_path}/x.db" if kind == "sqlite" else request.getfixturevalue("pg_url")
-    migrate(StoreConfig.parse(url))
-    engine = bootstrap(url)
+    migrate(StoreConfig.parse(store_url))
+    engine = bootstrap(store_url)
     try:
         a, _ = engine.service.apply(manifest("a"), minute(0))
         engine.service.tick([a], minute(1))

@@ -1,0 +1,13 @@
+"""Decisions prepared ahead: tests/unit/test_prepared_decisions.py's tests
+on a real PostgreSQL.
+
+The same test functions, collected here: their `stores` marker gives them the server stores in
+this tier and the embedded ones in the unit tier (tests/conftest.py)."""
+
+from tests.unit.test_prepared_decisions import (  # noqa: F401 (collected here by pytest)
+    test_a_cronworkflow_changed_after_the_decision_is_decided_again,
+    test_a_decision_whose_instant_is_long_past_is_made_again,
+    test_decided_ahead_committed_at_the_instant_and_never_before,
+    test_our_own_write_after_the_decision_is_seen_without_a_refused_save,
+    test_the_due_index_behind_our_own_save_is_not_trusted_until_our_next_due,
+)

@@ -1,0 +1,109 @@
+"""Retention: the log and the audit keep a window. tests/unit/test_retention.py's tests on a
+real PostgreSQL, and what the installed CLI (a subprocess) says of the window, on SQLite and
+PostgreSQL.
+
+The same test functions, collected here: their `stores` marker gives them the server stores in
+this tier and the embedded ones in the unit tier (tests/conftest.py)."""
+
+import gzip
+import json
+import subprocess
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cronsource.adapters.runtime.engine import Engine
+from cronsource.domain.backfill import HistoryRemoved
+from tests.faults.harness import cronsource_bin
+from tests.instants import T0
+from tests.unit.test_retention import (  # noqa: F401 (collected here by pytest)
+    RETAIN,
+    hours,
+    manifest,
+    retain,
+    target,
+    test_after_retention_a_latest_snapshot_that_cannot_be_read_falls_back_to_the_one_before,
+    test_an_active_runs_fire_and_a_pending_backfill_are_kept_whatever_their_age,
+    test_old_covered_events_go_and_the_state_stays,
+)
+
+
+@pytest.mark.stores("sqlite", "postgres")
+def test_history_why_and_backfill_name_the_window(engine: Engine, store_url: str) -> None:
+    svc = engine.service
+    cron_id, _ = svc.apply(manifest("named"), T0)
+    end = hours(engine, cron_id, 24 * 5)
+    retain(engine, end)
+    kept_from = engine.view.kept_from()
+    assert kept_from == end - RETAIN
+    old = T0 + timedelta(hours=5)
+    with pytest.raises(HistoryRemoved) as err:
+        svc.plan_backfill(cron_id, old, old + timedelta(hours=2))
+    assert "retention" in str(err.value)
+    engine.close()
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [cronsource_bin(), "--store", store_url, *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    history = cli("history", "named", "-o", "json")
+    assert history.returncode == 0, history.stderr
+    assert "were removed by retention" in history.stderr
+    assert json.loads(history.stdout), "the window's events are listed"
+    why = cli("why", "named", "--at", old.isoformat(), "-o", "json")
+    assert why.returncode == 0, why.stderr
+    assert json.loads(why.stdout)["outcome"] == "Removed"
+    backfill = cli(
+        "backfill", "named", "--start", old.isoformat(), "--end", end.isoformat(), "--dry-run"
+    )
+    assert backfill.returncode == 1
+    assert backfill.stderr.count("\n") == 1 and "--start:" in backfill.stderr
+
+
+@pytest.mark.stores("sqlite", "postgres")
+def test_export_writes_json_lines_and_gzip(engine: Engine, store_url: str, tmp_path: Path) -> None:
+    svc = engine.service
+    cron_id, _ = svc.apply(manifest("exported"), T0)
+    end = hours(engine, cron_id, 10)
+    want = [r.notification_id for r in engine.view.audit() if r.at < end - timedelta(hours=5)]
+    engine.close()
+    for name in ("out.jsonl", "out.jsonl.gz"):
+        path = tmp_path / name
+        done = subprocess.run(
+            [
+                cronsource_bin(),
+                "--store",
+                store_url,
+                "export",
+                "--before",
+                (end - timedelta(hours=5)).isoformat(),
+                "-o",
+                str(path),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        opener: Any = gzip.open if name.endswith(".gz") else open
+        with opener(path, "rt") as f:
+            lines = [json.loads(line) for line in f]
+        assert [line["position"] for line in lines] == want
+        assert {"cronWorkflow", "type", "at", "version"} <= set(lines[0])
+
+
+def test_run_refuses_a_retention_shorter_than_a_day_in_one_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [cronsource_bin(), "--store", f"sqlite:///{tmp_path}/x.db", "run", "--retain", "12h"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert done.stderr.strip().count("\n") == 0 and "--retain" in done.stderr
