@@ -75,11 +75,6 @@ def workflow(name: str, owner: dict[str, Any] | None = None) -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-def api(kube_api: Any) -> client.CustomObjectsApi:
-    return client.CustomObjectsApi(kube_api)
-
-
 def status_reason(exc: ApiException) -> str:
     return str(json.loads(exc.body)["reason"])
 

@@ -4,23 +4,18 @@ label the status writer puts on a stopped CronWorkflow."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from kubernetes import client
 
-from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.infrastructure.kube import (
     CWF,
     GROUP,
     VERSION,
     AioKube,
-    Backoff,
     KubeTarget,
     StatusWriter,
-    connect,
 )
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.kube import CronWorkflowWatcher
@@ -47,22 +42,9 @@ def cron_workflow(name: str, **spec: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def api(kube_api: Any) -> Any:
-    return client.CustomObjectsApi(kube_api)
-
-
-@pytest.fixture
-def kube(kube_apiserver: Any) -> Iterator[AioKube]:
-    k = connect(str(kube_apiserver.kubeconfig))
-    yield k
-    k.close()
-
-
-@pytest.fixture
-def engine(kube: AioKube) -> Iterator[Engine]:
-    eng = bootstrap("memory:", target=KubeTarget(kube, backoff=Backoff(sleep=lambda s: None)))
-    yield eng
-    eng.close()
+def target(kube_target: KubeTarget) -> KubeTarget:
+    """tests/conftest.py's `engine` creates its Workflows in the test cluster."""
+    return kube_target
 
 
 def kinds(eng: Engine, cron_id: Any) -> list[str]:

@@ -5,13 +5,11 @@ writer. Times given to the domain are fixed; the server's own clock never matter
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 import pytest
-from kubernetes import client
 
 from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.infrastructure.kube import (
@@ -68,23 +66,9 @@ def cron_workflow(name: str, labels: dict[str, str] | None = None, **spec: Any) 
 
 
 @pytest.fixture
-def api(kube_api: Any) -> Any:
-    return client.CustomObjectsApi(kube_api)
-
-
-@pytest.fixture
-def kube(kube_apiserver: Any) -> Iterator[AioKube]:
-    """The adapter's own client (kubernetes.aio on its loop thread); `api` is the user's."""
-    k = connect(str(kube_apiserver.kubeconfig))
-    yield k
-    k.close()
-
-
-@pytest.fixture
-def engine(kube: AioKube) -> Any:
-    eng = bootstrap("memory:", target=KubeTarget(kube, backoff=Backoff(sleep=lambda s: None)))
-    yield eng
-    eng.close()
+def target(kube_target: KubeTarget) -> KubeTarget:
+    """tests/conftest.py's `engine` creates its Workflows in the test cluster."""
+    return kube_target
 
 
 def events(eng: Engine, cron_id: UUID) -> list[Any]:

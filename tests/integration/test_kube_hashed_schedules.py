@@ -16,17 +16,14 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.infrastructure.kube import (
     CWF,
     GROUP,
     VERSION,
     AioKube,
-    Backoff,
     KubeTarget,
     SeenMetadata,
     StatusWriter,
-    connect,
 )
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.kube import CronWorkflowWatcher
@@ -43,22 +40,9 @@ CRD_PATCH = REPO / "deploy" / "argo-crd-patches" / "hashed-schedules.json"
 
 
 @pytest.fixture
-def api(kube_api: Any) -> Any:
-    return client.CustomObjectsApi(kube_api)
-
-
-@pytest.fixture
-def kube(kube_apiserver: Any) -> Iterator[AioKube]:
-    k = connect(str(kube_apiserver.kubeconfig))
-    yield k
-    k.close()
-
-
-@pytest.fixture
-def engine(kube: AioKube) -> Iterator[Engine]:
-    eng = bootstrap("memory:", target=KubeTarget(kube, backoff=Backoff(sleep=lambda s: None)))
-    yield eng
-    eng.close()
+def target(kube_target: KubeTarget) -> KubeTarget:
+    """tests/conftest.py's `engine` creates its Workflows in the test cluster."""
+    return kube_target
 
 
 def cron_workflow(name: str, schedules: list[str]) -> dict[str, Any]:

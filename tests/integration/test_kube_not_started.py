@@ -16,9 +16,7 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from kubernetes import client
 
-from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.infrastructure.kube import (
     CWF,
     GROUP,
@@ -45,11 +43,6 @@ NAME = workflow_name("job", TICK)
 
 
 @pytest.fixture
-def api(kube_api: Any) -> Any:
-    return client.CustomObjectsApi(kube_api)
-
-
-@pytest.fixture
 def proxy(kube_apiserver: Any, tmp_path: Path) -> Iterator[FaultProxy]:
     """Every request through it answers 500 while it is enabled."""
     with FaultProxy(kube_apiserver.kubeconfig, tmp_path / "proxy", Faults(error=1.0)) as p:
@@ -64,12 +57,10 @@ def kube(proxy: FaultProxy) -> Iterator[AioKube]:
 
 
 @pytest.fixture
-def engine(kube: AioKube) -> Iterator[Engine]:
-    eng = bootstrap(
-        "memory:", target=KubeTarget(kube, backoff=Backoff(attempts=2, sleep=lambda s: None))
-    )
-    yield eng
-    eng.close()
+def target(kube: AioKube) -> KubeTarget:
+    """tests/conftest.py's `engine` creates its Workflows through the proxy, giving up after
+    two tries."""
+    return KubeTarget(kube, backoff=Backoff(attempts=2, sleep=lambda s: None))
 
 
 def fired(engine: Engine, api: Any, ns: str) -> UUID:

@@ -4,13 +4,12 @@ are reported right."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
-from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.infrastructure.kube import ApiError, Creation
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.domain.cronworkflow import workflow_name
@@ -53,13 +52,6 @@ class RecordingBatchTarget:
 @pytest.fixture
 def target() -> RecordingBatchTarget:
     return RecordingBatchTarget()
-
-
-@pytest.fixture
-def engine(target: RecordingBatchTarget) -> Iterator[Engine]:
-    eng = bootstrap("memory:", target=target)
-    yield eng
-    eng.close()
 
 
 def apply(eng: Engine, name: str, **spec: Any) -> Any:

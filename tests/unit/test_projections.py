@@ -44,12 +44,14 @@ class RecordingTarget:
 
 
 @pytest.fixture
-def engine(tmp_path):
-    target = RecordingTarget()
-    eng = bootstrap(f"sqlite:///{tmp_path / 'p.db'}", target=target)
-    eng.target = target
-    yield eng
-    eng.close()
+def store_url(tmp_path):
+    """tests/conftest.py's `engine`, on SQLite: a view transaction that fails is rolled back."""
+    return f"sqlite:///{tmp_path / 'p.db'}"
+
+
+@pytest.fixture
+def target():
+    return RecordingTarget()
 
 
 def fire_once(eng):
@@ -92,24 +94,24 @@ def test_a_failed_view_transaction_leaves_the_position_where_it_was(engine):
     assert len(engine.view.statuses()) == 1
 
 
-def test_dispatch_retries_a_transient_failure_without_moving_on(engine):
+def test_dispatch_retries_a_transient_failure_without_moving_on(engine, target):
     fire_once(engine)
-    engine.target.fail_with = ConnectionResetError("api server went away")
+    target.fail_with = ConnectionResetError("api server went away")
     sup = Supervisor("projections")
     sup.run(lambda: engine.projector.catch_up(T0))
     assert sup.failures == 1 and sup.backoff > 0 and "api server" in sup.last_error
-    assert engine.target.created == []
+    assert target.created == []
     assert (engine.view.max_tracking_id(engine.service.name, "dispatch") or 0) < 2
-    engine.target.fail_with = None
+    target.fail_with = None
     engine.projector.catch_up(T0)
-    assert engine.target.created == ["job-1777888860"]
+    assert target.created == ["job-1777888860"]
 
 
-def test_permanent_submission_failure_becomes_an_event(engine):
+def test_permanent_submission_failure_becomes_an_event(engine, target):
     from cronsource.projections.dispatch import PermanentSubmissionError
 
     cron_id = fire_once(engine)
-    engine.target.fail_with = PermanentSubmissionError("422 invalid workflowSpec")
+    target.fail_with = PermanentSubmissionError("422 invalid workflowSpec")
     engine.projector.catch_up(T0)
     agg = engine.service.load(cron_id)
     assert agg.active == {}

@@ -15,7 +15,7 @@ and against the real API server in tests/test_kube_not_started.py.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -199,13 +199,6 @@ class Crash(Exception):
 @pytest.fixture
 def target(tmp_path: Path) -> LocalTarget:
     return LocalTarget(tmp_path / "workflows")
-
-
-@pytest.fixture
-def engine(target: LocalTarget) -> Iterator[Engine]:
-    e = bootstrap("memory:", target=target)
-    yield e
-    e.close()
 
 
 def apply(engine: Engine, name: str = "nightly", **spec: Any) -> UUID:
