@@ -2,8 +2,6 @@
 
 import json
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -239,20 +237,6 @@ def test_next_prints_local_and_utc_times(run):
 def test_bad_store_url_is_a_clear_error(tmp_path):
     res = CliRunner().invoke(cli, ["--store", "mysql://x", "list"])
     assert res.exit_code == 1 and "mysql://x" in res.output
-
-
-def test_console_script_runs_simulate(tmp_path):
-    """One end-to-end run through the installed entry point, as a user would."""
-    exe = Path(sys.executable).parent / "cronsource"
-    out = subprocess.run(
-        [str(exe), "simulate", "scenarios/day.yaml", "-o", "json"],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    result = json.loads(out.stdout)
-    assert result["workflows"] and result["rejectedWrites"] == 0
 
 
 def test_namespace_flag_applies_to_manifests_without_one(run):

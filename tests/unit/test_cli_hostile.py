@@ -1,17 +1,14 @@
 """The command line and the local target under hostile input (issue 15, the smaller items):
 one clear line and a non-zero exit, never a traceback or a hang; the local target stays in
-its directory; `run .` skips what is not a CronWorkflow and its own output; `simulate` is
-bounded and obeys SIGINT; temp files a `kill -9` left are cleaned at start."""
+its directory; `simulate` is bounded; temp files a `kill -9` left are cleaned at start. The
+CLI as a process (a corrupt database, SIGINT): tests/integration/test_cli_hostile.py; `run .`:
+tests/e2e/test_cli_hostile.py."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
-import signal
-import subprocess
-import sys
-import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,7 +23,6 @@ from cronsource.adapters.infrastructure.localtarget import (
     OutsideDirectory,
 )
 from cronsource.projections.dispatch import Creation
-from tests.hostile.procs import ROOT
 
 GOOD = (
     "apiVersion: argoproj.io/v1alpha1\nkind: CronWorkflow\nmetadata:\n  name: hello\n"
@@ -100,57 +96,6 @@ def test_backfill_from_year_one_is_a_clear_error(tmp_path: Path) -> None:
     assert not isinstance(r.exception, OverflowError)
 
 
-def test_run_dot_skips_other_kinds_and_its_own_workflow_files(tmp_path: Path) -> None:
-    (tmp_path / "cron.yaml").write_text(GOOD)
-    (tmp_path / "configmap.yaml").write_text(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"
-    )
-    own = tmp_path / "workflows" / "default"
-    own.mkdir(parents=True)
-    (own / "hello-1777888800.yaml").write_text(
-        json.dumps(
-            {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "metadata": {"name": "w"}}
-        )
-    )
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "cronsource.adapters.entrypoints.cli",
-            "--store",
-            f"sqlite:///{tmp_path}/c.db",
-            "run",
-            ".",
-        ],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    lines: list[str] = []
-
-    def read() -> None:
-        assert proc.stderr is not None
-        lines.extend(iter(proc.stderr.readline, ""))
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    deadline = time.monotonic() + 60
-    while not any("cronsource ready" in x for x in lines) and proc.poll() is None:
-        assert time.monotonic() < deadline, "".join(lines)
-        time.sleep(0.2)
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=60)
-    reader.join(timeout=10)
-    err = "".join(lines)
-    assert proc.returncode == 0, err
-    assert "cronworkflow.argoproj.io/hello created" in err
-    assert "skipped configmap.yaml: kind ConfigMap is not a CronWorkflow" in err
-    assert "hello-1777888800" not in err
-
-
 def test_simulate_refuses_a_scenario_longer_than_400_days(tmp_path: Path) -> None:
     (tmp_path / "s.yaml").write_text("start: 2026-01-01T00:00:00Z\nend: 20260-01-01T00:00:00Z\n")
     r = CliRunner().invoke(cli, ["--store", "memory:", "simulate", str(tmp_path / "s.yaml")])
@@ -158,38 +103,6 @@ def test_simulate_refuses_a_scenario_longer_than_400_days(tmp_path: Path) -> Non
     (tmp_path / "s.yaml").write_text("start: 2026-01-01T00:00:00Z\nend: 2030-01-01T00:00:00Z\n")
     r = CliRunner().invoke(cli, ["--store", "memory:", "simulate", str(tmp_path / "s.yaml")])
     assert r.exit_code == 2 and "at most 400 days" in r.output, r.output
-
-
-def test_simulate_stops_on_sigint_even_when_started_with_sigint_ignored(tmp_path: Path) -> None:
-    """A shell starts background jobs with SIGINT ignored; simulate installs its own."""
-    (tmp_path / "s.yaml").write_text(
-        "start: 2026-01-01T00:00:00Z\nend: 2027-01-01T00:00:00Z\ncronWorkflows:\n- "
-        + GOOD.replace("\n", "\n  ").replace("'0 * * * *'", "'* * * * *'")
-    )
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "cronsource.adapters.entrypoints.cli",
-            "--store",
-            "memory:",
-            "simulate",
-            "s.yaml",
-        ],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
-    )
-    time.sleep(10)  # well into the year of every-minute ticks (startup included)
-    assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-    sent = time.monotonic()
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
-    assert time.monotonic() - sent < 5
-    assert proc.returncode == 130 and "interrupted at" in err, err
 
 
 # ---------------------------------------------------------------------- local target
@@ -233,25 +146,3 @@ def test_stale_temp_files_are_removed_at_start_and_fresh_ones_kept(tmp_path: Pat
     os.utime(stale, (old, old))
     target = LocalTarget(tmp_path)
     assert target.removed_temps == 1 and not stale.exists() and fresh.exists()
-
-
-def test_a_corrupt_database_is_one_line_not_a_traceback(tmp_path: Path) -> None:
-    (tmp_path / "a.yaml").write_text(GOOD)
-    store = ["--store", f"sqlite:///{tmp_path}/c.db"]
-    for i in range(20):
-        (tmp_path / f"m{i}.yaml").write_text(GOOD.replace("hello", f"hello-{i}"))
-    for i in range(20):
-        r = CliRunner().invoke(cli, [*store, "apply", "-f", str(tmp_path / f"m{i}.yaml")])
-        assert r.exit_code == 0, r.output
-    with open(tmp_path / "c.db", "r+b") as f:
-        f.seek(4096)
-        f.write(b"\xde\xad" * 2048)
-    proc = subprocess.run(
-        [sys.executable, "-m", "cronsource.adapters.entrypoints.cli", *store, "list"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 1, proc.stderr
-    assert "Traceback" not in proc.stderr and "the store cannot be read" in proc.stderr

@@ -1,33 +1,25 @@
-"""Hashed `H` schedules through every surface: `apply`, `get` (table, json, yaml), `next`,
-`why`, `backfill`, the HTTP API and its OpenAPI document. Each compiles through the same domain
-code, so each must show the same resolution (Argo PR #16604's, pinned by tests/test_cronhash.py
-and the differential test); the spec is shown as written. `simulate` is pinned by the scenario
-tests/scenarios/hashed-spread.yaml."""
+"""Hashed `H` schedules through every surface: `apply`, `get` (table, json, yaml), `next`, `why`,
+`backfill`, the HTTP API's OpenAPI document (the API over real HTTP:
+tests/integration/test_hashed_schedules_surfaces.py). Each compiles through the same domain
+code, so each must show the same resolution (Argo PR #16604's, pinned by
+tests/unit/test_cronhash.py and the differential test); the spec is shown as written.
+`simulate` is pinned by the scenario tests/scenarios/hashed-spread.yaml."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from cronsource.adapters.bootstrap import bootstrap
-from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.entrypoints.cli import cli
-from cronsource.adapters.entrypoints.http import ServeSettings, create_app
-from cronsource.adapters.infrastructure.store.config import StoreConfig
-from tests.http_helpers import serving
-from tests.instants import T0
 
 #: `H * * * *` for default/report-a and default/report-b (Argo's util/cronhash agrees).
 RESOLVED = {"report-a": "8 * * * *", "report-b": "5 * * * *"}
-CW = "/api/v1/namespaces/default/cronworkflows"
 
 
 def manifest(name: str, *schedules: str) -> dict[str, Any]:
@@ -138,40 +130,3 @@ def test_a_malformed_h_is_refused_in_one_line_and_nothing_is_stored(run: Cli) ->
 
 
 # -- HTTP ----------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def http() -> Iterator[httpx.Client]:
-    engine = bootstrap(StoreConfig.parse("memory:"))
-    app = create_app(engine, ServeSettings(), VirtualClock(T0).now)
-    try:
-        with serving(app) as base, httpx.Client(base_url=base, timeout=30) as client:
-            yield client
-    finally:
-        engine.close()
-
-
-def test_the_http_api_shows_the_resolution_and_refuses_a_malformed_h(http: httpx.Client) -> None:
-    assert http.post(CW, json=manifest("report-a", "H * * * *")).status_code == 201
-    obj = http.get(f"{CW}/report-a").json()
-    assert obj["spec"]["schedules"] == ["H * * * *"]
-    assert obj["status"]["resolvedSchedules"] == {"H * * * *": RESOLVED["report-a"]}
-    assert obj["status"]["nextScheduledTime"] == "2026-05-04T10:08:00Z"
-    listed = http.get(CW).json()["items"]
-    assert [o["status"]["resolvedSchedules"] for o in listed] == [{"H * * * *": "8 * * * *"}]
-
-    assert http.post(CW, json=manifest("plain", "0 * * * *")).status_code == 201
-    assert "resolvedSchedules" not in http.get(f"{CW}/plain").json()["status"]  # not null
-
-    refused = http.post(CW, json=manifest("bad", "H(30-10) * * * *"))
-    assert refused.status_code == 422
-    assert refused.json()["detail"].startswith(
-        'spec.schedules[0]: "H(30-10)" is malformed: range "30-10" is inverted'
-    )
-    assert http.get(f"{CW}/bad").status_code == 404
-
-    schema = http.get("/openapi.json").json()["components"]["schemas"]["CronWorkflowStatus"]
-    assert schema["properties"]["resolvedSchedules"]["anyOf"][0] == {
-        "type": "object",
-        "additionalProperties": {"type": "string"},
-    }

@@ -2,18 +2,12 @@
 
 Properties: what the read model's formatter writes reads back as the same instant, in any
 offset; anything outside 1970-01-01 .. 2199-12-31 is refused with one line naming the field
-and the value. Then each entrypoint (CLI flags, a simulate scenario, the HTTP API's query
-and body) refuses a year-9999 time that way: a non-zero exit or a 422, never a traceback.
-"""
+and the value. The HTTP API's query and body refuse a year-9999 time that way (a 422); the
+CLI's flags and a simulate scenario, as processes: tests/integration/test_timestamps.py."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -25,7 +19,6 @@ from cronsource.adapters.entrypoints.http import ServeSettings, create_app
 from cronsource.domain.timestamps import TIME_MAX, TimestampError, parse_timestamp
 from cronsource.projections.readmodel import rfc3339
 
-ROOT = Path(__file__).resolve().parents[2]
 _IN_BOUNDS = st.datetimes(
     min_value=datetime(1970, 1, 1), max_value=datetime(2199, 12, 31, 23, 59, 59)
 ).map(lambda t: t.replace(microsecond=0, tzinfo=UTC))
@@ -91,49 +84,7 @@ def test_without_an_offset_utc_only_when_asked_and_unbounded_only_when_asked() -
 
 # ------------------------------------------------------------------ the entrypoints
 
-_EXE = shutil.which("cronsource", path=str(Path(sys.executable).parent))
 _YEAR_9999 = "9999-12-31T23:00:00Z"
-
-
-def _cronsource(*args: str) -> subprocess.CompletedProcess[str]:
-    assert _EXE, "the cronsource entry point is not installed in this venv"
-    env = {k: v for k, v in os.environ.items() if k != "CRONSOURCE_STORE"}
-    return subprocess.run(
-        [_EXE, *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60
-    )
-
-
-def _one_error_line(result: subprocess.CompletedProcess[str]) -> str:
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert result.returncode != 0, (result.stdout, result.stderr)
-    assert "Traceback" not in result.stderr
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    return lines[0]
-
-
-def test_cli_backfill_in_year_9999_is_one_line_naming_the_flag_and_value(
-    tmp_path: Path,
-) -> None:
-    store = f"sqlite:///{tmp_path / 'cs.db'}"
-    assert _cronsource("--store", store, "apply", "-f", "examples/hello.yaml").returncode == 0
-    result = _cronsource(
-        "--store", store, "backfill", "hello", "--start", _YEAR_9999,
-        "--end", "9999-12-31T23:30:00Z",
-    )  # fmt: skip
-    line = _one_error_line(result)
-    assert line == f"error: --start: {_YEAR_9999!r} must be between 1970-01-01 and 2199-12-31"
-
-
-@pytest.mark.parametrize("quoted", [True, False], ids=["string", "yaml timestamp"])
-def test_simulate_with_a_year_9999_scenario_time_names_the_field_and_value(
-    tmp_path: Path, quoted: bool
-) -> None:
-    start = f'"{_YEAR_9999}"' if quoted else _YEAR_9999
-    scenario = tmp_path / "far.yaml"
-    scenario.write_text(f"start: {start}\nend: 9999-12-31T23:30:00Z\ncronWorkflows: []\n")
-    line = _one_error_line(_cronsource("simulate", str(scenario)))
-    assert "start: '9999-12-31T23:00:00" in line
-    assert "must be between 1970-01-01 and 2199-12-31" in line
 
 
 def test_http_api_refuses_a_year_9999_query_or_body_time_naming_the_field() -> None:

@@ -5,9 +5,6 @@ every bad file, and names Argo does not define in `when`/`stopStrategy` are warn
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,14 +16,14 @@ from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.entrypoints.cli import NOTHING_RUNS
 from cronsource.adapters.infrastructure.store.config import StoreConfig
 from cronsource.domain.manifest import parse_manifest
-from tests.integration.test_cli_first_hour import EXE, ROOT, cs
+from tests.integration.test_cli_first_hour import cs
 from tests.unit.test_cli import stored_events
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> str:
     """A store no `cronsource run` holds: every apply ends with the line NOTHING_RUNS
-    (tests/test_cli_nothing_runs.py)."""
+    (tests/e2e/test_cli_nothing_runs.py)."""
     return f"sqlite:///{tmp_path / 'cs.db'}"
 
 
@@ -110,41 +107,6 @@ def test_force_conflicts_and_its_alias_overwrite_take_the_files_values(store, tm
         cs("history", "hello-world", "--type", "Resumed", "-o", "json", store=store).stdout
     )
     assert [e["by"] for e in resumed] == ["spec", "spec"]
-
-
-def test_restarting_run_with_a_file_saying_suspend_false_keeps_a_cli_suspend(store, tmp_path):
-    d = tmp_path / "crons"
-    d.mkdir()
-    (d / "cron-workflow.yaml").write_text(ARGO_EXAMPLE)
-    cs("apply", "-f", str(d), store=store)
-    cs("suspend", "hello-world", store=store)
-    env = {k: v for k, v in os.environ.items() if k != "CRONSOURCE_STORE"}
-    assert EXE
-    p = subprocess.Popen(
-        [EXE, "--store", store, "run", str(d), "--workflows-dir", str(tmp_path / "wf")],
-        cwd=ROOT,
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert p.stderr is not None
-        lines = []
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            line = p.stderr.readline()
-            lines.append(line)
-            if line.startswith("next tick:") or not line:
-                break
-        text = "".join(lines)
-    finally:
-        p.terminate()
-        p.wait(timeout=30)
-    assert "hello-world unchanged" in text, text
-    assert "warning: default/hello-world: spec.suspend kept at true" in text, text
-    assert "next tick: none" in text, text
-    assert get("hello-world", store)["spec"]["suspend"] is True
-    assert "Resumed" not in history("hello-world", store)
 
 
 def test_a_changed_file_value_wins_and_a_dropped_one_resets(store, tmp_path):
