@@ -12,7 +12,6 @@ import pytest
 
 from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.entrypoints.http import ServeSettings, create_app
-from tests.e2e.test_status_page_browser import browser  # noqa: F401 (the Chromium fixture)
 from tests.http_helpers import serving
 from tests.instants import T0
 
@@ -53,7 +52,7 @@ def offline_page(context: Any) -> tuple[Any, list[str], list[str]]:
     return page, refused, errors
 
 
-def test_swagger_ui_renders_the_operations_offline(base_url: str, browser: Any) -> None:  # noqa: F811
+def test_swagger_ui_renders_the_operations_offline(base_url: str, browser: Any) -> None:
     page, refused, errors = offline_page(browser)
     page.goto(base_url + "/docs")
     page.wait_for_selector(".opblock", timeout=30_000)
@@ -65,7 +64,7 @@ def test_swagger_ui_renders_the_operations_offline(base_url: str, browser: Any) 
     assert refused == [] and errors == [], (refused, errors)
 
 
-def test_redoc_renders_the_operations_offline(base_url: str, browser: Any) -> None:  # noqa: F811
+def test_redoc_renders_the_operations_offline(base_url: str, browser: Any) -> None:
     page, refused, errors = offline_page(browser)
     page.goto(base_url + "/redoc")
     page.wait_for_selector("[data-section-id^='operation/']", timeout=30_000)

@@ -42,17 +42,6 @@ pytestmark = [pytest.mark.postgres, pytest.mark.timeout(300)]
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 TOKEN = "page-token-7"
 STEP = timedelta(minutes=10)
 # the page's colours (adapters/entrypoints/http/static/style.css)
@@ -168,30 +157,6 @@ def served(pg_url: str, tmp_path: Path) -> Iterator[Served]:
     finally:
         engine.close()
     assert proc.returncode == 0, proc.stderr[-2000:]
-
-
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Any]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(
-            f"{CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium);"
-            " the status page test needs a real browser"
-        )
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),  # a fresh --user-data-dir
-            executable_path=CHROMIUM,
-            headless=True,
-            args=FLAGS,
-            viewport={"width": 1280, "height": 900},
-            timezone_id="Europe/Berlin",  # the operator's zone, which the Times menu offers
-        )
-        try:
-            yield context
-        finally:
-            context.close()
 
 
 def open_page(browser: Any, url: str, errors: list[str]) -> Any:

@@ -12,11 +12,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import os
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -46,7 +41,6 @@ from tests.instants import T0
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
 
 PROBLEM = "application/problem+json"
-ROOT = Path(__file__).resolve().parents[2]
 CW = "/api/v1/namespaces/default/cronworkflows"
 
 
@@ -605,51 +599,6 @@ def test_serve_refuses_a_public_address_without_a_token(tmp_path: Path) -> None:
         cli, ["--store", "memory:", "serve", "--host", "0.0.0.0", "--token-file", str(empty)]
     )
     assert r.exit_code == 1 and "the file is empty" in r.output
-
-
-def test_cronsource_serve_serves_the_page_and_the_api(tmp_path: Path) -> None:
-    """The real command, as a user starts it: a token file, the embedded store."""
-    import socket
-
-    token = tmp_path / "token"
-    token.write_text("tok-123\n")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "CRONSOURCE_STORE": f"sqlite:///{tmp_path}/c.db"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cronsource.adapters.entrypoints.cli", "serve", "--port", str(port)]
-        + ["--token-file", str(token)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if httpx.get(f"{base}/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            assert time.monotonic() < deadline, "cronsource serve did not come up"
-            time.sleep(0.1)
-        page = httpx.get(base + "/")
-        assert page.status_code == 200 and "<title>cronsource</title>" in page.text
-        assert httpx.get(base + CW).status_code == 401
-        auth = {"Authorization": "Bearer tok-123"}
-        assert httpx.post(base + CW, json=manifest("hello"), headers=auth).status_code == 201
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=20)
-    assert proc.returncode == 0, err
-    lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
-    created = [r for r in lines if r.get("cronWorkflow") == "default/hello"]
-    assert created and created[0]["version"] == 1 and created[0]["msg"].endswith("created")
 
 
 # ---------------------------------------------------------------------- audit

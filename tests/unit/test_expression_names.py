@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from cronsource.domain.expressions.names import unknown_names
 from cronsource.domain.manifest import name_warnings, parse_manifest
 from cronsource.domain.whentemplate import unknown_when_names
-from tests.argo import corpus, peer
 
 TYPOS = [
     pytest.param("{{= cronworkflow.faild < 3 }}", "cronworkflow.faild", ("cronworkflow.failed",)),
@@ -135,11 +134,3 @@ def test_a_manifest_names_the_field_of_each_unknown_name() -> None:
     ]
 
 
-def test_no_expression_in_argos_own_tree_is_reported() -> None:
-    """Argo's examples, tests and docs use only names Argo defines: a report on any of them
-    would be a false alarm."""
-    expressions = corpus.expressions(peer.source_tree())
-    assert len(expressions) >= 10
-    for e in expressions:
-        check = unknown_when_names if e.kind == "when" else unknown_names
-        assert check(e.source) == [], (e.origin, e.source)

@@ -1,0 +1,35 @@
+"""The unit tier: our own logic in this process. No server (tests/conftest.py refuses the
+fixtures and markers at collection), and here no subprocess and no network connection either:
+a test that starts one fails at once, naming what it started, instead of making the quick tier
+(`scripts/test.sh --quick`) slow or dependent on the machine. Such a test belongs in
+tests/integration (or tests/e2e for `cronsource run`/`serve` processes)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+
+class NotInTheUnitTier(AssertionError):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def in_process_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    def no_subprocess(self: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
+        raise NotInTheUnitTier(f"a unit test started a process: {args!r}")
+
+    real_connect = socket.socket.connect
+
+    def no_network(self: socket.socket, address: Any) -> None:
+        if self.family in (socket.AF_INET, socket.AF_INET6):
+            raise NotInTheUnitTier(f"a unit test opened a network connection to {address!r}")
+        real_connect(self, address)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", no_subprocess)
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    yield
