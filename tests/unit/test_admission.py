@@ -4,7 +4,6 @@ message names the limit. Every case here was admitted (or took tens of seconds) 
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -15,6 +14,7 @@ from cronsource.adapters.infrastructure.store.config import StoreConfig
 from cronsource.domain.durations import parse_duration
 from cronsource.domain.expressions import ExpressionError, cronworkflow_variables, evaluate
 from cronsource.domain.manifest import ManifestError, parse_manifest
+from tests.hang import no_hang
 from tests.instants import T0
 
 #: A 3,000-character number: quadratic and cubic parsers took seconds to minutes on it.
@@ -31,13 +31,11 @@ def doc(name: str = "a", *, namespace: str = "default", **meta: Any) -> dict[str
     }
 
 
-def refused(d: dict[str, Any], bound: float = 2.0) -> str:
-    """The refusal message; admission must be fast even when it refuses (a generous
-    behavioural bound on a shared machine, not a benchmark)."""
-    started = time.monotonic()
-    with pytest.raises(ManifestError) as e:
+def refused(d: dict[str, Any]) -> str:
+    """The refusal message. Admission of these inputs used to take seconds to minutes: the
+    call is guarded against a hang; how fast it refuses is a figure for bench/."""
+    with no_hang("admission"), pytest.raises(ManifestError) as e:
         parse_manifest(d)
-    assert time.monotonic() - started < bound
     return str(e.value)
 
 
@@ -117,23 +115,23 @@ def test_objects_over_1_5_mib_are_refused_naming_the_limit() -> None:
 def test_a_spec_of_200000_keys_is_refused() -> None:
     """About the most keys a 3 MiB body can hold (5 million took 33 s and 2.7 GB before)."""
     keys = {f"k{i}": 1 for i in range(200_000)}  # over 1.5 MiB as JSON
-    text = refused(doc(spec={"workflowSpec": {"entrypoint": "main", **keys}}), bound=10)
+    text = refused(doc(spec={"workflowSpec": {"entrypoint": "main", **keys}}))
     assert "1.5 MiB" in text
 
 
 def test_parsing_a_20000_digit_duration_is_linear_and_names_the_limit() -> None:
-    started = time.monotonic()
-    with pytest.raises(ValueError, match="longer than the limit of 64"):
-        parse_duration("1" * 20_000 + "s")
-    with pytest.raises(ValueError, match="invalid duration"):
-        parse_duration("1" * 60 + "x")
-    assert time.monotonic() - started < 0.5
+    """Refused on its length before any parse (the limit named): what keeps it linear."""
+    with no_hang("parse_duration"):
+        with pytest.raises(ValueError, match="longer than the limit of 64"):
+            parse_duration("1" * 20_000 + "s")
+        with pytest.raises(ValueError, match="invalid duration"):
+            parse_duration("1" * 60 + "x")
 
 
 def test_every_with_20000_digits_is_refused_in_well_under_a_second() -> None:
-    started = time.monotonic()
+    """Refused on its length (the limit named) before the schedule is parsed; the time it
+    takes is bench/'s figure, `refused` guards a hang."""
     text = refused(doc(spec={"schedule": "@every " + "1" * 20_000}))
-    assert time.monotonic() - started < 1
     assert "limit of 1024" in text and len(text) < 500
 
 
@@ -157,10 +155,8 @@ def test_conversion_of_a_long_argument_is_refused_by_the_cost_budget(expression:
         succeeded=0,
         last_scheduled_time=None,
     )
-    started = time.monotonic()
-    with pytest.raises(ExpressionError, match="cost budget"):
+    with no_hang("evaluate"), pytest.raises(ExpressionError, match="cost budget"):
         evaluate(expression, variables)
-    assert time.monotonic() - started < 0.5
 
 
 def test_a_when_over_budget_on_its_own_inputs_is_refused_at_admission() -> None:
@@ -187,15 +183,12 @@ def test_a_hostile_when_skips_its_own_tick_and_does_not_delay_another_cronworkfl
         calm = doc("calm", spec={"schedule": "* * * * *"})
         ids = [svc.apply(parse_manifest(d), T0)[0] for d in (hostile, calm)]
         assert svc.tick(ids, T0 + timedelta(minutes=1)).fires == 2
-        started = time.monotonic()
-        report = svc.tick(ids, T0 + timedelta(minutes=2))
-        delay = time.monotonic() - started
-        assert delay < 1.0, f"the batch took {delay:.2f}s"
-        assert report.fires == 1
+        with no_hang("the batch"):
+            report = svc.tick(ids, T0 + timedelta(minutes=2))
+        assert report.fires == 1  # the calm one, in the same batch, at the same instant
         skipped = [e for e in svc.events.get(ids[0]) if type(e).__name__ == "ScheduleSkipped"]
         assert skipped and skipped[-1].reason == "WhenFalse"
         assert "expression cost budget" in (skipped[-1].message or "")
-        print(f"hostile when: fire delay to the other CronWorkflow {delay * 1000:.1f} ms")
     finally:
         engine.close()
 

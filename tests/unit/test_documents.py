@@ -5,7 +5,6 @@ before (PyYAML's safe_load coerced, accepted, or ran for minutes)."""
 from __future__ import annotations
 
 import codecs
-import time
 
 import pytest
 
@@ -17,6 +16,7 @@ from cronsource.adapters.application.documents import (
     load_json,
     load_yaml,
 )
+from tests.hang import no_hang
 
 
 def _bomb(width: int = 9, levels: int = 9) -> str:
@@ -65,10 +65,8 @@ def test_scalars_are_resolved_by_the_yaml_1_2_core_schema(text: str, expected: o
     ],
 )
 def test_hostile_yaml_is_refused_quickly_with_one_line(text: str, message: str) -> None:
-    started = time.monotonic()
-    with pytest.raises(DocumentError) as e:
+    with no_hang("load_yaml"), pytest.raises(DocumentError) as e:  # refusing quickly: bench/
         load_yaml(text, "f.yaml")
-    assert time.monotonic() - started < 2
     assert message in str(e.value) and "\n" not in str(e.value)
     assert str(e.value).startswith("f.yaml: ")
 

@@ -132,5 +132,3 @@ def test_a_manifest_names_the_field_of_each_unknown_name() -> None:
         "spec.stopStrategy.expression: cronworkflow.sucess is not a variable Argo defines"
         " (nearest: cronworkflow.succeeded)",
     ]
-
-

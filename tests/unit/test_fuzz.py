@@ -6,7 +6,6 @@ fail only with ExpressionError."""
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -22,9 +21,9 @@ from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.infrastructure.store.config import StoreConfig
 from cronsource.domain.expressions import ExpressionError, cronworkflow_variables, evaluate
 from cronsource.domain.manifest import ManifestError, parse_manifest
+from tests.hang import no_hang
 from tests.instants import T0
 
-BOUND = 2.0  # seconds per input: behavioural (no hang), generous on a shared machine
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 VALID: dict[str, Any] = {
@@ -106,14 +105,12 @@ def _admit_and_store(doc: Any) -> None:
     """Admission as every entrypoint does it, on a fresh store: refused stores nothing."""
     engine = bootstrap(StoreConfig.parse("memory:"))
     try:
-        started = time.monotonic()
         try:
-            m = parse_manifest(from_client(doc))
+            with no_hang("admission"):
+                m = parse_manifest(from_client(doc))
         except ManifestError:
             assert (engine.service.recorder.max_notification_id() or 0) == 0
             return
-        finally:
-            assert time.monotonic() - started < BOUND
         engine.service.apply(m, T0)
         assert (engine.service.recorder.max_notification_id() or 0) >= 1
     finally:
@@ -123,14 +120,12 @@ def _admit_and_store(doc: Any) -> None:
 @FUZZ
 @given(text=st.one_of(st.text(max_size=300), yaml_fragments))
 def test_arbitrary_yaml_text_is_read_or_refused_cleanly(text: str) -> None:
-    started = time.monotonic()
     try:
-        docs = load_yaml(text, "fuzz.yaml")
+        with no_hang("load_yaml"):
+            docs = load_yaml(text, "fuzz.yaml")
     except DocumentError as e:
         assert "\n" not in str(e)
         return
-    finally:
-        assert time.monotonic() - started < BOUND
     for doc in docs:
         try:
             parse_manifest(doc)
@@ -236,10 +231,10 @@ expressions = st.recursive(atoms, _expr, max_leaves=12)
 @FUZZ
 @given(source=expressions)
 def test_expressions_over_the_largest_inputs_are_bounded_in_time(source: str) -> None:
-    started = time.monotonic()
+    """Every generated expression over the largest inputs ends, answered or refused by the
+    cost budget; how long the worst one takes is a figure for bench/."""
     try:
-        evaluate(source, VARIABLES)
+        with no_hang(source):
+            evaluate(source, VARIABLES)
     except ExpressionError:
         pass
-    took = time.monotonic() - started
-    assert took < BOUND, f"{source} took {took:.2f}s"
