@@ -195,6 +195,12 @@ class FakeKube:
 
     # -- what a test does to the cluster ------------------------------------------------------
 
+    @property
+    def user(self) -> User:
+        """The cluster as a user (kubectl, another controller) changes it: the same answers,
+        neither counted in `calls` nor failed by `fail`."""
+        return User(self)
+
     def fail(self, verb: str, status: int, *, times: int = 1, reason: str = "") -> None:
         """The next `times` calls of `verb` (get, list, create, patch, delete, watch) fail with
         `status` (0: no answer, as a reset connection)."""
@@ -223,6 +229,9 @@ class FakeKube:
 
     async def get(self, namespace: str, plural: str, name: str) -> dict[str, Any]:
         await self._call("get", plural)
+        return await self._get(namespace, plural, name)
+
+    async def _get(self, namespace: str, plural: str, name: str) -> dict[str, Any]:
         obj = self._objects.get((plural, namespace, name))
         if obj is None:
             raise self._not_found(plural, name)
@@ -230,6 +239,11 @@ class FakeKube:
 
     async def list(self, namespace: str | None, plural: str, label_selector: str) -> dict[str, Any]:
         await self._call("list", plural)
+        return await self._list(namespace, plural, label_selector)
+
+    async def _list(
+        self, namespace: str | None, plural: str, label_selector: str
+    ) -> dict[str, Any]:
         items = [
             copy.deepcopy(o)
             for (p, ns, _), o in sorted(self._objects.items())
@@ -246,6 +260,9 @@ class FakeKube:
 
     async def create(self, namespace: str, plural: str, body: dict[str, Any]) -> dict[str, Any]:
         await self._call("create", plural)
+        return await self._create(namespace, plural, body)
+
+    async def _create(self, namespace: str, plural: str, body: dict[str, Any]) -> dict[str, Any]:
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
         name = meta.get("name") or ""
@@ -295,6 +312,11 @@ class FakeKube:
         self, namespace: str, plural: str, name: str, body: dict[str, Any]
     ) -> dict[str, Any]:
         await self._call("patch", plural)
+        return await self._patch(namespace, plural, name, body)
+
+    async def _patch(
+        self, namespace: str, plural: str, name: str, body: dict[str, Any]
+    ) -> dict[str, Any]:
         key = (plural, namespace, name)
         old = self._objects.get(key)
         if old is None:
@@ -325,6 +347,9 @@ class FakeKube:
 
     async def delete(self, namespace: str, plural: str, name: str) -> None:
         await self._call("delete", plural)
+        await self._delete(namespace, plural, name)
+
+    async def _delete(self, namespace: str, plural: str, name: str) -> None:
         key = (plural, namespace, name)
         if key not in self._objects:
             raise self._not_found(plural, name)
@@ -467,3 +492,25 @@ class FakeKube:
                     and all(at >= self._head for at in self._open_watches.values())
                 )
             )
+
+
+class User:
+    """Synchronous calls on a FakeKube from the test's thread, outside our code's traffic."""
+
+    def __init__(self, fake: FakeKube) -> None:
+        self.fake = fake
+
+    def get(self, namespace: str, plural: str, name: str) -> dict[str, Any]:
+        return self.fake.run(self.fake._get(namespace, plural, name))
+
+    def list(self, namespace: str | None, plural: str, label_selector: str = "") -> list[Any]:
+        return list(self.fake.run(self.fake._list(namespace, plural, label_selector))["items"])
+
+    def create(self, namespace: str, plural: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self.fake.run(self.fake._create(namespace, plural, body))
+
+    def patch(self, namespace: str, plural: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self.fake.run(self.fake._patch(namespace, plural, name, body))
+
+    def delete(self, namespace: str, plural: str, name: str) -> None:
+        self.fake.run(self.fake._delete(namespace, plural, name))
