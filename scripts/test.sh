@@ -1,16 +1,41 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: install, start a throwaway PostgreSQL, run the
-# unit/property/integration tests, lint and type checks, and every scenario (tests/scenarios,
-# plus ../shared/scenarios when present) on SQLite and PostgreSQL; stop what it started.
-# Set CRONSOURCE_TEST_PG to use an existing server.
+# lint and type checks, every scenario (tests/scenarios, plus ../shared/scenarios when present)
+# on SQLite and PostgreSQL, and every tier of pytest (tests/unit, tests/integration,
+# tests/e2e); stop what it started. Set CRONSOURCE_TEST_PG to use an existing server.
+#
+#   scripts/test.sh [PYTEST ARGS...]   everything (the README's and CI's command)
+#   scripts/test.sh --quick [ARGS...]  lint, types and the unit tier only: no PostgreSQL, no
+#                                      API server or Argo build, minutes (the edit-test loop)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+quick=""
+if [[ "${1:-}" == "--quick" ]]; then
+    quick=1
+    shift
+fi
 
 PY=${PYTHON:-python3}
 if [[ ! -x .venv/bin/python ]]; then
     "$PY" -m venv .venv
 fi
 .venv/bin/pip install -q --disable-pip-version-check -e '.[dev]'
+
+checks() {
+    echo "== ruff"
+    .venv/bin/ruff check .
+    echo "== import layers (import-linter)"
+    .venv/bin/lint-imports
+    echo "== mypy --strict (every package of the product and the benchmarks)"
+    .venv/bin/mypy --strict -p cronsource -p bench
+}
+
+if [[ -n "$quick" ]]; then
+    checks
+    echo "== pytest: the unit tier"
+    exec .venv/bin/pytest -q -p no:cacheprovider tests/unit "$@"
+fi
 
 scripts/ensure-postgres.sh >/dev/null
 
@@ -25,12 +50,7 @@ if [[ -z "${CRONSOURCE_TEST_PG:-}" ]]; then
     echo "throwaway PostgreSQL at $url (data in $started)"
 fi
 
-echo "== ruff"
-.venv/bin/ruff check domain projections adapters tests
-echo "== import layers (import-linter)"
-.venv/bin/lint-imports
-echo "== mypy --strict (every package of the product and the benchmarks)"
-.venv/bin/mypy --strict domain projections adapters bench
+checks
 
 export PATH="$PWD/.venv/bin:$PATH"
 # The repo's own scenarios, then any extra folders (CRONSOURCE_SCENARIOS, else ../shared/scenarios
@@ -69,5 +89,5 @@ if (( ${#need[@]} )); then
     apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"
 fi
 
-echo "== pytest"
+echo "== pytest: unit, integration and e2e"
 .venv/bin/pytest -q -p no:cacheprovider "$@"
