@@ -11,12 +11,9 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import psycopg
 import pytest
 import yaml
 
@@ -69,16 +66,10 @@ def closed_port() -> int:
 
 
 @pytest.fixture
-def unmigrated_pg() -> Iterator[str]:
-    base = os.environ.get("CRONSOURCE_TEST_PG")
-    assert base, "CRONSOURCE_TEST_PG must name a PostgreSQL server (tests/pgserver.py)"
-    db = f"unmigrated_{uuid.uuid4().hex[:10]}"
-    admin = base.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin, autocommit=True) as c:
-        c.execute(f"CREATE DATABASE {db}")
-    yield base.rsplit("/", 1)[0] + f"/{db}"
-    with psycopg.connect(admin, autocommit=True) as c:
-        c.execute(f"DROP DATABASE {db} WITH (FORCE)")
+def unmigrated_pg(pg_url: str) -> str:
+    """A fresh database of the test server (tests/conftest.py's `pg_url`, which starts one
+    when CRONSOURCE_TEST_PG names none), without cronsource's tables."""
+    return pg_url
 
 
 # Every command a user has, with arguments that are fine in themselves.
@@ -103,6 +94,7 @@ COMMANDS = [
 # ---------------------------------------------------------------------- 1. no tracebacks
 
 
+@pytest.mark.postgres
 @pytest.mark.parametrize("args", COMMANDS, ids=lambda a: a[0])
 def test_every_command_on_an_unmigrated_postgresql_says_run_migrate(unmigrated_pg, args):
     r = cs(*args, store=unmigrated_pg)
