@@ -127,6 +127,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             "unit tests may not use a server (move them to tests/integration):\n  "
             + "\n  ".join(refused)
         )
+    _check_server_halves(items)
+
+
+def _check_server_halves(items: list[pytest.Item]) -> None:
+    """A unit test whose `stores` name a server store must also be collected in
+    tests/integration (imported by the module of its name there); otherwise its server half
+    silently never runs. Checked when both tiers are collected."""
+    tiers = {tier_of(item.path) for item in items}
+    if not {"unit", "integration"} <= tiers:
+        return
+    elsewhere = {
+        getattr(item, "function", None) for item in items if tier_of(item.path) == "integration"
+    }
+    missing = sorted(
+        {
+            item.nodeid.split("[")[0]
+            for item in items
+            if tier_of(item.path) == "unit"
+            and (mark := item.get_closest_marker("stores")) is not None
+            and set(mark.args) & set(SERVER_STORES)
+            and getattr(item, "function", None) not in elsewhere
+        }
+    )
+    if missing:
+        raise pytest.UsageError(
+            "these tests name a server store but no module of tests/integration imports them:"
+            "\n  " + "\n  ".join(missing)
+        )
 
 
 # -------------------------------------------------------------------------------- engine
