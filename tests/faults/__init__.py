@@ -1,1 +1,1 @@
-"""Fault-injection helpers for tests/test_faults.py."""
+"""Fault-injection helpers for tests/e2e/test_faults.py."""

@@ -1,4 +1,4 @@
-"""`cronsource` with crash hooks, for tests/test_faults.py. Usage: same argv as `cronsource`.
+"""`cronsource` with crash hooks, for tests/e2e/test_faults.py. Usage: same argv as `cronsource`.
 
     CRONSOURCE_FAULT=POINT:N  python tests/faults/crashy_run.py --store URL run FILE ...
 
@@ -20,7 +20,7 @@ Points:
 - `before-run-completed`: the run watcher persisted a `.phase` file and is about to append
   RunCompleted.
 
-Stalls (a frozen replica, tests/test_fault_frozen_replica.py):
+Stalls (a frozen replica, tests/e2e/test_fault_frozen_replica.py):
 
     CRONSOURCE_STALL=POINT  CRONSOURCE_STALL_ARM=PATH  python tests/faults/crashy_run.py ...
 

@@ -1,4 +1,4 @@
-"""Helpers for tests/test_faults.py: replicas as real OS processes, and the checks that read
+"""Helpers for tests/e2e/test_faults.py: replicas as real OS processes, and the checks that read
 what they left behind (the event log, the read model, the Workflow files).
 
 The checks derive everything they expect from the log itself and from first principles

@@ -4,7 +4,7 @@ The oracle is the PR's own util/cronhash (tests/argo/cronhash: copied unchanged,
 NOTICE; built by scripts/build-argo-cronhash.sh from Go's standard library alone, in seconds).
 Both sides get the same schedule, namespace and name; they must give the same expansion, or
 the same error message, character for character. Cases: the fixture tables of
-tests/test_cronhash.py, a sweep of many CronWorkflow names over the PR's schedules, and
+tests/unit/test_cronhash.py, a sweep of many CronWorkflow names over the PR's schedules, and
 hypothesis-generated schedules built from Argo's item grammar, malformed items, names, blanks
 and prefixes. The tables go to the oracle in one batch; generated cases go one at a time to one
 long-lived oracle process, so that hypothesis can shrink a disagreement to its smallest case.

@@ -5,7 +5,7 @@ explicit path examples in the document reach a CronWorkflow that exists. Each op
 its explicit examples, then a few valid (positive) and invalid (negative) generated requests,
 so the file runs in well under a minute. The failures this found while the API was written
 (numbers overflowing date arithmetic, NaN in YAML, NUL in query strings) are pinned by name
-in tests/test_http.py.
+in tests/integration/test_http.py.
 
 Schemathesis' own pytest loader (`schemathesis.pytest.from_fixture`) fails under pytest 9
 (`'Function' object has no attribute '_nodeid'`), so the operations are listed here and driven

@@ -7,7 +7,7 @@ write.
 Time is moved, not waited for: each replica measures its lease on a clock the test moves, and a
 lease lapses on the server by moving its `renewed_at` back (what a replica frozen for that long
 leaves behind). The timing with real processes and a real SIGSTOP is
-tests/test_fault_frozen_replica.py.
+tests/e2e/test_fault_frozen_replica.py.
 """
 
 from __future__ import annotations

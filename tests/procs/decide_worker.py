@@ -1,4 +1,4 @@
-"""One scheduler replica in its own OS process, for tests/test_postgres_integration.py.
+"""One scheduler replica in its own OS process, for tests/integration/test_postgres_integration.py.
 
     python tests/procs/decide_worker.py --store URL --ids ID,ID,... --instants T,T,... \
         [--mode lockstep|free] [--name NAME]

@@ -10,7 +10,8 @@ TestCronWorkflow_SetResolvedSchedules) and workflow/validate/validate_test.go
 unless it says otherwise. Where the PR's Go test checks that the cron parser accepts an
 expansion, these check that ours compiles it and that it fires.
 
-tests/test_argo_cronhash_differential.py compares the two implementations on random input.
+tests/integration/test_argo_cronhash_differential.py compares the two implementations on random
+input.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """domain/durations.py: one Go-duration parser, two ranges. The positive, bounded one is
 what schedules (`@every`), annotations and flags take; `signed` is Go's whole range for
-expr-lang's `duration()` (its agreement with Go: tests/test_argo_duration_differential.py)."""
+expr-lang's `duration()` (its agreement with Go:
+tests/integration/test_argo_duration_differential.py)."""
 
 from __future__ import annotations
 

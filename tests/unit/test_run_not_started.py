@@ -9,8 +9,8 @@ the dispatch position from moving) is success, never "not started".
 Three levels: the aggregate given/when/then through CronService on the memory store; the
 dispatcher over a real LocalTarget directory at chosen instants; and the runtime's own loop on
 a virtual clock, with the dispatcher down or failing while the scheduler fires. The same rule
-through real processes (`kill -9` of `cronsource run`) is in tests/test_faults_not_started.py,
-and against the real API server in tests/test_kube_not_started.py.
+through real processes (`kill -9` of `cronsource run`) is in tests/e2e/test_faults_not_started.py,
+and against the real API server in tests/integration/test_kube_not_started.py.
 """
 
 from __future__ import annotations
