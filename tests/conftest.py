@@ -13,8 +13,9 @@ CRONSOURCE_TEST_PG names one; a missing server fails the tests, never skips them
 The engine: `engine` is `bootstrap(store_url, target=target, late_tolerance=late_tolerance)`.
 A module changes what it is built on by overriding `target` or `late_tolerance`, and runs over
 several stores with `@pytest.mark.stores("memory", "sqlite", "postgres")`: the unit tier
-takes the embedded stores of that list, the integration tier the server ones (a module of
-tests/integration imports the unit module's test functions to run them there).
+takes the embedded stores of that list, the integration tier the server ones (the module of the
+same name in tests/integration imports the unit module's test functions to run them there; a
+collection of both tiers stops when one is not imported, since it would never run on a server).
 """
 
 from __future__ import annotations

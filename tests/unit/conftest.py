@@ -21,7 +21,7 @@ from tests.kube.fake import FakeKube
 
 
 class NotInTheUnitTier(AssertionError):
-    pass
+    """A unit test reached outside this process: the test is in the wrong folder."""
 
 
 @pytest.fixture(autouse=True)
