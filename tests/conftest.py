@@ -77,14 +77,6 @@ def tier_of(path: Path) -> str | None:
     return first if first in TIERS else None
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "stores(*kinds): run over these stores (memory, sqlite, postgres); the unit tier "
-        "takes the embedded ones, the integration tier the server ones",
-    )
-
-
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     mark = metafunc.definition.get_closest_marker("stores")
     if mark is None:
