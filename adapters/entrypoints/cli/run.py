@@ -1,0 +1,306 @@
+"""`run`, the main job: apply the given manifests, then schedule and project until SIGTERM. The
+wiring is bootstrap's (adapters/bootstrap.py); this module reads the flags and reports.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import click
+
+from cronsource.adapters.bootstrap import bootstrap
+from cronsource.adapters.entrypoints.cli.admission import admit, apply_all
+from cronsource.adapters.entrypoints.cli.context import KIND, _obj, fail, global_options, now
+from cronsource.adapters.entrypoints.cli.output import ago
+from cronsource.adapters.entrypoints.cli.registry import cli
+from cronsource.adapters.entrypoints.cli.store import longest_deadline, retain_option
+from cronsource.adapters.infrastructure.store.check import StoreUnavailable, check_store, describe
+from cronsource.adapters.runtime.engine import Engine
+from cronsource.projections.readmodel import rfc3339
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, type=click.Path(allow_dash=True))
+@click.option(
+    "--role", type=click.Choice(["all", "scheduler", "projector"]), default="all", show_default=True
+)
+@click.option(
+    "--late-tolerance",
+    default="30s",
+    show_default=True,
+    help="a tick decided later than this after its time is missed",
+)
+@click.option(
+    "--workflows-dir",
+    default="workflows",
+    show_default=True,
+    help="local target: where Workflow manifests are written",
+)
+@click.option(
+    "--local-run-duration",
+    default="1s",
+    show_default=True,
+    help="local target: a run succeeds after this long",
+)
+@click.option("--kube", is_flag=True, help="use the cluster from kubeconfig/in-cluster")
+@click.option(
+    "--kubeconfig",
+    default=None,
+    help="with --kube: kubeconfig path (default $KUBECONFIG, ~/.kube/config, in-cluster)",
+)
+@click.option(
+    "--instance-id",
+    default=None,
+    envvar="CRONSOURCE_INSTANCE_ID",
+    help="with --kube: Argo's controller instance id to select (default: objects without one)",
+)
+@click.option(
+    "--http-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    envvar="CRONSOURCE_HTTP_PORT",
+    help="serve /healthz, /readyz and /metrics on this port (default: no probe server)",
+)
+@click.option(
+    "--http-host",
+    default="127.0.0.1",
+    show_default=True,
+    envvar="CRONSOURCE_HTTP_HOST",
+    help="address of the probe server (0.0.0.0 in a pod, for the kubelet and Prometheus)",
+)
+@click.option(
+    "--http-token-file",
+    default=None,
+    help="bearer token /metrics asks for (else $CRONSOURCE_TOKEN; none: open)",
+)
+@click.option(
+    "--max-turn-age",
+    default="60s",
+    show_default=True,
+    help="/healthz and /readyz fail when the scheduler loop finished no turn for this long",
+)
+@click.option(
+    "--lease-duration",
+    default="15s",
+    show_default=True,
+    envvar="CRONSOURCE_LEASE_DURATION",
+    help="PostgreSQL: a replica that has not renewed its lease for this long (frozen,"
+    " partitioned) has its shards and projector role taken by the others",
+)
+@click.option(
+    "--retain",
+    default=None,
+    envvar="CRONSOURCE_RETAIN",
+    help="keep the log and the audit for this long (e.g. 90d, 2160h): older events that a"
+    " snapshot covers and nothing needs are removed (default: keep everything)",
+)
+@click.option("-v", "--verbose", is_flag=True)
+@global_options(output=False, all_namespaces=False, selector=False)
+def run(
+    paths: tuple[str, ...],
+    role: str,
+    late_tolerance: str,
+    workflows_dir: str,
+    local_run_duration: str,
+    kube: bool,
+    kubeconfig: str | None,
+    instance_id: str | None,
+    http_port: int | None,
+    http_host: str,
+    http_token_file: str | None,
+    max_turn_age: str,
+    lease_duration: str,
+    retain: str | None,
+    verbose: bool,
+) -> None:
+    """The main job: apply PATHS, then schedule and project until SIGTERM."""
+    import logging
+
+    started = time.monotonic()
+
+    from cronsource.adapters.infrastructure.leases import (
+        MIN_LEASE_SECONDS,
+        LeaseTableMissing,
+        check_table,
+    )
+    from cronsource.adapters.infrastructure.localtarget import LocalTarget
+    from cronsource.adapters.infrastructure.logs import configure_logging
+    from cronsource.adapters.infrastructure.shards import AdvisoryLockShards, Ownership, SoleOwner
+    from cronsource.adapters.runtime.loop import SchedulerLoop
+    from cronsource.adapters.runtime.runwatcher import RunWatcher
+    from cronsource.adapters.runtime.waker import Waker
+    from cronsource.domain.durations import parse_duration
+
+    obj = _obj()
+    configure_logging(logging.DEBUG if verbose else logging.INFO)
+    try:
+        tolerance = parse_duration(late_tolerance)
+    except ValueError as e:
+        fail(f"--late-tolerance: {e}")
+    try:
+        run_duration = parse_duration(local_run_duration)
+    except ValueError as e:
+        fail(f"--local-run-duration: {e}")
+    try:
+        turn_age = parse_duration(max_turn_age).total_seconds()
+    except ValueError as e:
+        fail(f"--max-turn-age: {e}")
+    try:
+        lease_seconds = parse_duration(lease_duration).total_seconds()
+    except ValueError as e:
+        fail(f"--lease-duration: {e}")
+    retain_for = retain_option(retain)
+    if lease_seconds < MIN_LEASE_SECONDS:
+        fail(
+            f"--lease-duration: {lease_duration!r} is shorter than {MIN_LEASE_SECONDS:g}s"
+            " (a replica renews every 2s at most and needs room for a slow round trip)"
+        )
+    http_token: str | None = None
+    if http_port is not None:
+        from cronsource.adapters.entrypoints.http import ServeError, load_token
+
+        try:
+            http_token = load_token(http_token_file)
+        except ServeError as e:
+            fail(str(e))
+    manifests = (
+        admit(
+            paths,
+            obj.namespace,
+            only_cronworkflows=True,
+            exclude=None if kube else workflows_dir,
+        )
+        if paths
+        else []
+    )
+    config = obj.store_config()
+    try:
+        check_store(config)
+        if config.kind == "postgresql":
+            check_table(config.pg_conninfo, config.pg_schema)
+    except (StoreUnavailable, LeaseTableMissing) as e:
+        fail(str(e))
+    except Exception as e:
+        fail(describe(e, config))
+    api_client: Any = None
+    target: Any
+    if kube:
+        from cronsource.adapters.infrastructure.kube import connect
+
+        try:
+            api_client = connect(kubeconfig)
+        except Exception as e:
+            fail(f"--kube: cannot load a cluster configuration: {e}")
+        where = "the cluster"
+    else:
+        target = LocalTarget(workflows_dir, run_duration)
+        where = f"{workflows_dir}/"
+    try:
+        if kube:
+            from cronsource.adapters.infrastructure.kube import KubeTarget
+
+            engine = bootstrap(config, target=KubeTarget(api_client), late_tolerance=tolerance)
+        else:
+            engine = bootstrap(config, target=target, late_tolerance=tolerance)
+        engine.view.next_due()
+    except Exception as e:
+        fail(describe(e, config))
+    # As `apply` does: a restart must not undo what a command changed since (issue 21).
+    try:
+        apply_all(
+            engine,
+            manifests,
+            lambda m, result: click.echo(f"{KIND}/{m.metadata.name} {result.what}", err=True),
+        )
+    except SystemExit:
+        engine.close()
+        raise
+    ownership: Ownership
+    if config.kind == "postgresql":
+        shards = AdvisoryLockShards(
+            config.pg_conninfo,
+            want_projector=role != "scheduler",
+            schema=config.pg_schema,
+            lease_seconds=lease_seconds,
+        )
+        if role != "scheduler":
+            # The projections write on the session that holds the projector lock, so that a
+            # replica whose role was taken while it was frozen cannot write
+            # (adapters/infrastructure/shards.py).
+            engine.view.write_through(shards.projector_transaction)
+        ownership = shards
+    else:
+        ownership = SoleOwner(engine.projector.lock)
+    watcher: Any
+    if kube:
+        from cronsource.adapters.runtime.kube import KubeSync
+
+        watcher = KubeSync(engine, api_client, namespace=None, instance_id=instance_id or None)
+        if role != "scheduler":
+            watcher.start()
+    else:
+        watcher = RunWatcher(engine, target)
+    retention = None
+    if retain_for is not None:
+        from cronsource.adapters.runtime.retention import Retention, RetentionTooShort, check_retain
+
+        try:
+            check_retain(retain_for, longest_deadline(engine))
+        except RetentionTooShort as e:
+            engine.close()
+            fail(str(e))
+        retention = Retention(engine, retain_for)
+    loop = SchedulerLoop(engine, ownership, role=role, watcher=watcher, retention=retention)
+    probes: Any = None
+    if http_port is not None:
+        from cronsource.adapters.entrypoints.probes import Probes, ProbeServer
+
+        try:
+            probes = ProbeServer(
+                Probes(engine, loop, now, token=http_token, max_turn_age=turn_age),
+                http_host,
+                http_port,
+            )
+        except OSError as e:
+            engine.close()
+            fail(f"--http-port {http_port}: cannot listen on {http_host}: {e.strerror or e}")
+        probes.start()
+        click.echo(f"cronsource probes on http://{http_host}:{probes.port}", err=True)
+    waker = Waker(engine)
+    loop.install_signal_handlers(waker)
+    click.echo(
+        f"cronsource running: store {config.shown}, role {role}, workflows in {where}", err=True
+    )
+
+    def ready() -> None:
+        click.echo(f"cronsource ready after {time.monotonic() - started:.2f}s", err=True)
+        click.echo(next_tick_line(engine), err=True)
+
+    try:
+        loop.run(waker, on_ready=ready)
+    finally:
+        if probes is not None:
+            probes.stop()
+        if kube:
+            watcher.stop()
+        waker.stop()
+        engine.close()
+        if api_client is not None:
+            api_client.close()
+    click.echo(f"cronsource stopped after {loop.fires} fires", err=True)
+
+
+def next_tick_line(engine: Engine) -> str:
+    """`next tick: default/hello at ... (in 42s)`, or why there is none."""
+    try:
+        due = [(c.next_due, c) for c in engine.view.statuses() if c.next_due is not None]
+    except Exception as e:
+        return f"next tick: unknown ({describe(e, engine.config)})"
+    if not due:
+        return "next tick: none (no live CronWorkflow; apply one, or resume a suspended one)"
+    t, c = min(due, key=lambda d: d[0])
+    zone = c.spec.get("timezone") or "UTC"
+    local = t.astimezone(ZoneInfo(zone)).isoformat()
+    return f"next tick: {c.namespace}/{c.name} at {rfc3339(t)} ({local} {zone}, {ago(t, now())})"
