@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar, get_args
 from uuid import UUID
 
+from cronsource.adapters.clock import Clock
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.domain.backfill import BackfillPlan, BackfillTooLarge, HistoryRemoved, Overlap
 from cronsource.domain.cronworkflow import CronWorkflow
@@ -81,9 +82,10 @@ class Operations:
     projections to pass its receipt (`Projector.settle`), and only the projector moves them.
     """
 
-    def __init__(self, engine: Engine, clock: Callable[[], datetime]) -> None:
+    def __init__(self, engine: Engine, clock: Clock | None = None) -> None:
+        """`clock`: the engine's unless given."""
         self.engine = engine
-        self.clock = clock
+        self.clock = clock if clock is not None else engine.clock
         self.if_match_rejections = 0
 
     @property
@@ -128,7 +130,7 @@ class Operations:
         route, as `cronsource apply`: fields other writers changed since the last apply keep
         their values unless `force`); else the writer's values as they are (PUT)."""
         meta = manifest.metadata
-        at = self.clock()
+        at = self.clock.now()
         with self._settled():
             if must_not_exist:
                 return Applied(self._create(manifest, expected, at, applied=three_way), "created")
@@ -173,7 +175,7 @@ class Operations:
         expected: int | None = None,
     ) -> tuple[T, int]:
         """Run `do(aggregate, now)` on the live CronWorkflow; returns (result, new version)."""
-        at = self.clock()
+        at = self.clock.now()
         with self._settled():
             agg = self.service.find(namespace, name)
             box: list[int] = []
@@ -202,7 +204,7 @@ class Operations:
         """Backfill [start, end] as domain/backfill.py rules (overlap default: the
         CronWorkflow's concurrencyPolicy). More than `max_ticks` ticks is refused before
         anything is computed in full."""
-        at = self.clock()
+        at = self.clock.now()
         with self._settled():
             agg = self.service.find(namespace, name)
             try:

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, NoReturn
 
 import click
@@ -17,6 +17,7 @@ from rich.console import Console
 
 from cronsource.adapters.application.presence import schedulers_running
 from cronsource.adapters.bootstrap import bootstrap
+from cronsource.adapters.clock import SYSTEM_CLOCK
 from cronsource.adapters.infrastructure.store.check import StoreUnavailable, check_store, describe
 from cronsource.adapters.infrastructure.store.config import StoreConfig, StoreURLError
 from cronsource.adapters.runtime.engine import Engine
@@ -44,7 +45,7 @@ NOTHING_RUNS = (
 
 def now() -> datetime:
     """The real clock, read here at the edge and passed into every domain command."""
-    return datetime.now(UTC)
+    return SYSTEM_CLOCK.now()
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

@@ -4,13 +4,13 @@ wiring is bootstrap's (adapters/bootstrap.py); this module reads the flags and r
 
 from __future__ import annotations
 
-import time
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import click
 
 from cronsource.adapters.bootstrap import bootstrap
+from cronsource.adapters.clock import SYSTEM_CLOCK
 from cronsource.adapters.entrypoints.cli.admission import admit, apply_all
 from cronsource.adapters.entrypoints.cli.context import KIND, _obj, fail, global_options, now
 from cronsource.adapters.entrypoints.cli.output import ago
@@ -118,7 +118,7 @@ def run(
     """The main job: apply PATHS, then schedule and project until SIGTERM."""
     import logging
 
-    started = time.monotonic()
+    started = SYSTEM_CLOCK.monotonic()
 
     from cronsource.adapters.infrastructure.leases import (
         MIN_LEASE_SECONDS,
@@ -241,7 +241,7 @@ def run(
         if role != "scheduler":
             watcher.start()
     else:
-        watcher = RunWatcher(engine, target)
+        watcher = RunWatcher(engine, target, clock=engine.clock)
     retention = None
     if retain_for is not None:
         from cronsource.adapters.runtime.retention import Retention, RetentionTooShort, check_retain
@@ -259,7 +259,7 @@ def run(
 
         try:
             probes = ProbeServer(
-                Probes(engine, loop, now, token=http_token, max_turn_age=turn_age),
+                Probes(engine, loop, engine.clock, token=http_token, max_turn_age=turn_age),
                 http_host,
                 http_port,
             )
@@ -275,7 +275,7 @@ def run(
     )
 
     def ready() -> None:
-        click.echo(f"cronsource ready after {time.monotonic() - started:.2f}s", err=True)
+        click.echo(f"cronsource ready after {SYSTEM_CLOCK.monotonic() - started:.2f}s", err=True)
         click.echo(next_tick_line(engine), err=True)
 
     try:

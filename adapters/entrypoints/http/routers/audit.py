@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
@@ -18,6 +16,7 @@ from cronsource.adapters.application.operations import (
     Operations,
     parse_time,
 )
+from cronsource.adapters.clock import Clock as RuntimeClock
 from cronsource.adapters.entrypoints.http.dependencies import TOKEN, Clock, EngineDep, Ops, Queries
 from cronsource.adapters.entrypoints.http.models import Decision, EventList, Timeline
 from cronsource.adapters.entrypoints.http.params import (
@@ -136,13 +135,13 @@ def _timeline(
     engine: Engine,
     ops: Operations,
     queries: ReadQueries,
-    clock: Callable[[], datetime],
+    clock: RuntimeClock,
     namespace: str | None,
     name: str | None,
     days: float,
     buckets: int,
 ) -> dict[str, Any]:
-    since, until, bucket = window_bounds(clock(), days, buckets)
+    since, until, bucket = window_bounds(clock.now(), days, buckets)
     ops.refresh()
     rows = engine.view.statuses(namespace)
     if name is not None:

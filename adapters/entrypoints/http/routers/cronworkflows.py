@@ -239,5 +239,5 @@ def next_times(
     agg = ops.find(namespace, name)
     return {
         "timezone": agg.spec_model.timezone or "UTC",
-        "items": next_fire_times(agg, clock(), count),
+        "items": next_fire_times(agg, clock.now(), count),
     }

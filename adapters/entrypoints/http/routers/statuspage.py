@@ -25,7 +25,7 @@ router = APIRouter(prefix="/api/v1", dependencies=[TOKEN], tags=["status page"])
 )
 def scheduler(engine: EngineDep, ops: Ops, clock: Clock) -> dict[str, Any]:
     ops.refresh()
-    return scheduler_health(engine, clock())
+    return scheduler_health(engine, clock.now())
 
 
 @router.get(
