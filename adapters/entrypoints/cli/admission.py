@@ -10,9 +10,9 @@ from collections.abc import Callable, Sequence
 import click
 
 from cronsource.adapters.application.manifestfiles import Admission, admit_files
-from cronsource.adapters.entrypoints.cli.context import KIND, _obj, fail, global_options, now
+from cronsource.adapters.application.operations import Operations
+from cronsource.adapters.entrypoints.cli.context import KIND, _obj, fail, global_options
 from cronsource.adapters.entrypoints.cli.registry import cli
-from cronsource.adapters.runtime.engine import Engine
 from cronsource.domain.manifest import CronWorkflowManifest, ManifestError
 from cronsource.domain.service import Applied
 
@@ -122,14 +122,14 @@ def apply(files: tuple[str, ...], force: bool) -> None:
         if obj.output != "name":
             click.echo(f"{names[-1]} {result.what}")
 
-    with obj.engine(notice=True) as engine:
-        apply_all(engine, manifests, applied, force=force)
+    with obj.operations(notice=True) as ops:
+        apply_all(ops, manifests, applied, force=force)
     if obj.output == "name":
         click.echo("\n".join(names))
 
 
 def apply_all(
-    engine: Engine,
+    ops: Operations,
     manifests: Sequence[CronWorkflowManifest],
     applied: Callable[[CronWorkflowManifest, Applied], None],
     *,
@@ -142,7 +142,7 @@ def apply_all(
     refused = []
     for m in manifests:
         try:
-            engine.service.apply_config(m, now(), force=force, dry_run=True)
+            ops.apply(m, three_way=True, force=force, dry_run=True)
         except ManifestError as e:
             refused.append(str(e))
     if refused:
@@ -152,7 +152,7 @@ def apply_all(
         fail(f"nothing applied: {len(refused)} of {n} CronWorkflow(s) would not be valid")
     for m in manifests:
         try:
-            result: Applied = engine.service.apply_config(m, now(), force=force)
+            result = ops.apply(m, three_way=True, force=force)
         except ManifestError as e:  # another writer changed it since the check just above
             fail(str(e))
         for note in result.notes:

@@ -4,11 +4,12 @@ or planned with `--dry-run`, or cancelled.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from cronsource.adapters.application.inputs import FieldError
 from cronsource.adapters.application.objects import backfill_result
 from cronsource.adapters.entrypoints.cli.context import (
     Ctx,
@@ -16,7 +17,6 @@ from cronsource.adapters.entrypoints.cli.context import (
     err_console,
     fail,
     global_options,
-    now,
     parse_time,
 )
 from cronsource.adapters.entrypoints.cli.output import View, emit
@@ -25,8 +25,7 @@ from cronsource.domain.backfill import (
     DEFAULT_MAX_BACKFILL_TICKS,
     OVERLAPS,
     BackfillPlan,
-    BackfillTooLarge,
-    HistoryRemoved,
+    Overlap,
 )
 from cronsource.domain.service import NotFound
 from cronsource.projections.readmodel import rfc3339
@@ -102,13 +101,13 @@ def backfill(
     if parallel is not None and overlap in ("Forbid", "Replace"):
         fail(f"--parallel applies to --overlap Allow or Queue, not {overlap}")
     ref = f"{obj.ns}/{name}"
-    with obj.engine(notice=True) as engine:
+    with obj.operations(notice=True) as ops:
         try:
-            agg = engine.service.find(obj.ns, name)
+            agg = ops.find(obj.ns, name)
         except NotFound as ex:
             fail(str(ex))
         if cancel:
-            n = engine.service.cancel_backfill(agg.id, now())
+            n = ops.cancel_backfill(obj.ns, name)
             click.echo(f"backfill {ref}: {n} queued ticks cancelled")
             return
         pending_after = (
@@ -117,13 +116,15 @@ def backfill(
             if e > agg.decided_until
             else ""
         )
-        kwargs: dict[str, Any] = {"overlap": overlap, "parallel": parallel, "max_ticks": max_ticks}
+        chosen = cast(Overlap | None, overlap)
         try:
-            plan = engine.service.plan_backfill(agg.id, s, e, **kwargs)
-        except BackfillTooLarge as ex:
-            fail(f"--start/--end: {ex} (--max-ticks {max_ticks})")
-        except HistoryRemoved as ex:
-            fail(f"--start: {ex}")
+            plan = ops.plan_backfill(
+                obj.ns, name, s, e, max_ticks, overlap=chosen, parallel=parallel
+            )
+        except FieldError as ex:
+            if ex.field == "end":  # more ticks than --max-ticks
+                fail(f"--start/--end: {ex.message} (--max-ticks {max_ticks})")
+            fail(f"--{ex.field}: {ex.message}")
         if dry_run or not plan.runs:
             data = backfill_result(name, plan, True)
             _backfill_out(obj, data, backfill_summary(ref, plan, True, pending_after), name)
@@ -138,12 +139,15 @@ def backfill(
             disable=not err_console.is_terminal,
         ) as progress:
             task = progress.add_task(ref, total=len(plan.fire))
-            done = engine.service.run_backfill(
-                agg.id,
+            done = ops.backfill(
+                obj.ns,
+                name,
                 s,
                 e,
-                now(),
-                **kwargs,
+                False,
+                max_ticks,
+                overlap=chosen,
+                parallel=parallel,
                 progress=lambda n, total: progress.update(task, completed=n, total=total),
             )
     data = backfill_result(name, done, False)

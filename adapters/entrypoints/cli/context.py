@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 import click
 from rich.console import Console
 
-from cronsource.adapters.application.presence import schedulers_running
+from cronsource.adapters.application.operations import Operations
 from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.clock import SYSTEM_CLOCK
 from cronsource.adapters.infrastructure.store.check import StoreUnavailable, check_store, describe
@@ -104,13 +104,13 @@ class Ctx:
             fail(str(e))
         return self.config
 
-    def unscheduled(self, engine: Engine) -> bool:
+    def unscheduled(self, ops: Operations) -> bool:
         """Whether no `cronsource run` holds the store (adapters/application/presence.py, what the
         status page reads too), asked once per command. A store that cannot say (`memory:`, or a
         failed query) gets no warning."""
         if self.nothing_runs is None:
             try:
-                self.nothing_runs = schedulers_running(engine) == 0
+                self.nothing_runs = ops.schedulers_running() == 0
             except Exception:
                 self.nothing_runs = False
         return self.nothing_runs
@@ -139,10 +139,18 @@ class Ctx:
             with engine.service.receipt() as wrote:
                 yield engine
             engine.projector.settle(wrote)
-            if notice and self.unscheduled(engine):
+            if notice and self.unscheduled(Operations(engine)):
                 click.echo(NOTHING_RUNS, err=True)
         finally:
             engine.close()
+
+    @contextmanager
+    def operations(self, *, notice: bool = False) -> Iterator[Operations]:
+        """The facade (adapters/application/operations.py) over `engine()`: every command
+        goes through it, as HTTP and the Python library do. Its commands do not wait for the
+        read model one by one; `engine()` waits once, for all of them, before the exit."""
+        with self.engine(notice=notice) as engine:
+            yield Operations(engine, settle_each=False)
 
 
 def _obj() -> Ctx:

@@ -8,10 +8,9 @@ from typing import Any
 
 import click
 
-from cronsource.adapters.application.explain import explain, removed_before
-from cronsource.adapters.application.objects import next_fire_times
-from cronsource.adapters.application.operations import EVENT_TYPES, SKIP_REASONS, FieldError
-from cronsource.adapters.application.selectors import parse_label_selector, select
+from cronsource.adapters.application.explain import removed_before
+from cronsource.adapters.application.inputs import EVENT_TYPES, SKIP_REASONS, FieldError
+from cronsource.adapters.application.operations import Operations
 from cronsource.adapters.entrypoints.cli.context import (
     KIND,
     RESOURCE_WORDS,
@@ -31,22 +30,16 @@ from cronsource.adapters.entrypoints.cli.output import (
     ticks_cell,
 )
 from cronsource.adapters.entrypoints.cli.registry import _complete_names, cli, name_argument
-from cronsource.adapters.runtime.engine import Engine
-from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.service import NotFound
 from cronsource.domain.timestamps import parse_timestamp
 from cronsource.projections.readmodel import StatusRow, rfc3339
 
 
-def known_namespaces(engine: Engine) -> list[str]:
-    return engine.view.audit_namespaces()
-
-
-def check_namespace(engine: Engine, obj: Ctx) -> None:
+def check_namespace(ops: Operations, obj: Ctx) -> None:
     """An explicit `-n` that never held a CronWorkflow is a typo until shown otherwise."""
     if obj.namespace is None or obj.all_namespaces:
         return
-    known = known_namespaces(engine)
+    known = ops.namespaces()
     if obj.namespace not in known:
         fail(
             f"namespace {obj.namespace!r} has no CronWorkflows"
@@ -54,9 +47,12 @@ def check_namespace(engine: Engine, obj: Ctx) -> None:
         )
 
 
-def selected(rows: list[StatusRow], obj: Ctx) -> list[StatusRow]:
+def selected(
+    ops: Operations, obj: Ctx, namespace: str | None, *, include_deleted: bool = False
+) -> list[StatusRow]:
+    """The CronWorkflows of `namespace` (None: every one) that `-l` selects."""
     try:
-        return select(rows, parse_label_selector(obj.selector))
+        return ops.statuses(namespace, selector=obj.selector, include_deleted=include_deleted)
     except FieldError as e:
         fail(f"-l {obj.selector!r}: {e.message}")
 
@@ -122,9 +118,9 @@ def _list_view(rows: list[StatusRow], obj: Ctx) -> View:
 
 
 def _list(obj: Ctx) -> None:
-    with obj.engine(notice=True) as engine:
-        check_namespace(engine, obj)
-        rows = selected(engine.view.statuses(None if obj.all_namespaces else obj.ns), obj)
+    with obj.operations(notice=True) as ops:
+        check_namespace(ops, obj)
+        rows = selected(ops, obj, None if obj.all_namespaces else obj.ns)
     emit(_list_view(rows, obj), obj.output)
 
 
@@ -135,11 +131,11 @@ def list_cmd() -> None:
     _list(_obj())
 
 
-def _find(engine: Engine, namespace: str, name: str) -> StatusRow:
-    for c in engine.view.statuses(namespace):
-        if c.name == name:
-            return c
-    fail(f"cronworkflow {namespace}/{name} not found")
+def _find(ops: Operations, namespace: str, name: str) -> StatusRow:
+    try:
+        return ops.status(namespace, name)
+    except NotFound as e:
+        fail(str(e))
 
 
 def _resolved_row(spec: dict[str, Any], st: dict[str, Any]) -> list[list[str]]:
@@ -185,8 +181,8 @@ def get(names: tuple[str, ...]) -> None:
     if not names:
         _list(obj)
         return
-    with obj.engine(notice=True) as engine:
-        rows = [_find(engine, obj.ns, n) for n in names]
+    with obj.operations(notice=True) as ops:
+        rows = [_find(ops, obj.ns, n) for n in names]
     if len(rows) == 1 and obj.output in ("table", "json", "yaml"):
         view = _get_view(rows[0])
         if obj.output == "table":  # `argo cron get`: one field a line
@@ -268,20 +264,17 @@ def history(
         fail(f"--until {until} is before --since {since}")
     want_types = tuple(_event_type(t) for t in types)
     want_reasons = {_reason(r) for r in reasons}
-    with obj.engine() as engine:
-        check_namespace(engine, obj)
+    with obj.operations() as ops:
+        check_namespace(ops, obj)
         ns = None if obj.all_namespaces and not name else obj.ns
-        if name and not engine.view.ever_existed(obj.ns, name):
+        if name and not ops.ever_existed(obj.ns, name):
             fail(f"cronworkflow {obj.ns}/{name} not found (never applied in namespace {obj.ns})")
-        rows = engine.view.audit(ns, name, since=s, until=u, types=want_types)
-        kept_from = engine.view.kept_from()
+        rows = ops.history(ns, name, since=s, until=u, types=want_types)
+        kept_from = ops.kept_from()
         if kept_from is not None and (s is None or s < kept_from):
             click.echo(f"note: {removed_before(kept_from)}", err=True)
         if obj.selector:
-            keep = {
-                (c.namespace, c.name)
-                for c in selected(engine.view.statuses(ns, include_deleted=True), obj)
-            }
+            keep = {(c.namespace, c.name) for c in selected(ops, obj, ns, include_deleted=True)}
             rows = [r for r in rows if (r.namespace, r.name) in keep]
     if want_reasons:
         rows = [r for r in rows if r.reason in want_reasons]
@@ -298,17 +291,11 @@ def why(name: str, at_: str) -> None:
     pending, not a tick) and the event behind it (the query of GET .../decision)."""
     obj = _obj()
     t = parse_time(at_, "--at")
-    with obj.engine() as engine:
-        queries = engine.view
-        rows = queries.decisions_at(obj.ns, name, t)
-        kept_from = queries.kept_from()
+    with obj.operations() as ops:
         try:
-            agg: CronWorkflow | None = engine.service.find(obj.ns, name)
+            d = ops.why(obj.ns, name, t)
         except NotFound:
-            if not queries.ever_existed(obj.ns, name):
-                fail(f"cronworkflow {obj.ns}/{name} not found")
-            agg = None
-    d = explain(agg, t, rows, kept_from)
+            fail(f"cronworkflow {obj.ns}/{name} not found")
     if obj.output in ("json", "yaml"):
         emit(View(d, [], []), obj.output)
         return
@@ -330,14 +317,12 @@ def why(name: str, at_: str) -> None:
 def next_cmd(name: str, count: int) -> None:
     """The next N fire times, in the CronWorkflow's zone and in UTC."""
     obj = _obj()
-    with obj.engine() as engine:
+    t0 = now()
+    with obj.operations() as ops:
         try:
-            agg = engine.service.find(obj.ns, name)
+            tz, data = ops.next_times(obj.ns, name, count, t0)
         except NotFound as e:
             fail(str(e))
-        t0 = now()
-        data = next_fire_times(agg, t0, count)
-        tz = agg.spec_model.timezone or "UTC"
     rows = [
         [
             d["local"] or "",

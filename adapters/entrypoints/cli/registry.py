@@ -14,6 +14,7 @@ from typing import Any
 import click
 from click.shell_completion import CompletionItem, get_completion_class
 
+from cronsource.adapters.application.operations import Operations
 from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.entrypoints.cli.context import Ctx, _obj, fail, global_options
 from cronsource.adapters.entrypoints.cli.output import View, emit
@@ -90,7 +91,7 @@ def _complete_names(ctx: click.Context, _param: click.Parameter, incomplete: str
         check_store(config)
         engine = bootstrap(config)
         try:
-            names = sorted({c.name for c in engine.view.statuses(obj.ns)})
+            names = sorted({c.name for c in Operations(engine).statuses(obj.ns)})
         finally:
             engine.close()
     except Exception:

@@ -9,7 +9,8 @@ from zoneinfo import ZoneInfo
 
 import click
 
-from cronsource.adapters.bootstrap import bootstrap
+from cronsource.adapters.application.operations import Operations
+from cronsource.adapters.bootstrap import bootstrap, bootstrap_replica
 from cronsource.adapters.clock import SYSTEM_CLOCK
 from cronsource.adapters.entrypoints.cli.admission import admit, apply_all
 from cronsource.adapters.entrypoints.cli.context import KIND, _obj, fail, global_options, now
@@ -17,7 +18,7 @@ from cronsource.adapters.entrypoints.cli.output import ago
 from cronsource.adapters.entrypoints.cli.registry import cli
 from cronsource.adapters.entrypoints.cli.store import longest_deadline, retain_option
 from cronsource.adapters.infrastructure.store.check import StoreUnavailable, check_store, describe
-from cronsource.adapters.runtime.engine import Engine
+from cronsource.adapters.infrastructure.store.config import StoreConfig
 from cronsource.projections.readmodel import rfc3339
 
 
@@ -127,10 +128,7 @@ def run(
     )
     from cronsource.adapters.infrastructure.localtarget import LocalTarget
     from cronsource.adapters.infrastructure.logs import configure_logging
-    from cronsource.adapters.infrastructure.shards import AdvisoryLockShards, Ownership, SoleOwner
-    from cronsource.adapters.runtime.loop import SchedulerLoop
-    from cronsource.adapters.runtime.runwatcher import RunWatcher
-    from cronsource.adapters.runtime.waker import Waker
+    from cronsource.adapters.runtime.retention import RetentionTooShort, check_retain
     from cronsource.domain.durations import parse_duration
 
     obj = _obj()
@@ -204,55 +202,36 @@ def run(
             engine = bootstrap(config, target=KubeTarget(api_client), late_tolerance=tolerance)
         else:
             engine = bootstrap(config, target=target, late_tolerance=tolerance)
-        engine.view.next_due()
+        engine.view.next_due()  # the read model answers: fail here, not in the first turn
     except Exception as e:
         fail(describe(e, config))
     # As `apply` does: a restart must not undo what a command changed since (issue 21).
     try:
+        ops = Operations(engine, settle_each=False)
         apply_all(
-            engine,
+            ops,
             manifests,
             lambda m, result: click.echo(f"{KIND}/{m.metadata.name} {result.what}", err=True),
         )
     except SystemExit:
         engine.close()
         raise
-    ownership: Ownership
-    if config.kind == "postgresql":
-        shards = AdvisoryLockShards(
-            config.pg_conninfo,
-            want_projector=role != "scheduler",
-            schema=config.pg_schema,
-            lease_seconds=lease_seconds,
-        )
-        if role != "scheduler":
-            # The projections write on the session that holds the projector lock, so that a
-            # replica whose role was taken while it was frozen cannot write
-            # (adapters/infrastructure/shards.py).
-            engine.view.write_through(shards.projector_transaction)
-        ownership = shards
-    else:
-        ownership = SoleOwner(engine.projector.lock)
-    watcher: Any
-    if kube:
-        from cronsource.adapters.runtime.kube import KubeSync
-
-        watcher = KubeSync(engine, api_client, namespace=None, instance_id=instance_id or None)
-        if role != "scheduler":
-            watcher.start()
-    else:
-        watcher = RunWatcher(engine, target, clock=engine.clock)
-    retention = None
     if retain_for is not None:
-        from cronsource.adapters.runtime.retention import Retention, RetentionTooShort, check_retain
-
         try:
-            check_retain(retain_for, longest_deadline(engine))
+            check_retain(retain_for, longest_deadline(ops))
         except RetentionTooShort as e:
             engine.close()
             fail(str(e))
-        retention = Retention(engine, retain_for)
-    loop = SchedulerLoop(engine, ownership, role=role, watcher=watcher, retention=retention)
+    replica = bootstrap_replica(
+        engine,
+        role=role,
+        lease_seconds=lease_seconds,
+        kube=api_client,
+        instance_id=instance_id or None,
+        local=None if kube else target,
+        retain=retain_for,
+    )
+    loop = replica.loop
     probes: Any = None
     if http_port is not None:
         from cronsource.adapters.entrypoints.probes import Probes, ProbeServer
@@ -268,7 +247,7 @@ def run(
             fail(f"--http-port {http_port}: cannot listen on {http_host}: {e.strerror or e}")
         probes.start()
         click.echo(f"cronsource probes on http://{http_host}:{probes.port}", err=True)
-    waker = Waker(engine)
+    waker = replica.waker
     loop.install_signal_handlers(waker)
     click.echo(
         f"cronsource running: store {config.shown}, role {role}, workflows in {where}", err=True
@@ -276,28 +255,25 @@ def run(
 
     def ready() -> None:
         click.echo(f"cronsource ready after {SYSTEM_CLOCK.monotonic() - started:.2f}s", err=True)
-        click.echo(next_tick_line(engine), err=True)
+        click.echo(next_tick_line(ops, engine.config), err=True)
 
     try:
         loop.run(waker, on_ready=ready)
     finally:
         if probes is not None:
             probes.stop()
-        if kube:
-            watcher.stop()
-        waker.stop()
-        engine.close()
+        replica.close()
         if api_client is not None:
             api_client.close()
     click.echo(f"cronsource stopped after {loop.fires} fires", err=True)
 
 
-def next_tick_line(engine: Engine) -> str:
+def next_tick_line(ops: Operations, config: StoreConfig) -> str:
     """`next tick: default/hello at ... (in 42s)`, or why there is none."""
     try:
-        due = [(c.next_due, c) for c in engine.view.statuses() if c.next_due is not None]
+        due = [(c.next_due, c) for c in ops.statuses(None) if c.next_due is not None]
     except Exception as e:
-        return f"next tick: unknown ({describe(e, engine.config)})"
+        return f"next tick: unknown ({describe(e, config)})"
     if not due:
         return "next tick: none (no live CronWorkflow; apply one, or resume a suspended one)"
     t, c = min(due, key=lambda d: d[0])

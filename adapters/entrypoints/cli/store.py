@@ -12,11 +12,11 @@ from typing import Any
 import click
 
 from cronsource.adapters.application.loggaps import Gap, find_gaps, repair_gaps
+from cronsource.adapters.application.operations import Operations
 from cronsource.adapters.bootstrap import migrate
 from cronsource.adapters.entrypoints.cli.context import _obj, fail, global_options, now, parse_time
 from cronsource.adapters.entrypoints.cli.registry import cli
 from cronsource.adapters.infrastructure.store.check import StoreUnavailable, check_store
-from cronsource.adapters.runtime.engine import Engine
 from cronsource.projections.readmodel import rfc3339
 
 
@@ -67,7 +67,7 @@ def export_cmd(before: str, output_file: str) -> None:
     obj = _obj()
     until = parse_time(before, "--before")
     written = 0
-    with obj.engine() as engine:
+    with obj.operations() as ops:
         out: Any
         if output_file == "-":
             out = sys.stdout
@@ -78,7 +78,7 @@ def export_cmd(before: str, output_file: str) -> None:
         try:
             after = 0
             while True:
-                rows = engine.view.audit(until=until, after_position=after, limit=5000)
+                rows = ops.audit_until(until, after, 5000)
                 rows = [r for r in rows if r.at < until]
                 for r in rows:
                     out.write(json.dumps({"position": r.notification_id, **r.as_event()}) + "\n")
@@ -147,7 +147,7 @@ def parse_retain(text: str) -> timedelta:
     return parse_duration(text)
 
 
-def longest_deadline(engine: Engine) -> timedelta:
+def longest_deadline(ops: Operations) -> timedelta:
     """The longest startingDeadlineSeconds of the live CronWorkflows in the store."""
-    seconds = [int(row.spec.get("startingDeadlineSeconds") or 0) for row in engine.view.statuses()]
+    seconds = [int(row.spec.get("startingDeadlineSeconds") or 0) for row in ops.statuses(None)]
     return timedelta(seconds=max(seconds, default=0))

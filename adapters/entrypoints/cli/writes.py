@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 import click
 
+from cronsource.adapters.application.operations import Operations
 from cronsource.adapters.entrypoints.cli.context import (
     KIND,
     NOTHING_RUNS,
@@ -17,22 +18,19 @@ from cronsource.adapters.entrypoints.cli.context import (
     _obj,
     fail,
     global_options,
-    now,
 )
 from cronsource.adapters.entrypoints.cli.reads import selected
 from cronsource.adapters.entrypoints.cli.registry import cli, name_argument
-from cronsource.adapters.runtime.engine import Engine
-from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.service import NotFound
 
 
-def _targets(engine: Engine, obj: Ctx, names: Sequence[str]) -> list[tuple[str, str]]:
+def _targets(ops: Operations, obj: Ctx, names: Sequence[str]) -> list[tuple[str, str]]:
     """(namespace, name) of each CronWorkflow named, or selected by `-l` (with -A: in any
     namespace); unknown names are reported and make the exit 1 after the others ran."""
     if not names and not obj.selector:
         fail("give one or more names, or -l SELECTOR")
     if obj.selector:
-        rows = selected(engine.view.statuses(None if obj.all_namespaces else obj.ns), obj)
+        rows = selected(ops, obj, None if obj.all_namespaces else obj.ns)
         if not rows:
             fail(f"no CronWorkflow matches -l {obj.selector!r}")
         return [(c.namespace, c.name) for c in rows]
@@ -40,22 +38,23 @@ def _targets(engine: Engine, obj: Ctx, names: Sequence[str]) -> list[tuple[str, 
 
 
 def _each(
-    names: Sequence[str], do: Callable[[Engine, CronWorkflow], str], *, notice: bool = False
+    names: Sequence[str], do: Callable[[Operations, str, str], str], *, notice: bool = False
 ) -> None:
+    """`do(ops, namespace, name)` for each target; an unknown one is an `error:` line and
+    makes the exit 1 after the others ran."""
     obj = _obj()
     missing = done = 0
-    with obj.engine() as engine:
-        for ns, name in _targets(engine, obj, names):
+    with obj.operations() as ops:
+        for ns, name in _targets(ops, obj, names):
             try:
-                agg = engine.service.find(ns, name)
+                message = do(ops, ns, name)
             except NotFound as e:
                 click.echo(f"error: {e}", err=True)
                 missing += 1
                 continue
-            message = do(engine, agg)
             done += 1
             click.echo(f"{KIND}/{name}" if obj.output == "name" else message)
-        if notice and done and obj.unscheduled(engine):
+        if notice and done and obj.unscheduled(ops):
             click.echo(NOTHING_RUNS, err=True)  # an unknown name alone stays one error line
     if missing:
         sys.exit(1)
@@ -67,10 +66,9 @@ def _each(
 def suspend(names: tuple[str, ...]) -> None:
     """Suspend: no tick runs until resumed (several names, or -l)."""
 
-    def do(e: Engine, a: CronWorkflow) -> str:
-        was = a.suspended
-        e.service.suspend(a.id, now(), by="cli")
-        return f"{KIND}/{a.name} {'unchanged (already suspended)' if was else 'suspended'}"
+    def do(ops: Operations, ns: str, name: str) -> str:
+        was_running, _ = ops.suspend(ns, name, by="cli")
+        return f"{KIND}/{name} {'suspended' if was_running else 'unchanged (already suspended)'}"
 
     _each(names, do)
 
@@ -81,10 +79,9 @@ def suspend(names: tuple[str, ...]) -> None:
 def resume(names: tuple[str, ...]) -> None:
     """Resume: the ticks of the suspension are decided, at most one runs."""
 
-    def do(e: Engine, a: CronWorkflow) -> str:
-        was = a.suspended or a.stopped
-        e.service.resume(a.id, now(), by="cli")
-        return f"{KIND}/{a.name} {'resumed' if was else 'unchanged (not suspended)'}"
+    def do(ops: Operations, ns: str, name: str) -> str:
+        was_suspended, _ = ops.resume(ns, name, by="cli")
+        return f"{KIND}/{name} {'resumed' if was_suspended else 'unchanged (not suspended)'}"
 
     _each(names, do)
 
@@ -95,9 +92,9 @@ def resume(names: tuple[str, ...]) -> None:
 def delete(names: tuple[str, ...]) -> None:
     """Delete; the history stays queryable (alias rm)."""
 
-    def do(e: Engine, a: CronWorkflow) -> str:
-        e.service.delete(a.id, now())
-        return f"{KIND}/{a.name} deleted"
+    def do(ops: Operations, ns: str, name: str) -> str:
+        ops.delete(ns, name)
+        return f"{KIND}/{name} deleted"
 
     _each(names, do)
 
@@ -112,11 +109,11 @@ def trigger(names: tuple[str, ...], request_id: str | None) -> None:
     """Run now (a manual fire)."""
     rid = request_id or uuid.uuid4().hex
 
-    def do(e: Engine, a: CronWorkflow) -> str:
-        wf = e.service.trigger(a.id, now(), rid)
+    def do(ops: Operations, ns: str, name: str) -> str:
+        wf, _ = ops.trigger(ns, name, rid)
         if wf is None:
             return f"request {rid} already triggered"
-        if _obj().unscheduled(e):
+        if _obj().unscheduled(ops):
             # Recorded, and created only when a `run` dispatches it (a manual run has no
             # deadline: docs/scheduling.md), so it is not "triggered" yet.
             return f"workflow {wf} queued: nothing creates it until `cronsource run` runs"

@@ -17,7 +17,7 @@ from cronsource.adapters.application.documents import (
     load_json,
     load_yaml,
 )
-from cronsource.adapters.application.operations import FieldError
+from cronsource.adapters.application.inputs import FieldError
 from cronsource.adapters.entrypoints.http.problems import ApiError, invalid
 from cronsource.domain.manifest import CronWorkflowManifest, parse_manifest
 

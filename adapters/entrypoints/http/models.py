@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from cronsource.adapters.application.operations import FieldError, parse_time
+from cronsource.adapters.application.inputs import FieldError, parse_time
 from cronsource.adapters.application.statuspage import OVERDUE_LISTED
 
 

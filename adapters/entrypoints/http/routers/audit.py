@@ -8,14 +8,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response
 
 from cronsource.adapters.application.explain import explain, removed_before
+from cronsource.adapters.application.inputs import EVENT_TYPES, SKIP_REASONS, FieldError, parse_time
 from cronsource.adapters.application.objects import event_object
-from cronsource.adapters.application.operations import (
-    EVENT_TYPES,
-    SKIP_REASONS,
-    FieldError,
-    Operations,
-    parse_time,
-)
+from cronsource.adapters.application.operations import Operations
 from cronsource.adapters.clock import Clock as RuntimeClock
 from cronsource.adapters.entrypoints.http.dependencies import TOKEN, Clock, EngineDep, Ops, Queries
 from cronsource.adapters.entrypoints.http.models import Decision, EventList, Timeline
