@@ -286,7 +286,8 @@ class CronService(Application[UUID]):
         try:
             yield receipt
         finally:
-            open_receipts.remove(receipt)
+            # By identity: receipts are values, and an outer block's may equal this one's.
+            open_receipts[:] = [r for r in open_receipts if r is not receipt]
 
     def save(self, *objs: Any, **kwargs: Any) -> Any:
         """Save aggregates through the event store's public `put`, without eventsourcing's
