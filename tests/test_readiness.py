@@ -228,14 +228,14 @@ def test_readiness_is_503_while_a_worker_fails_and_forgets_a_role_it_lost(tmp_pa
         def disk_full() -> None:
             raise OSError(28, "database or disk is full")
 
-        loop.scheduler.run(disk_full)
+        loop.supervise_scheduler.run(disk_full)
         code, body = probes.ready()
         assert (code, body["status"]) == (503, "workers failing"), body
         assert body["failing"] == {"scheduler": "OSError: [Errno 28] database or disk is full"}
-        loop.scheduler.retry_at = None  # its backoff has passed
+        loop.supervise_scheduler.retry_at = None  # its backoff has passed
         loop.turn()
         assert probes.ready()[0] == 200
-        loop.projector.run(disk_full)
+        loop.supervise_projections.run(disk_full)
         assert probes.ready()[1]["failing"].keys() == {"projections"}
         owner.projector = False  # another replica projects now
         loop.turn()
@@ -346,13 +346,13 @@ def test_the_loop_probes_the_store_and_its_workers_recover_from_a_full_disk(
         for _ in range(240):  # two minutes: the backoff is at its longest
             loop.turn()
             clock.wait(0.5)
-        assert loop.scheduler.failing and loop.scheduler.backoff == MAX_BACKOFF
-        assert "full" in loop.scheduler.last_error
+        assert loop.supervise_scheduler.failing and loop.supervise_scheduler.backoff == MAX_BACKOFF
+        assert "full" in loop.supervise_scheduler.last_error
         fires = loop.fires
         filler.unlink()
         for _ in range(3):
             loop.turn()
             clock.wait(0.5)
-        assert not loop.scheduler.failing and loop.fires > fires
+        assert not loop.supervise_scheduler.failing and loop.fires > fires
     finally:
         engine.close()

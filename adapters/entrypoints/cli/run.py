@@ -205,7 +205,7 @@ def run(
         engine.view.next_due()  # the read model answers: fail here, not in the first turn
     except Exception as e:
         fail(describe(e, config))
-    # As `apply` does: a restart must not undo what a command changed since (issue 21).
+    # As `apply` does (three-way): a restart must not undo what a command changed since.
     try:
         ops = Operations(engine, settle_each=False)
         apply_all(
