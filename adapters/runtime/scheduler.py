@@ -222,7 +222,8 @@ class Scheduler:
         }
         ids = list(seen)
         batches = [
-            self.decide_with_copies(ids[i : i + BATCH], instant, seen) for i in range(0, len(ids), BATCH)
+            self.decide_with_copies(ids[i : i + BATCH], instant, seen)
+            for i in range(0, len(ids), BATCH)
         ]
         self._prepared = (instant, [b for b in batches if b])
         return len(ids)
