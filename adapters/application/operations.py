@@ -13,15 +13,21 @@ in adapters/infrastructure/readside/queries.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
 
-from cronsource.adapters.application.explain import explain
-from cronsource.adapters.application.inputs import FieldError
-from cronsource.adapters.application.objects import next_fire_times
+from cronsource.adapters.application.explain import explain, removed_before
+from cronsource.adapters.application.inputs import (
+    FieldError,
+    check_backfill,
+    check_range,
+    event_filter,
+)
+from cronsource.adapters.application.objects import event_object, next_fire_times
 from cronsource.adapters.application.presence import schedulers_running
 from cronsource.adapters.application.selectors import parse_label_selector, select
 from cronsource.adapters.clock import Clock
@@ -31,7 +37,7 @@ from cronsource.domain.backfill import BackfillPlan, BackfillTooLarge, HistoryRe
 from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.manifest import CronWorkflowManifest
 from cronsource.domain.service import AlreadyExists, Applied, NotFound, StaleVersion
-from cronsource.projections.readmodel import AuditRow, StatusRow, rfc3339
+from cronsource.projections.readmodel import AuditRow, StatusRow
 
 T = TypeVar("T")
 
@@ -352,7 +358,40 @@ class Operations:
     def events(self, page: EventFilter) -> list[AuditRow]:
         """One page of the audit log."""
         check_range(page.since, page.until)
+        self.refresh()
         return self.engine.view.events(page)
+
+    def events_page(
+        self,
+        namespace: str | None,
+        name: str | None,
+        *,
+        since: str | None = None,
+        until: str | None = None,
+        types: Sequence[str] = (),
+        reasons: Sequence[str] = (),
+        after: int = 0,
+        limit: int = 100,
+    ) -> EventsPage:
+        """One page of the audit log as a request gives it (times as RFC 3339 text, types and
+        reasons by name, each checked: FieldError names the first that is wrong). With a
+        `name`, a CronWorkflow that never existed is NotFound rather than an empty page."""
+        page = event_filter(namespace, name, since, until, types, reasons, after, limit)
+        rows = self.events(page)
+        if name is not None and namespace is not None and not rows:
+            if not self.ever_existed(namespace, name):
+                raise NotFound(f"cronworkflow {namespace}/{name} not found")
+        kept_from = self.kept_from()
+        removed = (
+            removed_before(kept_from)
+            if kept_from is not None and (page.since is None or page.since < kept_from)
+            else None
+        )
+        return EventsPage(
+            items=[event_object(r) for r in rows],
+            next_after=rows[-1].notification_id if len(rows) == page.limit else None,
+            removed=removed,
+        )
 
     def audit_until(self, until: datetime, after: int, limit: int) -> list[AuditRow]:
         """Audit rows of events before `until`, after log position `after` (export)."""
@@ -360,6 +399,7 @@ class Operations:
 
     def why(self, namespace: str, name: str, at: datetime) -> dict[str, Any]:
         """Why did (or didn't) it run at `at`: the decision covering it and its event."""
+        self.refresh()
         queries = self.engine.view
         rows = queries.decisions_at(namespace, name, at)
         kept_from = queries.kept_from()
@@ -380,24 +420,11 @@ class Operations:
         return agg.spec_model.timezone or "UTC", items
 
 
-def check_range(since: datetime | None, until: datetime | None) -> None:
-    """An end before the start is a mistake, not an empty answer."""
-    if since is not None and until is not None and until < since:
-        raise FieldError("until", f"{rfc3339(until)} is before since {rfc3339(since)}")
+@dataclass(frozen=True)
+class EventsPage:
+    """A page of the audit log: the events as objects, the position to page on from (None:
+    the last page), and the note that history before some time was removed, if it was."""
 
-
-def check_backfill(
-    start: datetime,
-    end: datetime,
-    overlap: Overlap | None,
-    parallel: int | None,
-    *,
-    shown: tuple[str, str] | None = None,
-) -> None:
-    """The backfill rules a request can break before anything is read (domain/backfill.py
-    has the rest). `shown`: start and end as the client wrote them, for the message."""
-    if end < start:
-        s, e = shown or (rfc3339(start), rfc3339(end))
-        raise FieldError("end", f"{e} is before start {s}", "body")
-    if parallel is not None and overlap in ("Forbid", "Replace"):
-        raise FieldError("parallel", f"applies to overlap Allow or Queue, not {overlap}", "body")
+    items: list[dict[str, Any]]
+    next_after: int | None
+    removed: str | None

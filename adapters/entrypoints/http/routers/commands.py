@@ -8,12 +8,8 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
-from cronsource.adapters.application.inputs import parse_time
-from cronsource.adapters.application.objects import backfill_result
-from cronsource.adapters.application.operations import Operations, check_backfill
-from cronsource.adapters.entrypoints.http.admission import if_match_version
-from cronsource.adapters.entrypoints.http.dependencies import TOKEN, Ops, Queries, Settings
-from cronsource.adapters.entrypoints.http.models import (
+from cronsource.adapters.application.inputs import check_backfill, parse_time
+from cronsource.adapters.application.models import (
     BackfillRequest,
     BackfillResult,
     CronWorkflowObject,
@@ -21,6 +17,10 @@ from cronsource.adapters.entrypoints.http.models import (
     Triggered,
     TriggerRequest,
 )
+from cronsource.adapters.application.objects import backfill_result
+from cronsource.adapters.application.operations import Operations
+from cronsource.adapters.entrypoints.http.admission import if_match_version
+from cronsource.adapters.entrypoints.http.dependencies import TOKEN, Ops, Queries, Settings
 from cronsource.adapters.entrypoints.http.params import IdempotencyKey, IfMatch, Name, Namespace
 from cronsource.adapters.entrypoints.http.problems import problem_responses
 from cronsource.adapters.entrypoints.http.replies import answer, current, log_command

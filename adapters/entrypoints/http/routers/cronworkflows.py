@@ -11,6 +11,12 @@ from typing import Annotated, Any, TypeVar
 from fastapi import APIRouter, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from cronsource.adapters.application.models import (
+    CronWorkflowList,
+    CronWorkflowObject,
+    Deleted,
+    NextTimes,
+)
 from cronsource.adapters.entrypoints.http.admission import (
     MANIFEST_BODY,
     admit,
@@ -24,12 +30,6 @@ from cronsource.adapters.entrypoints.http.dependencies import (
     Ops,
     Queries,
     Settings,
-)
-from cronsource.adapters.entrypoints.http.models import (
-    CronWorkflowList,
-    CronWorkflowObject,
-    Deleted,
-    NextTimes,
 )
 from cronsource.adapters.entrypoints.http.params import (
     IfMatch,

@@ -1,5 +1,7 @@
-"""The API's request and response models. Routes name them as `response_model`, so FastAPI
-validates what a handler returns against them (and the OpenAPI document shows them).
+"""The models of what the facade answers, one set for every edge: the HTTP API's request and
+response bodies (routes name them as `response_model`, so FastAPI validates what a handler
+returns against them and the OpenAPI document shows them) and the results of the Python
+library and its HTTP client, so a value round-trips between them.
 
 Field names are the JSON names clients see (camelCase, as Argo and Kubernetes write them).
 """
