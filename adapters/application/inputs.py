@@ -32,6 +32,11 @@ EVENT_TYPES: tuple[str, ...] = tuple(
 SKIP_REASONS: tuple[str, ...] = get_args(SkipReason)
 
 
+#: A Kubernetes DNS subdomain name (namespaces use the label form, at most 63 characters).
+DNS = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+MAX_NAMESPACE, MAX_NAME = 63, 253
+
+
 class FieldError(ValueError):
     """Bad input, naming the field (camelCase, as the client wrote it) and where it was."""
 
@@ -40,6 +45,15 @@ class FieldError(ValueError):
         self.field = field
         self.message = message
         self.location = location
+
+
+class FieldErrors(ValueError):
+    """Several bad fields at once (a manifest's): each a dict with `field`, `in` (where it
+    was: body, query, header) and `message`."""
+
+    def __init__(self, errors: list[dict[str, str]]) -> None:
+        super().__init__("; ".join(f"{e['field']}: {e['message']}" for e in errors))
+        self.errors = errors
 
 
 def parse_time(value: str, field: str) -> datetime:

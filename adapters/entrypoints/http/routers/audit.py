@@ -7,13 +7,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
-from cronsource.adapters.application.inputs import parse_time
+from cronsource.adapters.application.inputs import DNS, parse_time
 from cronsource.adapters.application.models import Decision, EventList, Timeline
 from cronsource.adapters.application.operations import Operations
 from cronsource.adapters.clock import Clock as RuntimeClock
 from cronsource.adapters.entrypoints.http.dependencies import TOKEN, Clock, EngineDep, Ops, Queries
 from cronsource.adapters.entrypoints.http.params import (
-    DNS,
     Buckets,
     Days,
     EventPage,

@@ -11,6 +11,7 @@ from typing import Annotated, Any, TypeVar
 from fastapi import APIRouter, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from cronsource.adapters.application.admission import resource_version
 from cronsource.adapters.application.models import (
     CronWorkflowList,
     CronWorkflowObject,
@@ -23,7 +24,6 @@ from cronsource.adapters.entrypoints.http.admission import (
     content_type,
     if_match_version,
     parse_body,
-    resource_version,
 )
 from cronsource.adapters.entrypoints.http.dependencies import (
     TOKEN,
