@@ -22,84 +22,110 @@ from cronsource.adapters.infrastructure.store.config import StoreConfig
 from cronsource.projections.readmodel import rfc3339
 
 
+def replica_options(f: Any) -> Any:
+    """The flags of a replica, shared by `run` and `project` (declared once, in the order
+    `--help` shows them)."""
+    for option in reversed(_REPLICA_OPTIONS):
+        f = option(f)
+    return f
+
+
+_REPLICA_OPTIONS = [
+    click.option(
+        "--late-tolerance",
+        default="30s",
+        show_default=True,
+        help="a tick decided later than this after its time is missed",
+    ),
+    click.option(
+        "--workflows-dir",
+        default="workflows",
+        show_default=True,
+        help="local target: where Workflow manifests are written",
+    ),
+    click.option(
+        "--local-run-duration",
+        default="1s",
+        show_default=True,
+        help="local target: a run succeeds after this long",
+    ),
+    click.option("--kube", is_flag=True, help="use the cluster from kubeconfig/in-cluster"),
+    click.option(
+        "--kubeconfig",
+        default=None,
+        help="with --kube: kubeconfig path (default $KUBECONFIG, ~/.kube/config, in-cluster)",
+    ),
+    click.option(
+        "--instance-id",
+        default=None,
+        envvar="CRONSOURCE_INSTANCE_ID",
+        help="with --kube: Argo's controller instance id to select (default: objects without one)",
+    ),
+    click.option(
+        "--http-port",
+        type=click.IntRange(0, 65535),
+        default=None,
+        envvar="CRONSOURCE_HTTP_PORT",
+        help="serve /healthz, /readyz and /metrics on this port (default: no probe server)",
+    ),
+    click.option(
+        "--http-host",
+        default="127.0.0.1",
+        show_default=True,
+        envvar="CRONSOURCE_HTTP_HOST",
+        help="address of the probe server (0.0.0.0 in a pod, for the kubelet and Prometheus)",
+    ),
+    click.option(
+        "--http-token-file",
+        default=None,
+        help="bearer token /metrics asks for (else $CRONSOURCE_TOKEN; none: open)",
+    ),
+    click.option(
+        "--max-turn-age",
+        default="60s",
+        show_default=True,
+        help="/healthz and /readyz fail when the scheduler loop finished no turn for this long",
+    ),
+    click.option(
+        "--lease-duration",
+        default="15s",
+        show_default=True,
+        envvar="CRONSOURCE_LEASE_DURATION",
+        help="PostgreSQL: a replica that has not renewed its lease for this long (frozen,"
+        " partitioned) has its shards and projector role taken by the others",
+    ),
+    click.option(
+        "--retain",
+        default=None,
+        envvar="CRONSOURCE_RETAIN",
+        help="keep the log and the audit for this long (e.g. 90d, 2160h): older events that a"
+        " snapshot covers and nothing needs are removed (default: keep everything)",
+    ),
+    click.option("-v", "--verbose", is_flag=True),
+    global_options(output=False, all_namespaces=False, selector=False),
+]
+
+
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(allow_dash=True))
 @click.option(
     "--role", type=click.Choice(["all", "scheduler", "projector"]), default="all", show_default=True
 )
-@click.option(
-    "--late-tolerance",
-    default="30s",
-    show_default=True,
-    help="a tick decided later than this after its time is missed",
-)
-@click.option(
-    "--workflows-dir",
-    default="workflows",
-    show_default=True,
-    help="local target: where Workflow manifests are written",
-)
-@click.option(
-    "--local-run-duration",
-    default="1s",
-    show_default=True,
-    help="local target: a run succeeds after this long",
-)
-@click.option("--kube", is_flag=True, help="use the cluster from kubeconfig/in-cluster")
-@click.option(
-    "--kubeconfig",
-    default=None,
-    help="with --kube: kubeconfig path (default $KUBECONFIG, ~/.kube/config, in-cluster)",
-)
-@click.option(
-    "--instance-id",
-    default=None,
-    envvar="CRONSOURCE_INSTANCE_ID",
-    help="with --kube: Argo's controller instance id to select (default: objects without one)",
-)
-@click.option(
-    "--http-port",
-    type=click.IntRange(0, 65535),
-    default=None,
-    envvar="CRONSOURCE_HTTP_PORT",
-    help="serve /healthz, /readyz and /metrics on this port (default: no probe server)",
-)
-@click.option(
-    "--http-host",
-    default="127.0.0.1",
-    show_default=True,
-    envvar="CRONSOURCE_HTTP_HOST",
-    help="address of the probe server (0.0.0.0 in a pod, for the kubelet and Prometheus)",
-)
-@click.option(
-    "--http-token-file",
-    default=None,
-    help="bearer token /metrics asks for (else $CRONSOURCE_TOKEN; none: open)",
-)
-@click.option(
-    "--max-turn-age",
-    default="60s",
-    show_default=True,
-    help="/healthz and /readyz fail when the scheduler loop finished no turn for this long",
-)
-@click.option(
-    "--lease-duration",
-    default="15s",
-    show_default=True,
-    envvar="CRONSOURCE_LEASE_DURATION",
-    help="PostgreSQL: a replica that has not renewed its lease for this long (frozen,"
-    " partitioned) has its shards and projector role taken by the others",
-)
-@click.option(
-    "--retain",
-    default=None,
-    envvar="CRONSOURCE_RETAIN",
-    help="keep the log and the audit for this long (e.g. 90d, 2160h): older events that a"
-    " snapshot covers and nothing needs are removed (default: keep everything)",
-)
-@click.option("-v", "--verbose", is_flag=True)
-@global_options(output=False, all_namespaces=False, selector=False)
-def run(
+@replica_options
+def run(paths: tuple[str, ...], role: str, **flags: Any) -> None:
+    """The main job: apply PATHS, then schedule and project until SIGTERM."""
+    run_replica(paths, role, **flags)
+
+
+@cli.command()
+@replica_options
+def project(**flags: Any) -> None:
+    """Only the projections and the dispatcher (`run --role projector`): the status view,
+    the audit and the Workflows of fires, scaled or placed apart from the schedulers."""
+    run_replica((), "projector", **flags)
+
+
+def run_replica(
     paths: tuple[str, ...],
     role: str,
     late_tolerance: str,
@@ -116,7 +142,7 @@ def run(
     retain: str | None,
     verbose: bool,
 ) -> None:
-    """The main job: apply PATHS, then schedule and project until SIGTERM."""
+    """One replica of `role` until SIGTERM (`run`, `project`)."""
     import logging
 
     started = SYSTEM_CLOCK.monotonic()
