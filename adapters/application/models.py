@@ -26,6 +26,19 @@ class CronWorkflowStatus(BaseModel):
     whose shape a client may rely on beyond that."""
 
     model_config = ConfigDict(extra="allow")
+    # The status view always writes these (projections/readmodel.py), so naming them changes
+    # no answer; it types them for clients.
+    active: list[dict[str, Any]] = Field(default_factory=list, description="Runs not finished")
+    lastScheduledTime: str | None = Field(default=None, description="RFC 3339, the last fire")
+    conditions: list[dict[str, Any]] = Field(default_factory=list)
+    succeeded: int = 0
+    failed: int = 0
+    phase: str = Field(default="Active", description="Active, or Stopped")
+    nextScheduledTime: str | None = Field(
+        default=None,
+        description="RFC 3339, the next due tick (cronsource extension); null while nothing"
+        " can be decided",
+    )
     resolvedSchedules: dict[str, str] | None = Field(
         default=None,
         # Absent rather than null, as Argo's `omitempty` leaves it.
