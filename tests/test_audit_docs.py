@@ -113,7 +113,7 @@ def _same(v: Any) -> Any:
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.title for e in EXAMPLES])
 def test_sqlite_returns_the_same_rows(stores: tuple[str, str], example: Example) -> None:
     with psycopg.connect(stores[0]) as pg:
-        expected = [tuple(map(_same, r)) for r in pg.execute(example.postgresql).fetchall()]  # type: ignore[arg-type]
+        expected = [tuple(map(_same, r)) for r in pg.execute(example.postgresql).fetchall()]
     conn = sqlite3.connect(stores[1])
     try:
         got = [tuple(map(_same, r)) for r in conn.execute(example.sqlite).fetchall()]

@@ -150,14 +150,14 @@ class Store:
         if self.kind == "sqlite":
             conn = sqlite3.connect(StoreConfig.parse(self.url).sqlite_path)
             try:
-                cur = conn.execute(sql)
-                return [d[0] for d in cur.description], cur.fetchall()
+                lite = conn.execute(sql)
+                return [d[0] for d in lite.description], lite.fetchall()
             finally:
                 conn.close()
         base = self.url.split("?")[0]
         options = f"-c search_path={self.schema}" if self.schema else ""
         with psycopg.connect(base, options=options) as pg:
-            cur = pg.execute(sql)  # type: ignore[arg-type]
+            cur = pg.execute(sql)
             assert cur.description is not None
             return [d.name for d in cur.description], cur.fetchall()
 
@@ -165,7 +165,7 @@ class Store:
         base = self.url.split("?")[0]
         options = f"-c search_path={self.schema}" if self.schema else ""
         with psycopg.connect(base, options=options) as pg:
-            cur = pg.execute(f"SELECT * FROM {view} LIMIT 0")  # type: ignore[arg-type]
+            cur = pg.execute(f"SELECT * FROM {view} LIMIT 0")
             assert cur.description is not None
             return {d.name: d.type_code for d in cur.description}
 
