@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import psycopg
+import psycopg.conninfo
 import pytest
 
 from cronsource.adapters.bootstrap import bootstrap, migrate
@@ -612,6 +613,29 @@ def test_cronsource_migrate_creates_the_views_on_postgresql(pg_url: str) -> None
         " ORDER BY table_name"
     )
     assert [r[0] for r in found] == sorted(PINNED)
+
+
+@pytest.mark.postgres
+def test_a_reporting_role_needs_select_on_the_views_only(pg_url: str) -> None:
+    """docs/audit.md's GRANT: a view reads its tables with its owner's rights, so a BI role
+    reads the views without any right on the internal tables (and still cannot read those)."""
+    migrate(StoreConfig.parse(pg_url))
+    role = f"reporting_{uuid4().hex[:8]}"
+    with psycopg.connect(pg_url, autocommit=True) as pg:
+        pg.execute(f"CREATE ROLE {role} LOGIN")
+        pg.execute(f"GRANT USAGE ON SCHEMA public TO {role}")
+        pg.execute(f"GRANT SELECT ON {', '.join(PINNED)} TO {role}")
+    try:
+        reporting = psycopg.conninfo.make_conninfo(pg_url, user=role)
+        with psycopg.connect(reporting) as pg:
+            for view in PINNED:
+                pg.execute(f"SELECT count(*) FROM {view}")
+        with psycopg.connect(reporting) as pg, pytest.raises(psycopg.errors.InsufficientPrivilege):
+            pg.execute("SELECT count(*) FROM cronsource_audit")
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as pg:
+            pg.execute(f"DROP OWNED BY {role}")
+            pg.execute(f"DROP ROLE {role}")
 
 
 def test_an_embedded_store_keeps_views_that_are_current_and_replaces_stale_ones(
