@@ -8,16 +8,26 @@ views, which target and which clock are wired together; nothing else constructs 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 from cronsource.adapters.clock import SYSTEM_CLOCK, Clock
+from cronsource.adapters.infrastructure.kube.port import KubeApi
+from cronsource.adapters.infrastructure.leases import LEASE_SECONDS
+from cronsource.adapters.infrastructure.localtarget import LocalTarget
 from cronsource.adapters.infrastructure.locks import lock_for
+from cronsource.adapters.infrastructure.shards import AdvisoryLockShards, Ownership, SoleOwner
 from cronsource.adapters.infrastructure.store.config import StoreConfig
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.indexes import ViewIndex
+from cronsource.adapters.runtime.kube import KubeSync
+from cronsource.adapters.runtime.loop import SchedulerLoop
 from cronsource.adapters.runtime.projector import Projector
+from cronsource.adapters.runtime.retention import Retention
+from cronsource.adapters.runtime.runwatcher import RunPoller, RunWatcher
+from cronsource.adapters.runtime.waker import Waker
 from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.decisions import DEFAULT_LATE_TOLERANCE
 from cronsource.domain.service import CronService, LogIndex
@@ -117,3 +127,67 @@ def _not_started_sink(service: CronService) -> NotStartedSink:
         )
 
     return record
+
+
+@dataclass
+class Replica:
+    """One `cronsource run` replica around an engine: the scheduler loop, its ownership of
+    shards, the poller of runs (the local target's, or the cluster's watches), the waker,
+    and what they hold open (the cluster's client is its opener's to close)."""
+
+    engine: Engine
+    loop: SchedulerLoop
+    watcher: RunPoller
+    waker: Waker
+
+    def close(self) -> None:
+        if isinstance(self.watcher, KubeSync):
+            self.watcher.stop()
+        self.waker.stop()
+        self.engine.close()
+
+
+def bootstrap_replica(
+    engine: Engine,
+    *,
+    role: str = "all",
+    lease_seconds: float = LEASE_SECONDS,
+    kube: KubeApi | None = None,
+    instance_id: str | None = None,
+    local: LocalTarget | None = None,
+    retain: timedelta | None = None,
+) -> Replica:
+    """Wire `run`'s runtime around `engine` (built by `bootstrap` with its target): shards
+    and leases on PostgreSQL (the whole store otherwise), the Kubernetes watches (`kube`)
+    or the local target's run watcher (`local`), retention (`retain`), the loop and its
+    waker. The watches start here when this replica may project."""
+    config = engine.config
+    ownership: Ownership
+    if config.kind == "postgresql":
+        shards = AdvisoryLockShards(
+            config.pg_conninfo,
+            want_projector=role != "scheduler",
+            schema=config.pg_schema,
+            lease_seconds=lease_seconds,
+        )
+        if role != "scheduler":
+            # The projections write on the session that holds the projector lock, so that a
+            # replica whose role was taken while it was frozen cannot write
+            # (adapters/infrastructure/shards.py).
+            engine.view.write_through(shards.projector_transaction)
+        ownership = shards
+    else:
+        ownership = SoleOwner(engine.projector.lock)
+    watcher: RunPoller
+    if kube is not None:
+        sync = KubeSync(engine, kube, namespace=None, instance_id=instance_id)
+        if role != "scheduler":
+            sync.start()
+        watcher = sync
+    elif local is not None:
+        watcher = RunWatcher(engine, local, clock=engine.clock)
+    else:
+        raise ValueError("a replica needs a cluster (kube) or a local target (local)")
+    retention = Retention(engine, retain) if retain is not None else None
+    loop = SchedulerLoop(engine, ownership, role=role, watcher=watcher, retention=retention)
+    return Replica(engine, loop, watcher, Waker(engine))

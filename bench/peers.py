@@ -149,7 +149,9 @@ def run_ours(url: str, n: int, workdir: Path, timeout: float, mode: str) -> dict
     result["duplicates"] = sum(c - len(bursts) for c in fired.values() if c > len(bursts))
     result["fires"] = sum(fired.values())
     result["rejected_writes"] = engine.rejected_writes
-    result["failures"] = {s.name: s.failures for s in (loop.projector, loop.scheduler)}
+    result["failures"] = {
+        s.name: s.failures for s in (loop.supervise_projections, loop.supervise_scheduler)
+    }
     engine.close()
     return result
 

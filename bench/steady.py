@@ -7,10 +7,10 @@ up: the state a replica restarts into.
 
 Timed: the real `cronsource run` is started as a separate process on that store (local target,
 no manifests to apply). `startup_seconds` runs from the spawn until it prints that its first
-turn is done ("cronsource ready", adapters/entrypoints/cli.py: projections caught up, what was due
-decided, the next minute's aggregates loaded). For M minutes after that, this process watches the
-event log: each ScheduleFired is timestamped when it first becomes visible (a poll every 20 ms), so
-skew = visible - scheduled is an upper bound of commit time minus scheduled time. Ticks that
+turn is done ("cronsource ready", adapters/entrypoints/cli/run.py: projections caught up, what was
+due decided, the next minute's aggregates loaded). For M minutes after that, this process watches
+the event log: each ScheduleFired is timestamped when it first becomes visible (a poll every 20 ms),
+so skew = visible - scheduled is an upper bound of commit time minus scheduled time. Ticks that
 came due while the set-up ran (before the replica was ready) fire at start-up, late by design;
 they are counted as `backlog_fires`, not in the skew. Also samples
 the scheduler's peak RSS (VmHWM). Prints one JSON object on its last line.

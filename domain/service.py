@@ -286,7 +286,8 @@ class CronService(Application[UUID]):
         try:
             yield receipt
         finally:
-            open_receipts.remove(receipt)
+            # By identity: receipts are values, and an outer block's may equal this one's.
+            open_receipts[:] = [r for r in open_receipts if r is not receipt]
 
     def save(self, *objs: Any, **kwargs: Any) -> Any:
         """Save aggregates through the event store's public `put`, without eventsourcing's
@@ -504,8 +505,8 @@ class CronService(Application[UUID]):
         The store decides, not this process: the new stream's id is deterministic and its
         first event is version 1, so when two writers (two replicas) create the same name at
         once, the store's unique (stream, version) key refuses the second. The loser is never
-        retried as an ordinary apply: that was the lost update of issue 15 (the second spec
-        silently replacing the first).
+        retried as an ordinary apply, which would be a lost update (the second spec silently
+        replacing the first).
         """
         meta = manifest.metadata
         uid = meta.uid or ""

@@ -1,6 +1,7 @@
-"""The operations behind the HTTP API, free of HTTP: commands (the version policy itself is
-the service's: `CronService.command`'s `expected_version`), request-side time parsing and
-the audit's vocabulary (event types, skip reasons).
+"""The one facade every entrypoint calls: the CLI, the HTTP API, the Python library
+(`cronsource.open`) and `simulate`. Commands (the version policy itself is the service's:
+`CronService.command`'s `expected_version`), the reads they answer from, request-side time
+parsing, the backfill rules, and the audit's vocabulary (event types, skip reasons), each once.
 
 The shapes answered (adapters/application/objects.py), label selectors
 (adapters/application/selectors.py), "why did it run at T" (adapters/application/explain.py) and
@@ -12,53 +13,33 @@ in adapters/infrastructure/readside/queries.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timedelta
-from typing import Any, TypeVar, get_args
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
 from uuid import UUID
 
+from cronsource.adapters.application.explain import explain, removed_before
+from cronsource.adapters.application.inputs import (
+    FieldError,
+    check_backfill,
+    check_range,
+    event_filter,
+)
+from cronsource.adapters.application.objects import event_object, next_fire_times
+from cronsource.adapters.application.presence import schedulers_running
+from cronsource.adapters.application.selectors import parse_label_selector, select
+from cronsource.adapters.clock import Clock
+from cronsource.adapters.infrastructure.readside.queries import EventFilter
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.domain.backfill import BackfillPlan, BackfillTooLarge, HistoryRemoved, Overlap
 from cronsource.domain.cronworkflow import CronWorkflow
-from cronsource.domain.decisions import SkipReason
 from cronsource.domain.manifest import CronWorkflowManifest
-from cronsource.domain.service import AlreadyExists, Applied, StaleVersion, topic_type
-from cronsource.domain.timestamps import TimestampError, parse_timestamp
+from cronsource.domain.service import AlreadyExists, Applied, NotFound, StaleVersion
+from cronsource.projections.readmodel import AuditRow, StatusRow
 
 T = TypeVar("T")
-
-_TICK = timedelta(microseconds=1)
-DECISION_TYPES = ("ScheduleFired", "ScheduleSkipped")
-#: Every event type of the audit log, read from the aggregate's event classes, and every
-#: skip reason: a filter naming anything else is a typo, refused rather than answered empty.
-EVENT_TYPES: tuple[str, ...] = tuple(
-    sorted(
-        topic_type(v.TOPIC)
-        for v in vars(CronWorkflow).values()
-        if isinstance(v, type) and hasattr(v, "TOPIC") and v is not CronWorkflow
-    )
-)
-SKIP_REASONS: tuple[str, ...] = get_args(SkipReason)
-
-
-class FieldError(ValueError):
-    """Bad input, naming the field (camelCase, as the client wrote it) and where it was."""
-
-    def __init__(self, field: str, message: str, location: str = "query") -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
-        self.location = location
-
-
-def parse_time(value: str, field: str) -> datetime:
-    """RFC 3339 (a `Z` or an offset; no offset means UTC), within the bounds of
-    domain/timestamps.py, as a FieldError for the API's problem responses."""
-    try:
-        return parse_timestamp(value, field, naive_is_utc=True)
-    except TimestampError as e:
-        raise FieldError(field, e.reason) from None
 
 
 def _ts(t: datetime) -> float:
@@ -81,9 +62,15 @@ class Operations:
     projections to pass its receipt (`Projector.settle`), and only the projector moves them.
     """
 
-    def __init__(self, engine: Engine, clock: Callable[[], datetime]) -> None:
+    def __init__(
+        self, engine: Engine, clock: Clock | None = None, *, settle_each: bool = True
+    ) -> None:
+        """`clock`: the engine's unless given. `settle_each=False`: a command does not wait
+        for the read model to show its write (the CLI waits once, for all its commands,
+        before it exits: adapters/entrypoints/cli/context.py)."""
         self.engine = engine
-        self.clock = clock
+        self.clock = clock if clock is not None else engine.clock
+        self.settle_each = settle_each
         self.if_match_rejections = 0
 
     @property
@@ -100,7 +87,8 @@ class Operations:
         """Run a command, then wait until the read model shows what it wrote."""
         with self.service.receipt() as wrote:
             yield
-        self.engine.projector.settle(wrote)
+        if self.settle_each:
+            self.engine.projector.settle(wrote)
 
     def find(self, namespace: str, name: str) -> CronWorkflow:
         agg: CronWorkflow = self.service.find(namespace, name)
@@ -123,12 +111,19 @@ class Operations:
         must_not_exist: bool = False,
         three_way: bool = False,
         force: bool = False,
+        dry_run: bool = False,
     ) -> Applied:
         """Create or update. `three_way`: a file applied, as `kubectl apply` (the POST
         route, as `cronsource apply`: fields other writers changed since the last apply keep
-        their values unless `force`); else the writer's values as they are (PUT)."""
+        their values unless `force`); else the writer's values as they are (PUT).
+        `dry_run` (three-way only): decide the merge and validate it, save nothing."""
         meta = manifest.metadata
-        at = self.clock()
+        at = self.clock.now()
+        if dry_run:
+            if not three_way:
+                raise FieldError("dryRun", "applies to a three-way apply only")
+            dry: Applied = self.service.apply_config(manifest, at, force=force, dry_run=True)
+            return dry
         with self._settled():
             if must_not_exist:
                 return Applied(self._create(manifest, expected, at, applied=three_way), "created")
@@ -173,7 +168,7 @@ class Operations:
         expected: int | None = None,
     ) -> tuple[T, int]:
         """Run `do(aggregate, now)` on the live CronWorkflow; returns (result, new version)."""
-        at = self.clock()
+        at = self.clock.now()
         with self._settled():
             agg = self.service.find(namespace, name)
             box: list[int] = []
@@ -198,11 +193,13 @@ class Operations:
         *,
         overlap: Overlap | None = None,
         parallel: int | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> BackfillPlan:
         """Backfill [start, end] as domain/backfill.py rules (overlap default: the
         CronWorkflow's concurrencyPolicy). More than `max_ticks` ticks is refused before
         anything is computed in full."""
-        at = self.clock()
+        check_backfill(start, end, overlap, parallel)
+        at = self.clock.now()
         with self._settled():
             agg = self.service.find(namespace, name)
             try:
@@ -215,9 +212,219 @@ class Operations:
                     parallel=parallel,
                     max_ticks=max_ticks,
                     dry_run=dry_run,
+                    progress=progress,
                 )
             except BackfillTooLarge as e:
                 raise FieldError("end", str(e), "body") from None
             except HistoryRemoved as e:
                 raise FieldError("start", str(e), "body") from None
         return plan
+
+    def cancel_backfill(self, namespace: str, name: str) -> int:
+        """Drop the ticks queued by earlier backfills; returns how many."""
+        at = self.clock.now()
+        with self._settled():
+            agg = self.service.find(namespace, name)
+            n: int = self.service.cancel_backfill(agg.id, at)
+        return n
+
+    def plan_backfill(
+        self,
+        namespace: str,
+        name: str,
+        start: datetime,
+        end: datetime,
+        max_ticks: int,
+        *,
+        overlap: Overlap | None = None,
+        parallel: int | None = None,
+    ) -> BackfillPlan:
+        """What `backfill` would do, changing nothing (the rules of `backfill`)."""
+        check_backfill(start, end, overlap, parallel)
+        agg = self.service.find(namespace, name)
+        try:
+            plan: BackfillPlan = self.service.plan_backfill(
+                agg.id, start, end, overlap=overlap, parallel=parallel, max_ticks=max_ticks
+            )
+        except BackfillTooLarge as e:
+            raise FieldError("end", str(e), "body") from None
+        except HistoryRemoved as e:
+            raise FieldError("start", str(e), "body") from None
+        return plan
+
+    # ------------------------------------------------------------------ named commands
+
+    def suspend(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        by: str = "",
+        note: str = "",
+        expected: int | None = None,
+    ) -> tuple[bool, int]:
+        """Suspend; returns (whether it was running before, the new version)."""
+
+        def do(a: CronWorkflow, at: datetime) -> bool:
+            was = not a.suspended
+            a.suspend(at, by=by, note=note)
+            return was
+
+        return self.command(namespace, name, do, expected)
+
+    def resume(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        by: str = "",
+        note: str = "",
+        expected: int | None = None,
+    ) -> tuple[bool, int]:
+        """Resume; returns (whether it was suspended or stopped before, the new version)."""
+
+        def do(a: CronWorkflow, at: datetime) -> bool:
+            was = a.suspended or a.stopped
+            a.resume(at, by=by, note=note)
+            return was
+
+        return self.command(namespace, name, do, expected)
+
+    def delete(self, namespace: str, name: str, *, expected: int | None = None) -> int:
+        """Delete (its history stays queryable); returns the new version."""
+        _, version = self.command(namespace, name, lambda a, at: a.delete(at), expected)
+        return version
+
+    def trigger(
+        self, namespace: str, name: str, request_id: str, *, expected: int | None = None
+    ) -> tuple[str | None, int]:
+        """Run now; returns (the run's Workflow, or None when this request id already ran,
+        the new version)."""
+        return self.command(namespace, name, lambda a, at: a.trigger(at, request_id), expected)
+
+    # ------------------------------------------------------------------ reads
+
+    def statuses(
+        self,
+        namespace: str | None,
+        *,
+        selector: str | None = None,
+        include_deleted: bool = False,
+    ) -> list[StatusRow]:
+        """The CronWorkflows of a namespace (None: every one) matching a label selector
+        (FieldError `labelSelector` when it is malformed)."""
+        parsed = parse_label_selector(selector)
+        self.refresh()
+        rows = self.engine.view.statuses(namespace, include_deleted=include_deleted)
+        return select(rows, parsed)
+
+    def status(self, namespace: str, name: str) -> StatusRow:
+        """The status row of the live CronWorkflow, or NotFound."""
+        self.refresh()
+        row = self.engine.view.status(namespace, name)
+        if row is None:
+            raise NotFound(f"cronworkflow {namespace}/{name} not found")
+        return row
+
+    def schedulers_running(self) -> int | None:
+        """How many `cronsource run` replicas hold this store now; None when the store cannot
+        say (adapters/application/presence.py)."""
+        return schedulers_running(self.engine)
+
+    def namespaces(self) -> list[str]:
+        """Every namespace that ever held a CronWorkflow."""
+        return self.engine.view.audit_namespaces()
+
+    def ever_existed(self, namespace: str, name: str) -> bool:
+        return self.engine.view.ever_existed(namespace, name)
+
+    def kept_from(self) -> datetime | None:
+        """Since when the audit is complete (None: nothing was ever removed by retention)."""
+        return self.engine.view.kept_from()
+
+    def history(
+        self,
+        namespace: str | None,
+        name: str | None,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        types: tuple[str, ...] = (),
+    ) -> list[AuditRow]:
+        """The audit of one CronWorkflow, a namespace (None: every one), in [since, until]."""
+        check_range(since, until)
+        return self.engine.view.audit(namespace, name, since=since, until=until, types=types)
+
+    def events(self, page: EventFilter) -> list[AuditRow]:
+        """One page of the audit log."""
+        check_range(page.since, page.until)
+        self.refresh()
+        return self.engine.view.events(page)
+
+    def events_page(
+        self,
+        namespace: str | None,
+        name: str | None,
+        *,
+        since: str | None = None,
+        until: str | None = None,
+        types: Sequence[str] = (),
+        reasons: Sequence[str] = (),
+        after: int = 0,
+        limit: int = 100,
+    ) -> EventsPage:
+        """One page of the audit log as a request gives it (times as RFC 3339 text, types and
+        reasons by name, each checked: FieldError names the first that is wrong). With a
+        `name`, a CronWorkflow that never existed is NotFound rather than an empty page."""
+        page = event_filter(namespace, name, since, until, types, reasons, after, limit)
+        rows = self.events(page)
+        if name is not None and namespace is not None and not rows:
+            if not self.ever_existed(namespace, name):
+                raise NotFound(f"cronworkflow {namespace}/{name} not found")
+        kept_from = self.kept_from()
+        removed = (
+            removed_before(kept_from)
+            if kept_from is not None and (page.since is None or page.since < kept_from)
+            else None
+        )
+        return EventsPage(
+            items=[event_object(r) for r in rows],
+            next_after=rows[-1].notification_id if len(rows) == page.limit else None,
+            removed=removed,
+        )
+
+    def audit_until(self, until: datetime, after: int, limit: int) -> list[AuditRow]:
+        """Audit rows of events before `until`, after log position `after` (export)."""
+        return self.engine.view.audit(until=until, after_position=after, limit=limit)
+
+    def why(self, namespace: str, name: str, at: datetime) -> dict[str, Any]:
+        """Why did (or didn't) it run at `at`: the decision covering it and its event."""
+        self.refresh()
+        queries = self.engine.view
+        rows = queries.decisions_at(namespace, name, at)
+        kept_from = queries.kept_from()
+        try:
+            agg: CronWorkflow | None = self.service.find(namespace, name)
+        except NotFound:
+            if not queries.ever_existed(namespace, name):
+                raise
+            agg = None
+        return explain(agg, at, rows, kept_from)
+
+    def next_times(
+        self, namespace: str, name: str, count: int, at: datetime | None = None
+    ) -> tuple[str, list[dict[str, str | None]]]:
+        """(the CronWorkflow's zone, its next `count` fire times after `at` (now))."""
+        agg = self.find(namespace, name)
+        items = next_fire_times(agg, at or self.clock.now(), count)
+        return agg.spec_model.timezone or "UTC", items
+
+
+@dataclass(frozen=True)
+class EventsPage:
+    """A page of the audit log: the events as objects, the position to page on from (None:
+    the last page), and the note that history before some time was removed, if it was."""
+
+    items: list[dict[str, Any]]
+    next_after: int | None
+    removed: str | None

@@ -11,7 +11,7 @@ database;
 - `memory:`: nothing to ask (the store lives and dies with one process).
 
 The status page (`GET /api/v1/scheduler`, `schedulers`) and the CLI's warning that nothing
-fires (adapters/entrypoints/cli.py) both read `schedulers_running`.
+fires (adapters/entrypoints/cli/) both read `schedulers_running`.
 """
 
 from __future__ import annotations

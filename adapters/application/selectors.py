@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cronsource.adapters.application.operations import FieldError
+from cronsource.adapters.application.inputs import FieldError
 from cronsource.projections.readmodel import StatusRow
 
 _KEY = r"[A-Za-z0-9]([A-Za-z0-9._/-]*[A-Za-z0-9])?"

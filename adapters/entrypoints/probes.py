@@ -31,11 +31,9 @@ import json
 import logging
 import socket
 import threading
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -43,6 +41,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from cronsource.adapters.clock import Clock
 from cronsource.adapters.observability.metrics import Metrics
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.loop import SchedulerLoop
@@ -68,7 +67,7 @@ class _TurnAge(Collector):
 
     def collect(self) -> Iterable[Metric]:
         last = self.loop.last_turn
-        age = time.monotonic() - last if last is not None else float("nan")
+        age = self.loop.clock.monotonic() - last if last is not None else float("nan")
         yield GaugeMetricFamily(
             "cronsource_last_turn_age_seconds",
             "Seconds since the scheduler loop of this process finished a turn (NaN before the"
@@ -84,7 +83,7 @@ class Probes:
         self,
         engine: Engine,
         loop: SchedulerLoop,
-        clock: Callable[[], datetime],
+        clock: Clock,
         *,
         token: str | None = None,
         max_turn_age: float = MAX_TURN_AGE,
@@ -114,8 +113,9 @@ class Probes:
     def alive(self) -> tuple[int, dict[str, Any]]:
         """503 only when turns have stopped: the one failure a restart mends."""
         last = self.loop.last_turn
-        if last is not None and time.monotonic() - last > self.max_turn_age:
-            age = round(time.monotonic() - last, 3)
+        now = self.loop.clock.monotonic()
+        if last is not None and now - last > self.max_turn_age:
+            age = round(now - last, 3)
             return 503, {"status": "turns stopped", "lastTurnAgeSeconds": age}
         return 200, {"status": "ok"}
 
@@ -123,7 +123,7 @@ class Probes:
         """503 with the first reason that fails: the store does not answer, takes no writes,
         a worker's last step failed, no turn yet, or turns stopped."""
         last = self.loop.last_turn
-        age = None if last is None else round(time.monotonic() - last, 3)
+        age = None if last is None else round(self.loop.clock.monotonic() - last, 3)
         body: dict[str, Any] = {"lastTurnAgeSeconds": age, "maxTurnAgeSeconds": self.max_turn_age}
         try:
             body["lag"], unwritable = self._store_state()

@@ -28,7 +28,6 @@ by superusers (docs/operator-guide.md, "Frozen replicas").
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -37,6 +36,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from cronsource.adapters.clock import SYSTEM_CLOCK
 from cronsource.adapters.infrastructure.store.conninfo import with_defaults
 
 #: Seconds a replica may go without renewing before the others take its shards (`run
@@ -82,7 +82,9 @@ class Lease:
     """This replica's lease: its row, and how long it may trust it on its own clock."""
 
     def __init__(
-        self, seconds: float = LEASE_SECONDS, monotonic: Callable[[], float] = time.monotonic
+        self,
+        seconds: float = LEASE_SECONDS,
+        monotonic: Callable[[], float] = SYSTEM_CLOCK.monotonic,
     ) -> None:
         self.seconds = seconds
         self.monotonic = monotonic

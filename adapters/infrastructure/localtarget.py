@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from cronsource.adapters.clock import SYSTEM_CLOCK
 from cronsource.domain.timestamps import parse_timestamp
 from cronsource.projections.dispatch import (
     Creation,
@@ -141,10 +142,9 @@ class LocalTarget:
     def _remove_stale_temps(self) -> int:
         """Delete `.tmp-*` files a `kill -9` left between write and link. Only old ones: a
         second process on this directory may be writing a fresh one right now."""
-        import time
 
         removed = 0
-        cutoff = time.time() - STALE_TEMP_SECONDS
+        cutoff = SYSTEM_CLOCK.now().timestamp() - STALE_TEMP_SECONDS
         for tmp in [*self.root.glob(".tmp-*"), *self.root.glob("*/.tmp-*")]:
             with contextlib.suppress(OSError):
                 if tmp.is_file() and not tmp.is_symlink() and tmp.stat().st_mtime < cutoff:

@@ -25,7 +25,6 @@ import os
 import random
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
@@ -34,6 +33,7 @@ from uuid import UUID
 import psycopg
 from psycopg import sql
 
+from cronsource.adapters.clock import SYSTEM_CLOCK
 from cronsource.adapters.infrastructure import leases
 from cronsource.adapters.infrastructure.leases import LEASE_SECONDS, Lease, LeaseLost
 from cronsource.adapters.infrastructure.locks import (
@@ -116,7 +116,7 @@ class AdvisoryLockShards:
         schema: str = "",
         *,
         lease_seconds: float = LEASE_SECONDS,
-        monotonic: Callable[[], float] = time.monotonic,
+        monotonic: Callable[[], float] = SYSTEM_CLOCK.monotonic,
         renew_in_background: bool = True,
     ) -> None:
         self.conninfo = conninfo

@@ -13,9 +13,9 @@ pages (a damaged one fails the query that reads it), so this asks nothing of it.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 
+from cronsource.adapters.clock import SYSTEM_CLOCK
 from cronsource.adapters.runtime.engine import Engine
 
 
@@ -25,7 +25,7 @@ class IntegrityCheck:
         engine: Engine,
         interval: float = 300.0,
         first_wait: float = 2.0,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = SYSTEM_CLOCK.monotonic,
     ) -> None:
         self.engine = engine
         self.interval = interval

@@ -21,10 +21,8 @@ from PostgreSQL's advisory locks (adapters/infrastructure/shards.py), which any 
 from __future__ import annotations
 
 import threading
-import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from datetime import datetime
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -36,6 +34,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from cronsource.adapters.clock import SYSTEM_CLOCK, Clock
 from cronsource.adapters.infrastructure.locks import PROJECTOR_LOCK_CLASS
 from cronsource.adapters.infrastructure.readside.queries import Queries
 from cronsource.adapters.runtime.engine import Engine
@@ -130,7 +129,7 @@ class EventTail:
             if self.position is None:
                 self._load()
                 return
-            deadline = time.monotonic() + budget
+            deadline = SYSTEM_CLOCK.monotonic() + budget
             while True:
                 rows = self.view.tail(self.position, COUNTED_TYPES, TAIL_PAGE)
                 for r in rows:
@@ -150,7 +149,7 @@ class EventTail:
                         assert r.scheduled_time is not None  # a fire is for a tick
                         self._observe_skew(trigger, r.at - float(r.scheduled_time))
                     self.position = r.position
-                if len(rows) < TAIL_PAGE or time.monotonic() >= deadline:
+                if len(rows) < TAIL_PAGE or SYSTEM_CLOCK.monotonic() >= deadline:
                     break
 
     def collect(self) -> Iterable[Metric]:
@@ -214,7 +213,7 @@ class _EngineCollector(Collector):
     def __init__(
         self,
         engine: Engine,
-        clock: Callable[[], datetime],
+        clock: Clock,
         tail: EventTail,
         rejected_by_api: Callable[[], int],
         loop: Any = None,
@@ -253,7 +252,7 @@ class _EngineCollector(Collector):
         for projection, behind in sorted(self.engine.projector.lag().items()):
             lags.add_metric([projection], float(behind))
         yield lags
-        size, overdue = self.engine.view.due_counts(self.clock())
+        size, overdue = self.engine.view.due_counts(self.clock.now())
         yield GaugeMetricFamily(
             "cronsource_due_index_size",
             "Live CronWorkflows with a next due time in the due index",
@@ -392,7 +391,7 @@ class Metrics:
     def __init__(
         self,
         engine: Engine,
-        clock: Callable[[], datetime],
+        clock: Clock,
         *,
         rejected_by_api: Callable[[], int] = lambda: 0,
         loop: Any = None,

@@ -72,7 +72,7 @@ class SchedulerLoop:
         self.stop_event = stop_event if stop_event is not None else threading.Event()
         self.cache = DecisionCache(engine.service.load_many, engine.service.fast_forward)
         engine.service.on_saved(self.cache.saved)
-        self.scheduling = Scheduler(
+        self.scheduler = Scheduler(
             engine.service,
             engine.view,
             ownership,
@@ -90,13 +90,13 @@ class SchedulerLoop:
         #: Whether the store takes writes (readiness, and recovery from a backoff).
         self.write_probe = WriteProbe(engine.config, self.clock)
         probe = self.write_probe.check
-        self.projector = Supervisor("projections", self.clock, probe)
-        self.scheduler = Supervisor("scheduler", self.clock, probe)
-        self.watch = Supervisor("run watcher", self.clock, probe)
-        self.shards = Supervisor("shards", self.clock, probe)
-        self.remover = Supervisor("retention", self.clock)
-        self.warmer = Supervisor("warm-up", self.clock, probe)
-        self.recovery = Supervisor("recovery", self.clock, probe)
+        self.supervise_projections = Supervisor("projections", self.clock, probe)
+        self.supervise_scheduler = Supervisor("scheduler", self.clock, probe)
+        self.supervise_runs = Supervisor("run watcher", self.clock, probe)
+        self.supervise_shards = Supervisor("shards", self.clock, probe)
+        self.supervise_retention = Supervisor("retention", self.clock)
+        self.supervise_warmup = Supervisor("warm-up", self.clock, probe)
+        self.supervise_recovery = Supervisor("recovery", self.clock, probe)
         #: What the store was at the last look (adapters/runtime/storeidentity.py), when that was,
         #: and whether a step failed since (a lost connection): see `check_store`.
         self._identity: str | None = None
@@ -120,20 +120,20 @@ class SchedulerLoop:
 
     @property
     def fires(self) -> int:
-        return self.scheduling.fires
+        return self.scheduler.fires
 
     @property
     def last_warmed(self) -> int:
-        return self.scheduling.last_warmed
+        return self.scheduler.last_warmed
 
     def schedule_once(self, now: datetime) -> int:
-        return self.scheduling.schedule_once(now)
+        return self.scheduler.schedule_once(now)
 
     def prepare_once(self, now: datetime) -> int:
-        return self.scheduling.prepare_once(now)
+        return self.scheduler.prepare_once(now)
 
     def warm_once(self, now: datetime) -> int:
-        return self.scheduling.warm_once(now)
+        return self.scheduler.warm_once(now)
 
     @property
     def runs_projections(self) -> bool:
@@ -200,7 +200,7 @@ class SchedulerLoop:
 
     def forget(self) -> None:
         self.engine.forget()
-        self.scheduling.forget()
+        self.scheduler.forget()
         self._recover_pending = True
         self._recover_since = None
 
@@ -287,50 +287,50 @@ class SchedulerLoop:
             self._last_rebalance is None
             or clock.monotonic() - self._last_rebalance >= REBALANCE_SECONDS
         ):
-            self.shards.run(self.ownership.rebalance)
+            self.supervise_shards.run(self.ownership.rebalance)
             self._last_rebalance = clock.monotonic()
         if self.runs_projections:
-            self.projector.run(lambda: self.project_once(clock.now()))
+            self.supervise_projections.run(lambda: self.project_once(clock.now()))
             if self._recover_pending and self.watcher is not None:
-                self.recovery.run(lambda: self.recover_once(clock.now()))
+                self.supervise_recovery.run(lambda: self.recover_once(clock.now()))
         # Not while the store may be another one than the copies were made on, nor before
         # the runs it lost are recovered: a decision then would be made on copies ahead of
         # the log, or decide again a tick whose run exists.
         if self.runs_scheduler and not self._store_lost and not self.recovery_first():
-            self.scheduler.run(lambda: self.schedule_once(clock.now()))
+            self.supervise_scheduler.run(lambda: self.schedule_once(clock.now()))
         if self.runs_projections:
-            self.projector.run(lambda: self.project_once(clock.now()))
+            self.supervise_projections.run(lambda: self.project_once(clock.now()))
             watcher = self.watcher
             if watcher is not None:
-                self.watch.run(
+                self.supervise_runs.run(
                     lambda: watcher.poll(clock.now(), self.budget(), self.stop_event.is_set)
                 )
         else:
             # Another replica projects now: a failure from when we did is not ours to report.
-            self.projector.forget()
-            self.watch.forget()
+            self.supervise_projections.forget()
+            self.supervise_runs.forget()
         if self.runs_scheduler:
             # Last, after the projections moved the due index past this turn's decisions.
-            self.warmer.run(lambda: self.warm_once(clock.now()))
-            self.warmer.run(lambda: self.prepare_once(clock.now()))
+            self.supervise_warmup.run(lambda: self.warm_once(clock.now()))
+            self.supervise_warmup.run(lambda: self.prepare_once(clock.now()))
         if self.retention is not None and self.runs_projections and self._retention_due():
-            self.remover.run(lambda: self.retain_once(clock.now()))
+            self.supervise_retention.run(lambda: self.retain_once(clock.now()))
         if self.heartbeat and clock.monotonic() - self._last_report >= REPORT_SECONDS:
             self._last_report = clock.monotonic()
-            self.projector.run(self.report)
+            self.supervise_projections.run(self.report)
         self.last_turn = clock.monotonic()
 
     @property
     def supervisors(self) -> list[Supervisor]:
         extra = [self.dispatch_worker.supervisor] if self.dispatch_worker is not None else []
         return [
-            self.projector,
-            self.scheduler,
-            self.watch,
-            self.shards,
-            self.warmer,
-            self.recovery,
-            self.remover,
+            self.supervise_projections,
+            self.supervise_scheduler,
+            self.supervise_runs,
+            self.supervise_shards,
+            self.supervise_warmup,
+            self.supervise_recovery,
+            self.supervise_retention,
             *extra,
         ]
 
@@ -356,7 +356,7 @@ class SchedulerLoop:
         try:
             now = self.clock.now()
             nxt = (
-                self.scheduling.next_wake(now)
+                self.scheduler.next_wake(now)
                 if self.runs_scheduler
                 else self.engine.view.next_due()
             )

@@ -149,16 +149,14 @@ class RetentionThread:
         return lambda: not self._stop.is_set() and monotonic() < until
 
     def _run(self) -> None:
-        import time
-        from datetime import UTC
-
+        clock = self.engine.clock
         while not self._stop.wait(RETENTION_SECONDS):
             lock = self.engine.projector.lock
             try:
                 if not lock.try_acquire():
                     continue
                 try:
-                    self.retention.step(datetime.now(UTC), self._for_a_second(time.monotonic))
+                    self.retention.step(clock.now(), self._for_a_second(clock.monotonic))
                 finally:
                     lock.release()
             except Exception as e:  # a store that went away: the next round tries again

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
-from cronsource.adapters.clock import Clock, SystemClock
+from cronsource.adapters.clock import SYSTEM_CLOCK, Clock
 from cronsource.adapters.infrastructure.localtarget import LocalTarget
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.recovery import recover_lost_runs
@@ -20,7 +20,7 @@ class RunWatcher:
 
     engine: Engine
     target: LocalTarget
-    clock: Clock = field(default_factory=SystemClock)
+    clock: Clock = SYSTEM_CLOCK
 
     def poll(
         self, now: datetime, budget: float | None = None, stop: Callable[[], bool] | None = None

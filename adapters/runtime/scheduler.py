@@ -82,7 +82,7 @@ class Scheduler:
             seen[cron_id] = version
         return seen
 
-    def decide_batch(
+    def decide_with_copies(
         self, ids: list[UUID], at: datetime, seen: dict[UUID, int]
     ) -> list[CronWorkflow]:
         """One batch decided on the cache's copies where they are current, else loaded."""
@@ -153,7 +153,7 @@ class Scheduler:
         def batches() -> Iterator[tuple[datetime, list[CronWorkflow]]]:
             yield from prepared
             for i in range(0, len(due), BATCH):
-                yield now, self.decide_batch(due[i : i + BATCH], now, seen)
+                yield now, self.decide_with_copies(due[i : i + BATCH], now, seen)
 
         if len(prepared) + len(due) <= BATCH and len(prepared) <= 1:
             # One batch: nothing to overlap its commit with, so no committing thread either.
@@ -222,7 +222,8 @@ class Scheduler:
         }
         ids = list(seen)
         batches = [
-            self.decide_batch(ids[i : i + BATCH], instant, seen) for i in range(0, len(ids), BATCH)
+            self.decide_with_copies(ids[i : i + BATCH], instant, seen)
+            for i in range(0, len(ids), BATCH)
         ]
         self._prepared = (instant, [b for b in batches if b])
         return len(ids)

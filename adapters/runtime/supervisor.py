@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cronsource.adapters.clock import Clock, SystemClock
+from cronsource.adapters.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger("cronsource")
 
@@ -32,7 +32,7 @@ class Supervisor:
     """Runs a step; on failure waits with exponential backoff instead of dying or spinning."""
 
     name: str
-    clock: Clock = field(default_factory=SystemClock)
+    clock: Clock = SYSTEM_CLOCK
     #: None if the store takes writes, else why not (see the module docstring); None: no probe.
     probe: Callable[[], str | None] | None = None
     backoff: float = 0.0

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
 from cronsource.adapters.runtime.engine import Engine
 
@@ -103,14 +102,14 @@ class Waker:
                             )
                         )
                     conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
-                    self.report.connected(time.monotonic())
+                    self.report.connected(engine.clock.monotonic())
                     while not self._stop.is_set():
                         for _ in conn.notifies(timeout=1.0, stop_after=1):
                             self.event.set()
             except Exception as e:  # server restarting: listen again shortly
                 if self._stop.is_set():
                     return  # stopping: the store going away meanwhile is no news
-                self.report.failure(time.monotonic(), e)
+                self.report.failure(engine.clock.monotonic(), e)
                 self._stop.wait(RETRY_SECONDS)
 
     def stop(self) -> None:

@@ -1,6 +1,6 @@
 """deploy/ against a real kube-apiserver (tests/kube/apiserver.py): every object applies with
 strict server-side validation, and the service account's RBAC is exactly what the Kubernetes
-adapter (adapters/infrastructure/kube.py) calls, no more, checked twice: SubjectAccessReviews over a
+adapter (adapters/infrastructure/kube/) calls, no more, checked twice: SubjectAccessReviews over a
 matrix of verbs and resources, and the adapter itself run with a token of that service account.
 
 The server here runs with every default admission plugin, NamespaceLifecycle included (a
@@ -62,7 +62,7 @@ SA_NAMESPACE, SA_NAME = "cronsource", "cronsource"
 SA_USER = f"system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}"
 SA_GROUPS = ["system:serviceaccounts", f"system:serviceaccounts:{SA_NAMESPACE}"]
 
-# What adapters/infrastructure/kube.py calls, as (API group, resource[/subresource]) -> verbs. The
+# What adapters/infrastructure/kube/ calls, as (API group, resource[/subresource]) -> verbs. The
 # list and watch are cluster-wide when `run --kube` has no namespace (as in deploy/deployment.yaml).
 # cronworkflows/finalizers: the Workflows it creates name their CronWorkflow as owner with
 # blockOwnerDeletion (projections/dispatch.py).

@@ -191,8 +191,8 @@ def test_faults_between_client_and_server_lose_nothing_and_fire_nothing_twice(
             "faults injected:",
             dict(proxy.counts),
             "loop failures:",
-            loop.projector.failures,
-            loop.watch.failures,
+            loop.supervise_projections.failures,
+            loop.supervise_runs.failures,
         )
         # The faults did happen, each kind of them.
         assert all(proxy.counts[k] > 0 for k in ("error", "reset", "lost", "delay", "cut")), (

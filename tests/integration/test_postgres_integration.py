@@ -28,6 +28,7 @@ from eventsourcing.postgres import PostgresFactory
 from eventsourcing.utils import resolve_topic, strtobool
 
 from cronsource.adapters.bootstrap import bootstrap, migrate
+from cronsource.adapters.infrastructure.readside import views
 from cronsource.adapters.infrastructure.store.config import StoreConfig
 from cronsource.adapters.infrastructure.store.recorders import StaleAppend
 from cronsource.adapters.runtime.engine import Engine
@@ -43,9 +44,16 @@ pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
 ROOT = Path(__file__).resolve().parents[2]
 WORKER = ROOT / "tests" / "procs" / "decide_worker.py"
 EVENT_TABLES = {"cronsource_events", "cronsource_snapshots"}
-VIEW_TABLES = {"cronsource_status", "cronsource_audit", "cronsource_tracking"}
+VIEW_TABLES = {
+    "cronsource_status",
+    "cronsource_audit",
+    "cronsource_tracking",
+    "cronsource_retention",
+}
 #: The replicas' leases (adapters/infrastructure/leases.py), made by `migrate` with the read model.
 LEASE_TABLES = {"cronsource_leases"}
+#: The audit's documented views (docs/audit.md), which information_schema.tables lists too.
+AUDIT_VIEWS = set(views.VIEW_NAMES)
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -182,7 +190,7 @@ def test_migrate_creates_tables_once_and_replicas_run_without_ddl(pg_url: str) -
         early.close()
 
     migrate(cfg)
-    assert public_tables(pg_url) == EVENT_TABLES | VIEW_TABLES | LEASE_TABLES
+    assert public_tables(pg_url) == EVENT_TABLES | VIEW_TABLES | LEASE_TABLES | AUDIT_VIEWS
     with psycopg.connect(pg_url) as conn:
         oids = conn.execute(
             "SELECT relname, oid FROM pg_class WHERE relname LIKE 'cronsource%' ORDER BY 1"

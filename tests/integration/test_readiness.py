@@ -84,13 +84,13 @@ def test_the_loop_probes_the_store_and_its_workers_recover_from_a_full_disk(
         for _ in range(240):  # two minutes: the backoff is at its longest
             loop.turn()
             clock.wait(0.5)
-        assert loop.scheduler.failing and loop.scheduler.backoff == MAX_BACKOFF
-        assert "full" in loop.scheduler.last_error
+        assert loop.supervise_scheduler.failing and loop.supervise_scheduler.backoff == MAX_BACKOFF
+        assert "full" in loop.supervise_scheduler.last_error
         fires = loop.fires
         filler.unlink()
         for _ in range(3):
             loop.turn()
             clock.wait(0.5)
-        assert not loop.scheduler.failing and loop.fires > fires
+        assert not loop.supervise_scheduler.failing and loop.fires > fires
     finally:
         engine.close()

@@ -1,7 +1,7 @@
 """The Workflow target port (projections/dispatch.py `WorkflowTarget`), one contract for all three
 implementations: LocalTarget (adapters/infrastructure/localtarget.py), KubeTarget on the real test
 API server (adapters/infrastructure/kube/target.py) and the simulator's SimTarget
-(adapters/entrypoints/simulate.py).
+(adapters/entrypoints/simulate/target.py).
 
 The contract, as the dispatcher relies on it (it is at least once: a crash between the target
 operation and the tracking position repeats the operation on restart):

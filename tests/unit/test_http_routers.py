@@ -15,7 +15,7 @@ from fastapi import FastAPI, Response
 from fastapi.testclient import TestClient
 
 from cronsource.adapters.application.documents import DocumentError
-from cronsource.adapters.application.operations import FieldError
+from cronsource.adapters.application.inputs import FieldError
 from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.entrypoints.http import ServeSettings, create_app
 from cronsource.adapters.entrypoints.http.dependencies import get_clock

@@ -124,7 +124,7 @@ def test_the_due_index_behind_our_own_save_is_not_trusted_until_our_next_due(
     the index is still behind (a stalled projection must not stop the schedule)."""
     ids, loop, _ = setup(engine)
     assert loop.schedule_once(H) == len(NAMES)  # committed, not projected
-    scheduling = loop.scheduling
+    scheduling = loop.scheduler
     assert set(dict(engine.view.due_versions(H))) == {str(i) for i in ids.values()}
     assert scheduling.due(H) == {}
     later = H + timedelta(hours=1)

@@ -55,14 +55,14 @@ def test_readiness_is_503_while_a_worker_fails_and_forgets_a_role_it_lost(tmp_pa
         def disk_full() -> None:
             raise OSError(28, "database or disk is full")
 
-        loop.scheduler.run(disk_full)
+        loop.supervise_scheduler.run(disk_full)
         code, body = probes.ready()
         assert (code, body["status"]) == (503, "workers failing"), body
         assert body["failing"] == {"scheduler": "OSError: [Errno 28] database or disk is full"}
-        loop.scheduler.retry_at = None  # its backoff has passed
+        loop.supervise_scheduler.retry_at = None  # its backoff has passed
         loop.turn()
         assert probes.ready()[0] == 200
-        loop.projector.run(disk_full)
+        loop.supervise_projections.run(disk_full)
         assert probes.ready()[1]["failing"].keys() == {"projections"}
         owner.projector = False  # another replica projects now
         loop.turn()

@@ -21,8 +21,6 @@ Contract (docs/http-api.md has the long form):
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +31,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 
 from cronsource.adapters.application.operations import Operations
+from cronsource.adapters.clock import Clock
 from cronsource.adapters.entrypoints.http import problems
 from cronsource.adapters.entrypoints.http.middleware import BodyLimit, observe
 from cronsource.adapters.entrypoints.http.problems import Problem
@@ -52,18 +51,15 @@ from cronsource.domain.manifest import CronWorkflowManifest
 STATIC = Path(__file__).resolve().parent / "static"
 
 
-def utc_now() -> datetime:
-    """The real clock; tests pass a fixed one to `create_app`."""
-    return datetime.now(UTC)
-
-
 def create_app(
     engine: Engine,
     settings: ServeSettings | None = None,
-    clock: Callable[[], datetime] = utc_now,
+    clock: Clock | None = None,
 ) -> FastAPI:
     """The app over `engine` (which the caller owns and closes). `clock` gives the time of
-    every command and of "now" in reads; tests pass a fixed one."""
+    every command and of "now" in reads: the engine's unless given (tests pass one of their
+    own)."""
+    clock = clock if clock is not None else engine.clock
     settings = settings or ServeSettings()
     settings.check()
     ops = Operations(engine, clock)

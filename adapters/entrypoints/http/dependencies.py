@@ -9,14 +9,13 @@ they only read attributes, and a sync provider would cost a threadpool hop per r
 from __future__ import annotations
 
 import hmac
-from collections.abc import Callable
-from datetime import datetime
 from typing import Annotated, cast
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from cronsource.adapters.application.operations import Operations
+from cronsource.adapters.clock import Clock as RuntimeClock
 from cronsource.adapters.entrypoints.http.problems import ApiError
 from cronsource.adapters.entrypoints.http.settings import ServeSettings
 from cronsource.adapters.infrastructure.readside.queries import Queries as ReadQueries
@@ -47,8 +46,8 @@ async def get_queries(request: Request) -> ReadQueries:
     return cast(ReadQueries, request.app.state.queries)
 
 
-async def get_clock(request: Request) -> Callable[[], datetime]:
-    return cast(Callable[[], datetime], request.app.state.clock)
+async def get_clock(request: Request) -> RuntimeClock:
+    return cast(RuntimeClock, request.app.state.clock)
 
 
 async def get_metrics(request: Request) -> Metrics:
@@ -63,7 +62,7 @@ Settings = Annotated[ServeSettings, Depends(get_settings)]
 EngineDep = Annotated[Engine, Depends(get_engine)]
 Ops = Annotated[Operations, Depends(get_operations)]
 Queries = Annotated[ReadQueries, Depends(get_queries)]
-Clock = Annotated[Callable[[], datetime], Depends(get_clock)]
+Clock = Annotated[RuntimeClock, Depends(get_clock)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 Integrity = Annotated[IntegrityCheck, Depends(get_integrity)]
 

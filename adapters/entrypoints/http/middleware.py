@@ -4,13 +4,13 @@ counted in the metrics by its route template."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from typing import Any
 
 from fastapi import Request, Response
 
+from cronsource.adapters.clock import SYSTEM_CLOCK
 from cronsource.adapters.entrypoints.http.problems import problem
 from cronsource.adapters.observability.metrics import Metrics
 
@@ -86,7 +86,7 @@ def observe(
     async def _observe(
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
-        started = time.monotonic()
+        started = SYSTEM_CLOCK.monotonic()
         response = await call_next(request)
         route = request.scope.get("route")
         path = request.url.path
@@ -95,7 +95,7 @@ def observe(
             "/static" if path.startswith("/static/") else path if path in _FIXED else "<unmatched>"
         )
         metrics.observe_request(
-            request.method, template, response.status_code, time.monotonic() - started
+            request.method, template, response.status_code, SYSTEM_CLOCK.monotonic() - started
         )
         return response
 

@@ -11,8 +11,7 @@ from typing import Annotated
 from fastapi import Depends, Header, Query
 from fastapi import Path as PathParam
 
-#: A Kubernetes DNS subdomain name (namespaces use the label form, at most 63 characters).
-DNS = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+from cronsource.adapters.application.inputs import DNS
 
 Namespace = Annotated[
     str,

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from cronsource.adapters.application.documents import DocumentError
-from cronsource.adapters.application.operations import FieldError
+from cronsource.adapters.application.inputs import FieldError
 from cronsource.adapters.infrastructure.store.check import StoreUnavailable
 from cronsource.domain.manifest import ManifestError
 from cronsource.domain.service import AlreadyExists, Conflict, NotFound, StaleVersion

@@ -12,7 +12,6 @@ from fastapi import Response
 from cronsource.adapters.application.operations import Operations
 from cronsource.adapters.infrastructure.logs import scheduling_fields
 from cronsource.adapters.infrastructure.readside.queries import Queries as ReadQueries
-from cronsource.domain.service import NotFound
 from cronsource.projections.readmodel import StatusRow
 
 log = logging.getLogger("cronsource.http")
@@ -20,11 +19,7 @@ log = logging.getLogger("cronsource.http")
 
 def current(ops: Operations, queries: ReadQueries, namespace: str, name: str) -> StatusRow:
     """The status row of the live CronWorkflow, or NotFound."""
-    ops.refresh()
-    row = queries.status(namespace, name)
-    if row is None:
-        raise NotFound(f"cronworkflow {namespace}/{name} not found")
-    return row
+    return ops.status(namespace, name)
 
 
 def answer(response: Response, row: StatusRow, status_code: int = 200) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cronsource.adapters.infrastructure.readside.queries import Window
+from cronsource.adapters.infrastructure.readside.observations import Window
 from cronsource.adapters.infrastructure.readside.rows import skip_last
 from cronsource.projections.readmodel import StatusRow
 

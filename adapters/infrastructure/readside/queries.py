@@ -1,5 +1,6 @@
-"""Every read of the read model: status, the due index, the audit log, and what the HTTP API,
-the status page, the metrics and the decision log ask of them.
+"""Every read of the read model: status, the due index, the audit log, and what the HTTP API
+and the decision log ask of them (the status page's and the metrics' reads are in
+observations.py, which this class extends).
 
 Read-only statements over the documented tables (docs/operations.md), with `?` placeholders
 (the database rewrites them for its dialect). Aggregates (counts, timeline cells) are
@@ -11,10 +12,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from cronsource.adapters.infrastructure.readside.database import Database
+from cronsource.adapters.infrastructure.readside.observations import (
+    Observations,
+)
 from cronsource.adapters.infrastructure.readside.rows import (
     AUDIT_COLUMNS,
     STATUS_COLUMNS,
@@ -40,41 +44,12 @@ class EventFilter:
     limit: int = 100
 
 
-@dataclass(frozen=True)
-class Window:
-    """Timeline inputs: (namespace, name, cell, count) of fires and of failed runs, and the
-    skipped ranges and refused submissions as audit rows."""
-
-    fired: list[tuple[str, str, int, int]]
-    failed: list[tuple[str, str, int, int]]
-    events: list[AuditRow]
-
-
-@dataclass(frozen=True)
-class TailRow:
-    """An audit row as the metrics' tail counts it (times as stored: Unix seconds)."""
-
-    position: int
-    namespace: str
-    type: str
-    reason: str | None
-    at: float
-    scheduled_time: float | None
-    detail: dict[str, Any]
-
-
-class Queries:
-    """The read queries over one read-model database."""
+class Queries(Observations):
+    """The read queries over one read-model database: what commands, the scheduler and the
+    audit ask; what the status page and the metrics ask is in `Observations`."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
-
-    @property
-    def is_sqlite(self) -> bool:
-        return self.db.dialect.is_sqlite
-
-    def _query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
-        return self.db.fetch(sql, args)
 
     # ------------------------------------------------------------------ due index
 
@@ -309,212 +284,3 @@ class Queries:
             elif row.scheduled_time <= t <= skip_last(row):
                 out.append(row)
         return out
-
-    def window(
-        self,
-        namespace: str | None,
-        name: str | None,
-        since: datetime,
-        until: datetime,
-        step: timedelta,
-    ) -> Window:
-        """What a timeline of [since, until) in cells of `step` needs. Fires and failed runs
-        are counted per cell by the database (an every-minute CronWorkflow has 10,080 fires
-        a week: they never travel as rows); skipped ranges, refused submissions and runs not
-        started, which are few, come as rows."""
-        where, scope = "", []
-        for column, value in (("namespace", namespace), ("name", name)):
-            if value is not None:
-                where += f" AND f.{column} = ?"
-                scope.append(value)
-        s, u, w = since.timestamp(), until.timestamp(), step.total_seconds()
-        cell = self.db.dialect.cell("f.scheduled_time")
-        fired = self._query(
-            f"SELECT f.namespace, f.name, {cell}, COUNT(*)"
-            " FROM cronsource_audit f WHERE f.type = 'ScheduleFired'"
-            f" AND f.scheduled_time >= ? AND f.scheduled_time < ?{where}"
-            " GROUP BY 1, 2, 3",
-            [s, w, s, u, *scope],
-        )
-        phase = self.db.dialect.json_field("r.detail", "phase")
-        failed = self._query(
-            f"SELECT f.namespace, f.name, {cell}, COUNT(*)"
-            " FROM cronsource_audit f JOIN cronsource_audit r"
-            " ON r.namespace = f.namespace AND r.name = f.name AND r.workflow = f.workflow"
-            " AND r.type = 'RunCompleted'"
-            f" WHERE f.type = 'ScheduleFired' AND {phase} IN ('Failed', 'Error')"
-            f" AND f.scheduled_time >= ? AND f.scheduled_time < ?{where}"
-            " GROUP BY 1, 2, 3",
-            [s, w, s, u, *scope],
-        )
-        rows = self._query(
-            f"SELECT {AUDIT_COLUMNS} FROM cronsource_audit f WHERE"
-            " ((f.type = 'ScheduleSkipped' AND f.scheduled_time < ? AND f.at >= ?)"
-            " OR (f.type IN ('SubmissionFailed', 'RunNotStarted')"
-            " AND f.scheduled_time >= ? AND f.scheduled_time < ?))"
-            f"{where} ORDER BY notification_id",
-            [u, s, s, u, *scope],
-        )
-        return Window(
-            fired=[(r[0], r[1], int(r[2]), int(r[3])) for r in fired],
-            failed=[(r[0], r[1], int(r[2]), int(r[3])) for r in failed],
-            events=[audit_from_row(r) for r in rows],
-        )
-
-    # ------------------------------------------------------------------ status page
-
-    def overdue(self, cutoff: datetime, limit: int) -> tuple[int, list[tuple[str, str, datetime]]]:
-        """How many live CronWorkflows were due before `cutoff` and are not decided, and the
-        `limit` longest overdue of them as (namespace, name, due time)."""
-        live = "FROM cronsource_status WHERE deleted = 0 AND next_due IS NOT NULL AND next_due < ?"
-        count = int(self._query(f"SELECT COUNT(*) {live}", (cutoff.timestamp(),))[0][0])
-        rows = self._query(
-            f"SELECT namespace, name, next_due {live} ORDER BY next_due LIMIT ?",
-            (cutoff.timestamp(), limit),
-        )
-        listed = []
-        for r in rows:
-            due = dt(r[2])
-            assert due is not None  # selected with next_due IS NOT NULL
-            listed.append((r[0], r[1], due))
-        return count, listed
-
-    def latest_decisions(self, limit: int) -> list[AuditRow]:
-        """The newest `limit` fires and skips, newest first, found from the end of the log
-        (the primary key), so the question costs a few rows however long the log is."""
-        rows = self._query(
-            f"SELECT {AUDIT_COLUMNS} FROM cronsource_audit"
-            " WHERE type IN ('ScheduleFired', 'ScheduleSkipped')"
-            " ORDER BY notification_id DESC LIMIT ?",
-            (limit,),
-        )
-        return [audit_from_row(r) for r in rows]
-
-    def latest_fires(self, namespace: str, name: str, limit: int) -> list[AuditRow]:
-        """The CronWorkflow's newest `limit` ScheduleFired rows, newest first."""
-        rows = self._query(
-            f"SELECT {AUDIT_COLUMNS} FROM cronsource_audit WHERE namespace = ? AND name = ?"
-            " AND type = 'ScheduleFired' ORDER BY notification_id DESC LIMIT ?",
-            (namespace, name, limit),
-        )
-        return [audit_from_row(r) for r in rows]
-
-    def run_ends(self, namespace: str, name: str, workflows: Sequence[str]) -> list[AuditRow]:
-        """What ended these Workflows of the CronWorkflow (RunCompleted, SubmissionFailed,
-        RunNotStarted, RunVanished), in log order."""
-        if not workflows:
-            return []
-        marks = ", ".join("?" for _ in workflows)
-        rows = self._query(
-            f"SELECT {AUDIT_COLUMNS} FROM cronsource_audit WHERE namespace = ? AND name = ?"
-            " AND type IN ('RunCompleted', 'SubmissionFailed', 'RunNotStarted', 'RunVanished')"
-            f" AND workflow IN ({marks}) ORDER BY notification_id",
-            (namespace, name, *workflows),
-        )
-        return [audit_from_row(r) for r in rows]
-
-    # ------------------------------------------------------------------ metrics
-
-    def event_counts(
-        self, head: int, types: Sequence[str]
-    ) -> list[tuple[str, str, str | None, Any, Any, Any, int, int]]:
-        """Audit rows up to position `head` of these types, counted by (namespace, type,
-        reason, detail.trigger, detail.phase, detail.transient): (..., rows, ticks), where
-        ticks counts each tick of a folded skip range (detail.count)."""
-        j = self.db.dialect.json_field
-        listed = ", ".join(f"'{t}'" for t in types)
-        rows = self._query(
-            f"SELECT namespace, type, reason, {j('detail', 'trigger')}, {j('detail', 'phase')},"
-            f" {j('detail', 'transient')}, COUNT(*),"
-            f" SUM(COALESCE(CAST({j('detail', 'count')} AS INTEGER), 1))"
-            f" FROM cronsource_audit WHERE notification_id <= ? AND type IN ({listed})"
-            " GROUP BY namespace, type, reason, 4, 5, 6",
-            (head,),
-        )
-        return [(r[0], r[1], r[2], r[3], r[4], r[5], int(r[6]), int(r[7] or r[6])) for r in rows]
-
-    def fire_skew(
-        self, head: int, buckets: Sequence[float]
-    ) -> list[tuple[str, int, float, list[float]]]:
-        """Per trigger (schedule, catchup), of the fires up to position `head`: how many, the
-        sum of their skews (decision time minus scheduled time) and, per bucket bound, how
-        many had a skew at or below it (cumulative)."""
-        trigger = self.db.dialect.json_field("detail", "trigger")
-        bucket_sql = ", ".join(
-            f"SUM(CASE WHEN at - scheduled_time <= {b} THEN 1 ELSE 0 END)" for b in buckets
-        )
-        rows = self._query(
-            f"SELECT {trigger}, COUNT(*), SUM(at - scheduled_time), {bucket_sql}"
-            " FROM cronsource_audit WHERE notification_id <= ? AND type = 'ScheduleFired'"
-            f" AND {trigger} IN ('schedule', 'catchup') GROUP BY 1",
-            (head,),
-        )
-        return [(r[0], int(r[1]), float(r[2] or 0.0), [float(c or 0) for c in r[3:]]) for r in rows]
-
-    def tail(self, after: int, types: Sequence[str], limit: int) -> list[TailRow]:
-        """Audit rows of these types after position `after`, in log order, at most `limit`."""
-        listed = ", ".join(f"'{t}'" for t in types)
-        rows = self._query(
-            "SELECT notification_id, namespace, type, reason, at, scheduled_time, detail"
-            f" FROM cronsource_audit WHERE notification_id > ? AND type IN ({listed})"
-            " ORDER BY notification_id LIMIT ?",
-            (after, limit),
-        )
-        return [
-            TailRow(int(r[0]), r[1], r[2], r[3], float(r[4]), r[5], json.loads(r[6])) for r in rows
-        ]
-
-    def due_counts(self, now: datetime) -> tuple[int, int]:
-        """Live CronWorkflows in the due index, and how many of them are due at `now`."""
-        row = self._query(
-            "SELECT COUNT(*), SUM(CASE WHEN next_due <= ? THEN 1 ELSE 0 END)"
-            " FROM cronsource_status WHERE deleted = 0 AND next_due IS NOT NULL",
-            (now.timestamp(),),
-        )[0]
-        return int(row[0] or 0), int(row[1] or 0)
-
-    def live_by_namespace(self) -> list[tuple[str, int]]:
-        """Live CronWorkflows per namespace, by namespace."""
-        rows = self._query(
-            "SELECT namespace, COUNT(*) FROM cronsource_status WHERE deleted = 0"
-            " GROUP BY namespace ORDER BY namespace"
-        )
-        return [(r[0], int(r[1])) for r in rows]
-
-    # ------------------------------------------------------------------ PostgreSQL locks
-
-    def advisory_locks(self, classes: Sequence[int]) -> list[tuple[int, int, int]]:
-        """(class id, object id, backend pid) of the advisory locks of these classes granted
-        on this database (adapters/infrastructure/shards.py takes them). PostgreSQL only."""
-        marks = ", ".join("?" for _ in classes)
-        rows = self._query(
-            "SELECT classid::bigint, objid::bigint, pid FROM pg_locks"
-            " WHERE locktype = 'advisory' AND granted"
-            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-            f" AND classid::bigint IN ({marks})",
-            tuple(classes),
-        )
-        return [(int(r[0]), int(r[1]), int(r[2])) for r in rows]
-
-    def lapsed_lease_pids(self) -> set[int]:
-        """Backends named by replicas' leases that were not renewed in time (adapters/
-        leases.py): the locks they hold belong to a replica that may be frozen. PostgreSQL
-        only; empty on a store migrated before leases existed."""
-        if not self._query("SELECT to_regclass('cronsource_leases') IS NOT NULL")[0][0]:
-            return set()
-        rows = self._query(
-            "SELECT DISTINCT unnest(pids) FROM cronsource_leases"
-            " WHERE renewed_at + lease_seconds * interval '1 second' < now()"
-        )
-        return {int(r[0]) for r in rows}
-
-    def lock_holders(self, class_id: int) -> int:
-        """How many backends hold an advisory lock of this class on this database (advisory
-        locks belong to a database, but pg_locks lists the whole server's). PostgreSQL only."""
-        rows = self._query(
-            "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory'"
-            " AND classid = ? AND granted"
-            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-            (class_id,),
-        )
-        return int(rows[0][0])

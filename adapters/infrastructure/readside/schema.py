@@ -1,4 +1,5 @@
-"""The read model's tables and indexes, and the upgrade of tables an older version made.
+"""The read model's tables and indexes, the audit views on them, and the upgrade of tables an
+older version made.
 
 `cronsource migrate` (and embedded stores at start) run `create_tables`; every statement is
 idempotent, so running it again on current tables changes nothing.
@@ -9,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cronsource.adapters.infrastructure.readside import retention
+from cronsource.adapters.infrastructure.readside import retention, views
 from cronsource.adapters.infrastructure.readside.database import Database
 
 TABLES = [
@@ -73,6 +74,8 @@ def create_tables(db: Database) -> None:
         _upgrade(db, conn)
         for stmt in INDEXES:
             conn.execute(stmt)
+        # Last: a view is bound to the columns its tables have once `_upgrade` ran.
+        views.create_views(conn, db.dialect)
         if not db.dialect.is_sqlite:
             # Not the read model's, but made with it in the store's schema by `migrate`: the
             # replicas' leases (adapters/infrastructure/leases.py), which an embedded store does not
@@ -95,6 +98,7 @@ def _upgrade(db: Database, conn: Any) -> None:
 
 def drop_tables(db: Database) -> None:
     with db.transaction() as conn:
+        views.drop_views(conn)
         for t in TABLE_NAMES:
             conn.execute(f"DROP TABLE IF EXISTS {t}")
         if not db.dialect.is_sqlite:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from cronsource.adapters.clock import Clock
 from cronsource.adapters.infrastructure.kube.port import WF, KubeApi
 from cronsource.adapters.infrastructure.kube.seen import SeenMetadata
 from cronsource.adapters.infrastructure.kube.status import StatusWriter
@@ -17,7 +18,6 @@ from cronsource.adapters.runtime.kube.watch import (
     CronWorkflowWatcher,
     ViewProgress,
     WorkflowWatcher,
-    utcnow,
 )
 from cronsource.adapters.runtime.recovery import recover_lost_runs
 from cronsource.projections.dispatch import LABEL_CRON
@@ -46,9 +46,11 @@ class KubeSync:
         kube: KubeApi,
         namespace: str | None = None,
         instance_id: str | None = None,
-        clock: Callable[[], datetime] = utcnow,
+        clock: Clock | None = None,
     ) -> None:
+        """`clock`: the engine's unless given (tests step one by hand)."""
         self.engine = engine
+        clock = clock if clock is not None else engine.clock
         self.namespace = namespace
         seen = SeenMetadata()
         self.crons = CronWorkflowWatcher(

@@ -17,13 +17,13 @@ import logging
 import queue
 import random
 import threading
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol, cast
 from uuid import UUID
 
+from cronsource.adapters.clock import SYSTEM_CLOCK, Clock
 from cronsource.adapters.infrastructure.kube.port import CWF, WF, ApiError, KubeApi
 from cronsource.adapters.infrastructure.kube.seen import SeenMetadata
 from cronsource.adapters.infrastructure.kube.status import ANNOTATION_SEQUENCE
@@ -44,10 +44,8 @@ LABEL_INSTANCE = "workflows.argoproj.io/controller-instanceid"
 QUEUE_SIZE = 10_000
 
 Deliver = Callable[[str, Any], Any]
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
+#: How often a watch task backing off looks at the stop flag.
+WAIT_SLICE = 0.2
 
 
 class _ListWatch:
@@ -60,7 +58,7 @@ class _ListWatch:
         kube: KubeApi,
         namespace: str | None,
         label_selector: str,
-        clock: Callable[[], datetime],
+        clock: Clock,
     ) -> None:
         self.kube = kube
         self.namespace = namespace
@@ -89,7 +87,7 @@ class _ListWatch:
         return n
 
     def _process_all(self, items: list[tuple[str, Any]], at: datetime | None) -> None:
-        now = at or self.clock()
+        now = at or self.clock.now()
         for kind, payload in items:
             self._process(kind, payload, now)
 
@@ -132,10 +130,11 @@ class _ListWatch:
         """Process what the watch task queued; returns how many items."""
         if self.queue is None:
             return 0
-        deadline = None if budget is None else time.monotonic() + budget
+        clock = self.clock
+        deadline = None if budget is None else clock.monotonic() + budget
         n = 0
         while not (stop is not None and stop()):
-            if deadline is not None and time.monotonic() >= deadline:
+            if deadline is not None and clock.monotonic() >= deadline:
                 break
             try:
                 kind, payload = self.queue.get_nowait()
@@ -212,10 +211,13 @@ async def _call(deliver: Deliver, kind: str, payload: Any) -> None:
 
 
 async def _wait(stop: threading.Event, seconds: float) -> None:
-    """Sleep on the loop, waking early once `stop` is set."""
-    end = time.monotonic() + seconds
-    while not stop.is_set() and time.monotonic() < end:
-        await asyncio.sleep(min(0.2, max(0.0, end - time.monotonic())))
+    """Sleep on the loop, waking early once `stop` is set: slices of at most WAIT_SLICE
+    seconds, counted rather than timed, so no clock is read."""
+    left = seconds
+    while left > 0 and not stop.is_set():
+        step = min(WAIT_SLICE, left)
+        await asyncio.sleep(step)
+        left -= step
 
 
 def _key(obj: dict[str, Any]) -> tuple[str, str]:
@@ -257,7 +259,7 @@ class CronWorkflowWatcher(_ListWatch):
         service: CronService,
         namespace: str | None = None,
         instance_id: str | None = None,
-        clock: Callable[[], datetime] = utcnow,
+        clock: Clock = SYSTEM_CLOCK,
         seen: SeenMetadata | None = None,
     ) -> None:
         selector = f"{LABEL_INSTANCE}={instance_id}" if instance_id else f"!{LABEL_INSTANCE}"
@@ -382,7 +384,7 @@ class WorkflowWatcher(_ListWatch):
         kube: KubeApi,
         service: CronService,
         namespace: str | None = None,
-        clock: Callable[[], datetime] = utcnow,
+        clock: Clock = SYSTEM_CLOCK,
         progress: DispatchProgress | None = None,
     ) -> None:
         super().__init__(kube, namespace, LABEL_CRON, clock)

@@ -3,25 +3,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
-from cronsource.adapters.application.explain import explain, removed_before
-from cronsource.adapters.application.objects import event_object
-from cronsource.adapters.application.operations import (
-    EVENT_TYPES,
-    SKIP_REASONS,
-    FieldError,
-    Operations,
-    parse_time,
-)
+from cronsource.adapters.application.inputs import DNS, parse_time
+from cronsource.adapters.application.models import Decision, EventList, Timeline
+from cronsource.adapters.application.operations import Operations
+from cronsource.adapters.clock import Clock as RuntimeClock
 from cronsource.adapters.entrypoints.http.dependencies import TOKEN, Clock, EngineDep, Ops, Queries
-from cronsource.adapters.entrypoints.http.models import Decision, EventList, Timeline
 from cronsource.adapters.entrypoints.http.params import (
-    DNS,
     Buckets,
     Days,
     EventPage,
@@ -32,10 +23,8 @@ from cronsource.adapters.entrypoints.http.params import (
 from cronsource.adapters.entrypoints.http.problems import problem_responses
 from cronsource.adapters.entrypoints.http.replies import warn
 from cronsource.adapters.entrypoints.http.timeline import timeline, window_bounds
-from cronsource.adapters.infrastructure.readside.queries import EventFilter
 from cronsource.adapters.infrastructure.readside.queries import Queries as ReadQueries
 from cronsource.adapters.runtime.engine import Engine
-from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.service import NotFound
 from cronsource.projections.readmodel import rfc3339
 
@@ -44,44 +33,21 @@ router = APIRouter(prefix="/api/v1", dependencies=[TOKEN], responses=problem_res
 
 
 def events_page(
-    ops: Operations, queries: ReadQueries, f: EventFilter, response: Response
+    ops: Operations, namespace: str | None, name: str | None, page: EventPage, response: Response
 ) -> dict[str, Any]:
-    ops.refresh()
-    rows = queries.events(f)
-    kept_from = queries.kept_from()
-    if kept_from is not None and (f.since is None or f.since < kept_from):
-        warn(response, [removed_before(kept_from)])
-    return {
-        "items": [event_object(r) for r in rows],
-        "nextAfter": rows[-1].notification_id if len(rows) == f.limit else None,
-    }
-
-
-def event_filter(namespace: str | None, name: str | None, page: EventPage) -> EventFilter:
-    since, until, types, reasons = page.since, page.until, page.types, page.reasons
-    for field, values in (
-        ("namespace", [namespace or ""]),
-        ("name", [name or ""]),
-        ("type", types or []),
-        ("reason", reasons or []),
-    ):
-        if any("\x00" in v for v in values):
-            raise FieldError(field, "must not contain NUL characters")
-    for field, values, known in (
-        ("type", types or [], EVENT_TYPES),
-        ("reason", reasons or [], SKIP_REASONS),
-    ):
-        for v in values:
-            if v not in known:
-                # A typo would otherwise answer an empty page, as if nothing happened.
-                raise FieldError(field, f"unknown {field} {v!r} (one of: {', '.join(known)})")
-    s = parse_time(since, "since") if since else None
-    u = parse_time(until, "until") if until else None
-    if s and u and u < s:
-        raise FieldError("until", "is before since")
-    return EventFilter(
-        namespace, name, s, u, tuple(types or ()), tuple(reasons or ()), page.after, page.limit
+    found = ops.events_page(
+        namespace,
+        name,
+        since=page.since,
+        until=page.until,
+        types=page.types or (),
+        reasons=page.reasons or (),
+        after=page.after,
+        limit=page.limit,
     )
+    if found.removed is not None:
+        warn(response, [found.removed])
+    return {"items": found.items, "nextAfter": found.next_after}
 
 
 @router.get(
@@ -99,10 +65,7 @@ def history(
     page: EventPageQuery,
     response: Response,
 ) -> dict[str, Any]:
-    found = events_page(ops, queries, event_filter(namespace, name, page), response)
-    if not found["items"] and not queries.ever_existed(namespace, name):
-        raise NotFound(f"cronworkflow {namespace}/{name} not found")
-    return found
+    return events_page(ops, namespace, name, page, response)
 
 
 @router.get(
@@ -119,30 +82,20 @@ def decision(
     queries: Queries,
     at: Annotated[str, Query(description="RFC 3339 time of the tick in question")],
 ) -> dict[str, Any]:
-    t = parse_time(at, "at")
-    ops.refresh()
-    rows = queries.decisions_at(namespace, name, t)
-    agg: CronWorkflow | None
-    try:
-        agg = ops.find(namespace, name)
-    except NotFound:
-        if not queries.ever_existed(namespace, name):
-            raise
-        agg = None
-    return explain(agg, t, rows, queries.kept_from())
+    return ops.why(namespace, name, parse_time(at, "at"))
 
 
 def _timeline(
     engine: Engine,
     ops: Operations,
     queries: ReadQueries,
-    clock: Callable[[], datetime],
+    clock: RuntimeClock,
     namespace: str | None,
     name: str | None,
     days: float,
     buckets: int,
 ) -> dict[str, Any]:
-    since, until, bucket = window_bounds(clock(), days, buckets)
+    since, until, bucket = window_bounds(clock.now(), days, buckets)
     ops.refresh()
     rows = engine.view.statuses(namespace)
     if name is not None:
@@ -212,4 +165,4 @@ def events(
     namespace: Annotated[str | None, Query(max_length=253)] = None,
     name: Annotated[str | None, Query(max_length=253)] = None,
 ) -> dict[str, Any]:
-    return events_page(ops, queries, event_filter(namespace, name, page), response)
+    return events_page(ops, namespace, name, page, response)

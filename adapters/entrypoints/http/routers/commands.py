@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import logging
 import uuid
-from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, Response
 
-from cronsource.adapters.application.objects import backfill_result
-from cronsource.adapters.application.operations import FieldError, Operations, parse_time
-from cronsource.adapters.entrypoints.http.admission import if_match_version
-from cronsource.adapters.entrypoints.http.dependencies import TOKEN, Ops, Queries, Settings
-from cronsource.adapters.entrypoints.http.models import (
+from cronsource.adapters.application.inputs import check_backfill, parse_time
+from cronsource.adapters.application.models import (
     BackfillRequest,
     BackfillResult,
     CronWorkflowObject,
@@ -21,6 +17,10 @@ from cronsource.adapters.entrypoints.http.models import (
     Triggered,
     TriggerRequest,
 )
+from cronsource.adapters.application.objects import backfill_result
+from cronsource.adapters.application.operations import Operations
+from cronsource.adapters.entrypoints.http.admission import if_match_version
+from cronsource.adapters.entrypoints.http.dependencies import TOKEN, Ops, Queries, Settings
 from cronsource.adapters.entrypoints.http.params import IdempotencyKey, IfMatch, Name, Namespace
 from cronsource.adapters.entrypoints.http.problems import problem_responses
 from cronsource.adapters.entrypoints.http.replies import answer, current, log_command
@@ -46,12 +46,10 @@ def _suspend_or_resume(
 ) -> dict[str, Any]:
     req = body or SuspendRequest()
 
-    def do(a: Any, at: datetime) -> Any:
-        if resume:
-            return a.resume(at, by=req.by, note=req.note)
-        return a.suspend(at, by=req.by, note=req.note)
-
-    _, version = ops.command(namespace, name, do, if_match_version(if_match))
+    command = ops.resume if resume else ops.suspend
+    _, version = command(
+        namespace, name, by=req.by, note=req.note, expected=if_match_version(if_match)
+    )
     log_command("resumed" if resume else "suspended", namespace, name, version, by=req.by)
     return answer(response, current(ops, queries, namespace, name))
 
@@ -115,9 +113,7 @@ def trigger(
     idempotency_key: IdempotencyKey = None,
 ) -> dict[str, Any]:
     rid = (body.requestId if body else None) or idempotency_key or uuid.uuid4().hex
-    wf, version = ops.command(
-        namespace, name, lambda a, at: a.trigger(at, rid), if_match_version(if_match)
-    )
+    wf, version = ops.trigger(namespace, name, rid, expected=if_match_version(if_match))
     log_command("triggered", namespace, name, version, workflow=wf, requestId=rid)
     response.status_code = 201 if wf else 200
     response.headers["ETag"] = f'"{version}"'
@@ -139,12 +135,7 @@ def backfill(
     namespace: Namespace, name: Name, body: BackfillRequest, ops: Ops, settings: Settings
 ) -> dict[str, Any]:
     s, e = parse_time(body.start, "start"), parse_time(body.end, "end")
-    if e < s:
-        raise FieldError("end", f"{body.end} is before start {body.start}", "body")
-    if body.parallel is not None and body.overlap in ("Forbid", "Replace"):
-        raise FieldError(
-            "parallel", f"applies to overlap Allow or Queue, not {body.overlap}", "body"
-        )
+    check_backfill(s, e, body.overlap, body.parallel, shown=(body.start, body.end))
     plan = ops.backfill(
         namespace,
         name,

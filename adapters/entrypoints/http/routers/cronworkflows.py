@@ -11,29 +11,25 @@ from typing import Annotated, Any, TypeVar
 from fastapi import APIRouter, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from cronsource.adapters.application.objects import next_fire_times
-from cronsource.adapters.application.selectors import parse_label_selector, select
+from cronsource.adapters.application.admission import resource_version
+from cronsource.adapters.application.models import (
+    CronWorkflowList,
+    CronWorkflowObject,
+    Deleted,
+    NextTimes,
+)
 from cronsource.adapters.entrypoints.http.admission import (
     MANIFEST_BODY,
     admit,
     content_type,
     if_match_version,
     parse_body,
-    resource_version,
 )
 from cronsource.adapters.entrypoints.http.dependencies import (
     TOKEN,
-    Clock,
-    EngineDep,
     Ops,
     Queries,
     Settings,
-)
-from cronsource.adapters.entrypoints.http.models import (
-    CronWorkflowList,
-    CronWorkflowObject,
-    Deleted,
-    NextTimes,
 )
 from cronsource.adapters.entrypoints.http.params import (
     IfMatch,
@@ -138,11 +134,9 @@ async def apply(
     tags=["cronworkflows"],
 )
 def list_namespaced(
-    namespace: Namespace, engine: EngineDep, ops: Ops, label_selector: Selector = None
+    namespace: Namespace, ops: Ops, label_selector: Selector = None
 ) -> dict[str, Any]:
-    selector = parse_label_selector(label_selector)
-    ops.refresh()
-    rows = select(engine.view.statuses(namespace), selector)
+    rows = ops.statuses(namespace, selector=label_selector)
     return {"items": [r.as_object() for r in rows]}
 
 
@@ -153,10 +147,8 @@ def list_namespaced(
     summary="List the CronWorkflows of all namespaces",
     tags=["cronworkflows"],
 )
-def list_all(engine: EngineDep, ops: Ops, label_selector: Selector = None) -> dict[str, Any]:
-    selector = parse_label_selector(label_selector)
-    ops.refresh()
-    rows = select(engine.view.statuses(None), selector)
+def list_all(ops: Ops, label_selector: Selector = None) -> dict[str, Any]:
+    rows = ops.statuses(None, selector=label_selector)
     return {"items": [r.as_object() for r in rows]}
 
 
@@ -215,9 +207,7 @@ async def replace(
     tags=["cronworkflows"],
 )
 def delete(namespace: Namespace, name: Name, ops: Ops, if_match: IfMatch = None) -> dict[str, Any]:
-    _, version = ops.command(
-        namespace, name, lambda a, at: a.delete(at), if_match_version(if_match)
-    )
+    version = ops.delete(namespace, name, expected=if_match_version(if_match))
     log_command("deleted", namespace, name, version)
     return {"namespace": namespace, "name": name, "version": version}
 
@@ -233,11 +223,7 @@ def next_times(
     namespace: Namespace,
     name: Name,
     ops: Ops,
-    clock: Clock,
     count: Annotated[int, Query(ge=1, le=1000)] = 5,
 ) -> dict[str, Any]:
-    agg = ops.find(namespace, name)
-    return {
-        "timezone": agg.spec_model.timezone or "UTC",
-        "items": next_fire_times(agg, clock(), count),
-    }
+    timezone, items = ops.next_times(namespace, name, count)
+    return {"timezone": timezone, "items": items}

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Response
 from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from cronsource.adapters.application.models import Health
 from cronsource.adapters.entrypoints.http.dependencies import (
     TOKEN,
     EngineDep,
@@ -15,7 +16,6 @@ from cronsource.adapters.entrypoints.http.dependencies import (
     MetricsDep,
     Settings,
 )
-from cronsource.adapters.entrypoints.http.models import Health
 from cronsource.adapters.entrypoints.http.problems import problem_responses
 
 router = APIRouter(tags=["operations"])

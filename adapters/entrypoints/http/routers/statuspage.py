@@ -7,9 +7,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from cronsource.adapters.application.models import ChildWorkflowList, SchedulerHealth
 from cronsource.adapters.application.statuspage import child_workflows, scheduler_health
 from cronsource.adapters.entrypoints.http.dependencies import TOKEN, Clock, EngineDep, Ops, Queries
-from cronsource.adapters.entrypoints.http.models import ChildWorkflowList, SchedulerHealth
 from cronsource.adapters.entrypoints.http.params import Name, Namespace
 from cronsource.adapters.entrypoints.http.problems import problem_responses
 from cronsource.domain.service import NotFound
@@ -25,7 +25,7 @@ router = APIRouter(prefix="/api/v1", dependencies=[TOKEN], tags=["status page"])
 )
 def scheduler(engine: EngineDep, ops: Ops, clock: Clock) -> dict[str, Any]:
     ops.refresh()
-    return scheduler_health(engine, clock())
+    return scheduler_health(engine, clock.now())
 
 
 @router.get(

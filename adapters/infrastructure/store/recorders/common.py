@@ -4,7 +4,6 @@ deadline, and the shapes of their batch queries (see the package's docstring).""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
@@ -15,6 +14,8 @@ from eventsourcing.persistence import (
     OperationalError,
     StoredEvent,
 )
+
+from cronsource.adapters.clock import SYSTEM_CLOCK
 
 #: Streams per query: bounds the statement's parameter and the rows held at once.
 MANY_CHUNK = 1000
@@ -69,7 +70,7 @@ def commit_within(seconds: float | None) -> Iterator[None]:
     on time into a fire committed late as if it were on time. None: no deadline. (Counted on
     this process's monotonic clock, which the store's timeouts count in too.)"""
     previous = getattr(_deadline, "value", None)
-    _deadline.value = None if seconds is None else time.monotonic() + seconds
+    _deadline.value = None if seconds is None else SYSTEM_CLOCK.monotonic() + seconds
     try:
         yield
     finally:
@@ -81,7 +82,7 @@ def _seconds_left() -> float | None:
     deadline: float | None = getattr(_deadline, "value", None)
     if deadline is None:
         return None
-    left = deadline - time.monotonic()
+    left = deadline - SYSTEM_CLOCK.monotonic()
     if left <= 0:
         raise CommitTooLate(f"the commit deadline passed {-left:.1f}s ago; nothing was written")
     return left
@@ -91,7 +92,7 @@ def _past_deadline() -> bool:
     """Whether this thread's commit deadline has passed (give or take the 50 ms a timeout
     set from it may fire early by rounding)."""
     deadline: float | None = getattr(_deadline, "value", None)
-    return deadline is not None and time.monotonic() >= deadline - 0.05
+    return deadline is not None and SYSTEM_CLOCK.monotonic() >= deadline - 0.05
 
 
 @contextmanager

@@ -1,17 +1,10 @@
-"""`cronsource simulate`: the real engine on a virtual clock, with a simulated local target.
-
-The domain, the store, the projections and the runtime (adapters/runtime/: the turn of
-`cronsource run`, with its prepared decisions, warming, due filtering, budgets and dispatch) are
-the production ones; only time (a VirtualClock) and the place Workflows run (SimTarget) are
-simulated. With several replicas, every replica decides the next instant in advance on the same
-state before any commits (the worst interleaving), so the version check, not luck, is what
-keeps a tick from firing twice.
+"""The simulation itself: `cronsource run`'s runtime turned on a virtual clock, over a scratch
+store, with the scenario's actions applied at their instants.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import math
 import shutil
@@ -19,259 +12,31 @@ import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any
 from uuid import UUID
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.clock import VirtualClock
+from cronsource.adapters.entrypoints.simulate.scenario import (
+    MAX_STEPS,
+    Action,
+    Scenario,
+    ScenarioError,
+)
+from cronsource.adapters.entrypoints.simulate.target import SimRunWatcher, SimTarget
 from cronsource.adapters.infrastructure.shards import SoleOwner
 from cronsource.adapters.infrastructure.store.config import StoreConfig
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.loop import SchedulerLoop
-from cronsource.domain.cronworkflow import Phase
 from cronsource.domain.durations import parse_duration
-from cronsource.domain.manifest import ManifestError, parse_manifest, scheduling_options
-from cronsource.domain.service import CronService
-from cronsource.domain.timestamps import TimestampError, parse_timestamp
-from cronsource.projections.dispatch import LABEL_CRON, PermanentSubmissionError, is_same_workflow
+from cronsource.domain.manifest import parse_manifest, scheduling_options
 from cronsource.projections.readmodel import rfc3339
-
-
-class ScenarioError(ValueError):
-    pass
 
 
 class SimulationInterrupted(RuntimeError):
     """SIGINT/SIGTERM arrived: the simulation stopped at the instant it had reached."""
-
-
-#: Longest simulated span. A year of every-minute ticks is half a million decisions; a
-#: scenario far longer is a typo (a year 20260 end) and would run for hours.
-MAX_SCENARIO_SPAN = timedelta(days=400)
-#: Most simulated instants (a tick, the moments before it when the runtime warms and decides
-#: in advance, a run ending, an action) before it stops with an error: about a million ticks.
-MAX_STEPS = 3_000_000
-
-
-def _aware(v: Any) -> Any:
-    """A scenario time, read as every entrypoint reads one (domain/timestamps.py): an offset
-    is required, and the bounds hold (cron arithmetic near year 9999 overflows)."""
-    if isinstance(v, datetime):  # YAML reads an unquoted time as a datetime
-        v = v.isoformat()
-    try:
-        return parse_timestamp(v, "time")
-    except TimestampError as e:
-        raise ValueError(e.reason) from None
-
-
-class CompleteAction(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    workflow: str
-    phase: Literal["Succeeded", "Failed", "Error"] = "Succeeded"
-
-
-class Action(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    at: datetime
-    suspend: str | None = None
-    resume: str | None = None
-    apply: dict[str, Any] | None = None
-    delete: str | None = None
-    outage: str | None = None
-    complete: CompleteAction | None = None
-    remove_workflow: str | None = Field(default=None, alias="removeWorkflow")
-
-    _at = field_validator("at", mode="before")(_aware)
-
-    @field_validator("outage")
-    @classmethod
-    def _duration(cls, v: str | None) -> str | None:
-        if v is not None:
-            parse_duration(v)
-        return v
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> Action:
-        kinds = [
-            k
-            for k in (
-                "suspend",
-                "resume",
-                "apply",
-                "delete",
-                "outage",
-                "complete",
-                "remove_workflow",
-            )
-            if getattr(self, k) is not None
-        ]
-        if len(kinds) != 1:
-            raise ValueError(
-                "an action needs exactly one of suspend, resume, apply, delete, outage, "
-                f"complete, removeWorkflow (got {len(kinds)})"
-            )
-        return self
-
-
-class Scenario(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    start: datetime
-    end: datetime
-    replicas: int = Field(default=1, ge=1, le=16)
-    run_duration: str = Field(default="30s", alias="runDuration")
-    run_phase: Literal["Succeeded", "Failed", "Error"] = Field(
-        default="Succeeded", alias="runPhase"
-    )
-    cron_workflows: list[dict[str, Any]] = Field(default_factory=list, alias="cronWorkflows")
-    actions: list[Action] = Field(default_factory=list)
-
-    _times = field_validator("start", "end", mode="before")(_aware)
-
-    @field_validator("run_duration")
-    @classmethod
-    def _duration(cls, v: str) -> str:
-        parse_duration(v)
-        return v
-
-    @model_validator(mode="after")
-    def _ordered(self) -> Scenario:
-        if self.end < self.start:
-            raise ValueError("end must not be before start")
-        if self.end - self.start > MAX_SCENARIO_SPAN:
-            raise ValueError(
-                f"end is {(self.end - self.start).days} days after start; a scenario may span"
-                f" at most {MAX_SCENARIO_SPAN.days} days"
-            )
-        return self
-
-
-def load_scenario(data: object) -> Scenario:
-    """Read a scenario; ScenarioError names the field, as `lint` does for manifests."""
-    if not isinstance(data, dict):
-        raise ScenarioError("<scenario>: a scenario must be a mapping")
-    try:
-        sc = Scenario.model_validate(data)
-    except ValidationError as e:
-        msgs = []
-        for err in e.errors():
-            path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(
-                "."
-            )
-            msgs.append(f"{path or '<scenario>'}: {str(err['msg']).removeprefix('Value error, ')}")
-        raise ScenarioError("; ".join(msgs)) from None
-    for i, m in enumerate(sc.cron_workflows):
-        try:
-            parse_manifest(m)
-        except ManifestError as e:
-            raise ScenarioError("; ".join(f"cronWorkflows[{i}].{p}" for p in e.problems)) from None
-    for i, a in enumerate(sc.actions):
-        if a.apply is not None:
-            try:
-                parse_manifest(a.apply)
-            except ManifestError as e:
-                raise ScenarioError(
-                    "; ".join(f"actions[{i}].apply.{p}" for p in e.problems)
-                ) from None
-    return sc
-
-
-@dataclass
-class SimWorkflow:
-    namespace: str
-    name: str
-    cron: str
-    cron_id: str
-    scheduled_time: datetime | None
-    created_at: datetime
-    trigger: str
-    ends_at: datetime
-    end_phase: str
-    phase: str = "Running"
-    finished_at: datetime | None = None
-    deleted_at: datetime | None = None
-    reported: bool = False
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "namespace": self.namespace,
-            "name": self.name,
-            "cronWorkflow": self.cron,
-            "scheduledTime": rfc3339(self.scheduled_time),
-            "createdAt": rfc3339(self.created_at),
-            "phase": self.phase,
-            "finishedAt": rfc3339(self.finished_at),
-            "deletedAt": rfc3339(self.deleted_at),
-            "trigger": self.trigger,
-        }
-
-
-@dataclass
-class SimTarget:
-    """The local target on a virtual clock: Workflows run for their duration, then complete."""
-
-    default_duration: timedelta
-    default_phase: str
-    workflows: dict[tuple[str, str], SimWorkflow] = field(default_factory=dict)
-    durations: dict[str, tuple[timedelta | None, str | None]] = field(default_factory=dict)
-    #: Each Workflow's metadata as created: whose it is, for a later create of the same name.
-    metadata: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-    #: The Workflows whose end is not reported yet (running ones included): the only ones
-    #: the run watcher and the next-change look at, so a week of runs costs no rescans.
-    unreported: dict[tuple[str, str], SimWorkflow] = field(default_factory=dict)
-
-    def create(self, workflow: dict[str, Any], *, cron_id: str, trigger: str, at: datetime) -> None:
-        meta = workflow["metadata"]
-        key = (meta["namespace"], meta["name"])
-        if key in self.workflows:
-            if is_same_workflow(self.metadata[key], meta):
-                return  # a replayed dispatch: the Workflow exists already
-            raise PermanentSubmissionError(f"workflow {key[0]}/{key[1]} exists and is not ours")
-        self.metadata[key] = copy.deepcopy(meta)
-        duration, phase = self.durations.get(cron_id, (None, None))
-        sched = meta["annotations"].get("workflows.argoproj.io/scheduled-time")
-        self.workflows[key] = self.unreported[key] = SimWorkflow(
-            namespace=key[0],
-            name=key[1],
-            cron=meta["labels"][LABEL_CRON],
-            cron_id=cron_id,
-            scheduled_time=parse_timestamp(sched, "scheduled", bounded=False) if sched else None,
-            created_at=at,
-            trigger=trigger,
-            ends_at=at + (duration or self.default_duration),
-            end_phase=phase or self.default_phase,
-        )
-
-    def created(self, workflow: dict[str, Any], *, cron_id: str) -> bool:
-        meta = workflow["metadata"]
-        key = (meta["namespace"], meta["name"])
-        wf = self.workflows.get(key)
-        return (
-            wf is not None and wf.deleted_at is None and is_same_workflow(self.metadata[key], meta)
-        )
-
-    def terminate(self, namespace: str, name: str, at: datetime) -> None:
-        wf = self.workflows.get((namespace, name))
-        if wf is not None and wf.phase == "Running":  # finished already: not an error (Argo #11377)
-            wf.phase, wf.finished_at, wf.ends_at = "Failed", at, at
-
-    def delete(self, namespace: str, name: str, at: datetime) -> None:
-        wf = self.workflows.get((namespace, name))
-        if wf is not None and wf.deleted_at is None:
-            wf.deleted_at = at
-
-    def finish_due(self, now: datetime) -> None:
-        for wf in self.unreported.values():
-            if wf.phase == "Running" and wf.deleted_at is None and wf.ends_at <= now:
-                wf.phase, wf.finished_at = wf.end_phase, wf.ends_at
-
-    def next_change(self) -> datetime | None:
-        times = [wf.ends_at for wf in self.unreported.values() if wf.deleted_at is None]
-        return min(times, default=None)
 
 
 @contextlib.contextmanager
@@ -300,38 +65,6 @@ def _scratch_store(config: StoreConfig) -> Iterator[StoreConfig]:
             yield StoreConfig.parse(f"sqlite:///{Path(tmp, 'sim.db')}")
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-
-
-class SimRunWatcher:
-    """The run watcher of the simulated target (the RunPoller the runtime polls): reports
-    runs that ended and Workflows removed by hand, in the order they ended."""
-
-    def __init__(self, service: CronService, target: SimTarget) -> None:
-        self.service = service
-        self.target = target
-
-    def poll(
-        self, now: datetime, budget: float | None = None, stop: Callable[[], bool] | None = None
-    ) -> int:
-        target = self.target
-        target.finish_due(now)
-        ended = [wf for wf in target.unreported.values() if wf.phase != "Running"]
-        ended.sort(key=lambda w: (w.finished_at or now, w.name))
-        for wf in ended:
-            wf.reported = True
-            del target.unreported[(wf.namespace, wf.name)]
-            cron_id = UUID(wf.cron_id)
-            if wf.phase == "Deleted":
-                self.service.run_vanished(cron_id, wf.name, now)
-            else:
-                assert wf.finished_at is not None
-                phase = cast(Phase, wf.phase)
-                self.service.run_completed(cron_id, wf.name, phase, wf.finished_at, now)
-        return len(ended)
-
-    def recover(self, now: datetime) -> int | None:
-        """Nothing to recover: the simulated target and the store live and die together."""
-        return 0
 
 
 class Simulation:

@@ -1,5 +1,7 @@
-"""The API's request and response models. Routes name them as `response_model`, so FastAPI
-validates what a handler returns against them (and the OpenAPI document shows them).
+"""The models of what the facade answers, one set for every edge: the HTTP API's request and
+response bodies (routes name them as `response_model`, so FastAPI validates what a handler
+returns against them and the OpenAPI document shows them) and the results of the Python
+library and its HTTP client, so a value round-trips between them.
 
 Field names are the JSON names clients see (camelCase, as Argo and Kubernetes write them).
 """
@@ -10,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from cronsource.adapters.application.operations import FieldError, parse_time
+from cronsource.adapters.application.inputs import FieldError, parse_time
 from cronsource.adapters.application.statuspage import OVERDUE_LISTED
 
 
@@ -24,6 +26,19 @@ class CronWorkflowStatus(BaseModel):
     whose shape a client may rely on beyond that."""
 
     model_config = ConfigDict(extra="allow")
+    # The status view always writes these (projections/readmodel.py), so naming them changes
+    # no answer; it types them for clients.
+    active: list[dict[str, Any]] = Field(default_factory=list, description="Runs not finished")
+    lastScheduledTime: str | None = Field(default=None, description="RFC 3339, the last fire")
+    conditions: list[dict[str, Any]] = Field(default_factory=list)
+    succeeded: int = 0
+    failed: int = 0
+    phase: str = Field(default="Active", description="Active, or Stopped")
+    nextScheduledTime: str | None = Field(
+        default=None,
+        description="RFC 3339, the next due tick (cronsource extension); null while nothing"
+        " can be decided",
+    )
     resolvedSchedules: dict[str, str] | None = Field(
         default=None,
         # Absent rather than null, as Argo's `omitempty` leaves it.

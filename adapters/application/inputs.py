@@ -1,0 +1,122 @@
+"""What a request may say, checked once for every entrypoint: times (RFC 3339, within the
+bounds of domain/timestamps.py), the audit's vocabulary (event types, skip reasons: a filter
+naming anything else is a typo, refused rather than answered empty), and the one error bad
+input becomes, naming the field as the client wrote it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import get_args
+
+from cronsource.adapters.infrastructure.readside.queries import EventFilter
+from cronsource.domain.backfill import Overlap
+from cronsource.domain.cronworkflow import CronWorkflow
+from cronsource.domain.decisions import SkipReason
+from cronsource.domain.service import topic_type
+from cronsource.domain.timestamps import TimestampError, parse_timestamp
+from cronsource.projections.readmodel import rfc3339
+
+_TICK = timedelta(microseconds=1)
+DECISION_TYPES = ("ScheduleFired", "ScheduleSkipped")
+#: Every event type of the audit log, read from the aggregate's event classes, and every
+#: skip reason: a filter naming anything else is a typo, refused rather than answered empty.
+EVENT_TYPES: tuple[str, ...] = tuple(
+    sorted(
+        topic_type(v.TOPIC)
+        for v in vars(CronWorkflow).values()
+        if isinstance(v, type) and hasattr(v, "TOPIC") and v is not CronWorkflow
+    )
+)
+SKIP_REASONS: tuple[str, ...] = get_args(SkipReason)
+
+
+#: A Kubernetes DNS subdomain name (namespaces use the label form, at most 63 characters).
+DNS = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+MAX_NAMESPACE, MAX_NAME = 63, 253
+
+
+class FieldError(ValueError):
+    """Bad input, naming the field (camelCase, as the client wrote it) and where it was."""
+
+    def __init__(self, field: str, message: str, location: str = "query") -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+        self.location = location
+
+
+class FieldErrors(ValueError):
+    """Several bad fields at once (a manifest's): each a dict with `field`, `in` (where it
+    was: body, query, header) and `message`."""
+
+    def __init__(self, errors: list[dict[str, str]]) -> None:
+        super().__init__("; ".join(f"{e['field']}: {e['message']}" for e in errors))
+        self.errors = errors
+
+
+def parse_time(value: str, field: str) -> datetime:
+    """RFC 3339 (a `Z` or an offset; no offset means UTC), within the bounds of
+    domain/timestamps.py, as a FieldError for the API's problem responses."""
+    try:
+        return parse_timestamp(value, field, naive_is_utc=True)
+    except TimestampError as e:
+        raise FieldError(field, e.reason) from None
+
+
+def event_filter(
+    namespace: str | None,
+    name: str | None,
+    since: str | None,
+    until: str | None,
+    types: Sequence[str],
+    reasons: Sequence[str],
+    after: int,
+    limit: int,
+) -> EventFilter:
+    """An audit query as a request gives it, checked field by field."""
+    for field, values in (
+        ("namespace", [namespace or ""]),
+        ("name", [name or ""]),
+        ("type", types),
+        ("reason", reasons),
+    ):
+        if any("\x00" in v for v in values):
+            raise FieldError(field, "must not contain NUL characters")
+    for field, values, known in (
+        ("type", types, EVENT_TYPES),
+        ("reason", reasons, SKIP_REASONS),
+    ):
+        for v in values:
+            if v not in known:
+                # A typo would otherwise answer an empty page, as if nothing happened.
+                raise FieldError(field, f"unknown {field} {v!r} (one of: {', '.join(known)})")
+    s = parse_time(since, "since") if since else None
+    u = parse_time(until, "until") if until else None
+    if s and u and u < s:
+        raise FieldError("until", "is before since")
+    return EventFilter(namespace, name, s, u, tuple(types), tuple(reasons), after, limit)
+
+
+def check_range(since: datetime | None, until: datetime | None) -> None:
+    """An end before the start is a mistake, not an empty answer."""
+    if since is not None and until is not None and until < since:
+        raise FieldError("until", f"{rfc3339(until)} is before since {rfc3339(since)}")
+
+
+def check_backfill(
+    start: datetime,
+    end: datetime,
+    overlap: Overlap | None,
+    parallel: int | None,
+    *,
+    shown: tuple[str, str] | None = None,
+) -> None:
+    """The backfill rules a request can break before anything is read (domain/backfill.py
+    has the rest). `shown`: start and end as the client wrote them, for the message."""
+    if end < start:
+        s, e = shown or (rfc3339(start), rfc3339(end))
+        raise FieldError("end", f"{e} is before start {s}", "body")
+    if parallel is not None and overlap in ("Forbid", "Replace"):
+        raise FieldError("parallel", f"applies to overlap Allow or Queue, not {overlap}", "body")

@@ -1,0 +1,160 @@
+"""Manifests in: `lint` and `apply` (every document of every file admitted before the first is
+applied, so bad input stores nothing).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+
+import click
+
+from cronsource.adapters.application.manifestfiles import Admission, admit_files
+from cronsource.adapters.application.operations import Operations
+from cronsource.adapters.entrypoints.cli.context import KIND, _obj, fail, global_options
+from cronsource.adapters.entrypoints.cli.registry import cli
+from cronsource.domain.manifest import CronWorkflowManifest, ManifestError
+from cronsource.domain.service import Applied
+
+
+def read_files(
+    paths: Sequence[str],
+    namespace: str | None = None,
+    *,
+    only_cronworkflows: bool = False,
+    exclude: str | None = None,
+    strict: bool = False,
+) -> Admission:
+    """Every document of every path, admitted (adapters/application/manifestfiles.py), its
+    problems and warnings printed, one `error:`/`warning:` line each; the caller decides the
+    exit."""
+    got = admit_files(
+        paths,
+        sys.stdin.buffer,
+        namespace,
+        only_cronworkflows=only_cronworkflows,
+        exclude=exclude,
+        strict=strict,
+    )
+    for line in got.problems:
+        click.echo(f"error: {line}", err=True)
+    for line in got.warnings:
+        click.echo(f"warning: {line}", err=True)
+    return got
+
+
+def admit(
+    paths: Sequence[str],
+    namespace: str | None = None,
+    *,
+    only_cronworkflows: bool = False,
+    exclude: str | None = None,
+) -> list[CronWorkflowManifest]:
+    """The manifests to apply, or exit 1 after naming every problem of every file: nothing
+    is applied when any file is bad, and when others were fine that is said, so a silent
+    directory apply cannot be taken for a done one. `run PATHS` (`only_cronworkflows`)
+    names each document it skips; `apply` counts them."""
+    got = read_files(paths, namespace, only_cronworkflows=only_cronworkflows, exclude=exclude)
+    if only_cronworkflows:
+        for source, what in got.skipped:
+            click.echo(f"skipped {source}: {what} is not a CronWorkflow", err=True)
+    elif got.skipped:
+        n = len(got.skipped)
+        click.echo(
+            f"{n} other document{'s' if n != 1 else ''} skipped (not CronWorkflows)", err=True
+        )
+    if got.problems:
+        if got.manifests:
+            n, bad = len(got.manifests), len(got.bad_files)
+            fail(
+                f"nothing applied: {bad} of {got.files} file(s) have errors"
+                f" ({n} valid CronWorkflow(s) not applied either)"
+            )
+        sys.exit(1)
+    if not got.manifests:
+        fail("found no CronWorkflow in the specified files")  # Argo: "found nothing to lint"
+    return [m for _, m in got.manifests]
+
+
+@cli.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(allow_dash=True))
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="a name Argo does not define in `when` or `stopStrategy` is an error, not a warning",
+)
+@global_options(output=False, all_namespaces=False, selector=False)
+def lint(files: tuple[str, ...], strict: bool) -> None:
+    """Validate manifests (files, directories, - for stdin): every bad file is named, one
+    line per problem, and the exit is 1 when any is bad."""
+    got = read_files(files, strict=strict)
+    if not got.manifests and not got.problems:
+        fail("found no CronWorkflow in the specified files")  # Argo: "found nothing to lint"
+    click.echo(got.summary())
+    if got.problems:
+        sys.exit(1)
+
+
+@cli.command()
+@click.option(
+    "-f", "--filename", "files", multiple=True, required=True, help="file, directory or -"
+)
+@click.option(
+    "--force-conflicts",
+    "--overwrite",
+    "force",
+    is_flag=True,
+    help="take the file's values also where another writer changed a field since the last apply",
+)
+@global_options(all_namespaces=False, selector=False)
+def apply(files: tuple[str, ...], force: bool) -> None:
+    """Create or update CronWorkflows, as `kubectl apply`: a three-way merge of the last
+    applied file, this file and the live object. A field the file does not set keeps its
+    live value, and so does one another writer (`cronsource suspend`, an HTTP PUT) changed
+    since the last apply while the file's value for it is unchanged; --force-conflicts
+    takes the file's values. An unchanged file changes nothing and says `unchanged`."""
+    obj = _obj()
+    manifests = admit(files, obj.namespace)
+    names: list[str] = []
+
+    def applied(m: CronWorkflowManifest, result: Applied) -> None:
+        names.append(f"{KIND}/{m.metadata.name}")
+        if obj.output != "name":
+            click.echo(f"{names[-1]} {result.what}")
+
+    with obj.operations(notice=True) as ops:
+        apply_all(ops, manifests, applied, force=force)
+    if obj.output == "name":
+        click.echo("\n".join(names))
+
+
+def apply_all(
+    ops: Operations,
+    manifests: Sequence[CronWorkflowManifest],
+    applied: Callable[[CronWorkflowManifest, Applied], None],
+    *,
+    force: bool = False,
+) -> None:
+    """Apply every manifest three-way (`apply` and `run PATHS`): its notes as `warning:`
+    lines, then `applied` says what it did. First every merge is decided without saving: one
+    whose result is not a valid CronWorkflow (a value another writer set, merged with the
+    file's) refuses them all, naming it, so files valid on their own are never half applied."""
+    refused = []
+    for m in manifests:
+        try:
+            ops.apply(m, three_way=True, force=force, dry_run=True)
+        except ManifestError as e:
+            refused.append(str(e))
+    if refused:
+        for line in refused:
+            click.echo(f"error: {line}", err=True)
+        n = len(manifests)
+        fail(f"nothing applied: {len(refused)} of {n} CronWorkflow(s) would not be valid")
+    for m in manifests:
+        try:
+            result = ops.apply(m, three_way=True, force=force)
+        except ManifestError as e:  # another writer changed it since the check just above
+            fail(str(e))
+        for note in result.notes:
+            click.echo(f"warning: {note}", err=True)
+        applied(m, result)

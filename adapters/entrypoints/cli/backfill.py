@@ -1,0 +1,169 @@
+"""`backfill`: a range of past ticks run as the schedule would have run them (domain/backfill.py),
+or planned with `--dry-run`, or cancelled.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from cronsource.adapters.application.inputs import FieldError
+from cronsource.adapters.application.objects import backfill_result
+from cronsource.adapters.entrypoints.cli.context import (
+    Ctx,
+    _obj,
+    err_console,
+    fail,
+    global_options,
+    parse_time,
+)
+from cronsource.adapters.entrypoints.cli.output import View, emit
+from cronsource.adapters.entrypoints.cli.registry import cli, name_argument
+from cronsource.domain.backfill import (
+    DEFAULT_MAX_BACKFILL_TICKS,
+    OVERLAPS,
+    BackfillPlan,
+    Overlap,
+)
+from cronsource.domain.service import NotFound
+from cronsource.projections.readmodel import rfc3339
+
+
+def backfill_summary(ref: str, plan: BackfillPlan, dry_run: bool, pending_after: str) -> str:
+    """The one line that says what the backfill does (or would do) with each tick."""
+    how = {
+        "Allow": "all at once"
+        if plan.parallel is None
+        else f"{plan.parallel} at a time, the rest queued",
+        "Queue": f"one after another, {plan.parallel or 1} at a time",
+        "Forbid": "no overlap: a tick whose turn comes while a run is active is skipped",
+        "Replace": "each replaces the one before: only the latest runs",
+    }[plan.overlap]
+    verb = "would start" if dry_run else "started"
+    parts = [f"{len(plan.fire)} now"] + ([f"{len(plan.queue)} queued"] if plan.queue else [])
+    line = (
+        f"{'dry run: ' if dry_run else ''}backfill {ref}: {plan.candidates} ticks in range,"
+        f" {verb} {len(plan.runs)} ({', '.join(parts)}; overlap {plan.overlap}: {how}),"
+        f" skipped {len(plan.skip)}"
+        + (f" ({plan.skip_reason})" if plan.skip else "")
+        + f", already fired {len(plan.already)}"
+    )
+    if plan.skip and plan.overlap in ("Forbid", "Replace"):
+        line += "; --overlap Queue runs them one after another"
+    return line + pending_after
+
+
+@cli.command()
+@name_argument()
+@click.option("--start", required=True, help="RFC 3339: ticks at or after it")
+@click.option("--end", required=True, help="RFC 3339: ticks at or before it")
+@click.option(
+    "--overlap",
+    type=click.Choice(OVERLAPS),
+    default=None,
+    help="how backfill runs overlap (default: the CronWorkflow's concurrencyPolicy);"
+    " Queue runs them one after another",
+)
+@click.option(
+    "--parallel",
+    type=click.IntRange(1, 10_000),
+    default=None,
+    help="Allow/Queue: at most N backfill runs at once, the rest wait their turn",
+)
+@click.option(
+    "--max-ticks",
+    type=click.IntRange(1, 10_000_000),
+    default=DEFAULT_MAX_BACKFILL_TICKS,
+    show_default=True,
+    help="refuse a range with more ticks than this",
+)
+@click.option("--dry-run", is_flag=True, help="print what would run, change nothing")
+@click.option("--cancel", is_flag=True, help="drop the ticks queued by earlier backfills")
+@global_options(all_namespaces=False, selector=False)
+def backfill(
+    name: str,
+    start: str,
+    end: str,
+    overlap: str | None,
+    parallel: int | None,
+    max_ticks: int,
+    dry_run: bool,
+    cancel: bool,
+) -> None:
+    """Run the ticks in [start, end] that never fired (skipped ones, and ticks before the
+    CronWorkflow existed); ticks not decided yet are left to the scheduler."""
+    obj = _obj()
+    s, e = parse_time(start, "--start"), parse_time(end, "--end")
+    if e < s:
+        fail(f"--end {end} is before --start {start}")
+    if parallel is not None and overlap in ("Forbid", "Replace"):
+        fail(f"--parallel applies to --overlap Allow or Queue, not {overlap}")
+    ref = f"{obj.ns}/{name}"
+    with obj.operations(notice=True) as ops:
+        try:
+            agg = ops.find(obj.ns, name)
+        except NotFound as ex:
+            fail(str(ex))
+        if cancel:
+            n = ops.cancel_backfill(obj.ns, name)
+            click.echo(f"backfill {ref}: {n} queued ticks cancelled")
+            return
+        pending_after = (
+            f"; ticks after {rfc3339(agg.decided_until)} are not decided yet (the scheduler"
+            " decides them)"
+            if e > agg.decided_until
+            else ""
+        )
+        chosen = cast(Overlap | None, overlap)
+        try:
+            plan = ops.plan_backfill(
+                obj.ns, name, s, e, max_ticks, overlap=chosen, parallel=parallel
+            )
+        except FieldError as ex:
+            if ex.field == "end":  # more ticks than --max-ticks
+                fail(f"--start/--end: {ex.message} (--max-ticks {max_ticks})")
+            fail(f"--{ex.field}: {ex.message}")
+        if dry_run or not plan.runs:
+            data = backfill_result(name, plan, True)
+            _backfill_out(obj, data, backfill_summary(ref, plan, True, pending_after), name)
+            return
+        with Progress(
+            TextColumn("backfill {task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err_console,
+            transient=True,
+            disable=not err_console.is_terminal,
+        ) as progress:
+            task = progress.add_task(ref, total=len(plan.fire))
+            done = ops.backfill(
+                obj.ns,
+                name,
+                s,
+                e,
+                False,
+                max_ticks,
+                overlap=chosen,
+                parallel=parallel,
+                progress=lambda n, total: progress.update(task, completed=n, total=total),
+            )
+    data = backfill_result(name, done, False)
+    _backfill_out(obj, data, backfill_summary(ref, done, False, pending_after), name)
+
+
+def _backfill_out(obj: Ctx, data: dict[str, Any], summary: str, name: str) -> None:
+    machine = obj.output in ("json", "yaml", "name")
+    click.echo(summary, err=machine)  # the count first: before a long table
+    rows = [[i["scheduledTime"], i["workflow"], i["action"]] for i in data["items"]]
+    emit(
+        View(
+            data,
+            ["SCHEDULED", "WORKFLOW", "ACTION"],
+            rows,
+            names=[i["workflow"] for i in data["items"] if i["action"] != "skip"],
+        ),
+        obj.output,
+    )

@@ -1,0 +1,129 @@
+"""How answers are printed: tables for people (kubectl's plain columns when piped), `-o
+json|yaml|name` for machines, and the few cell formats several commands share.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import click
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+
+def _plain(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """kubectl's columns: left-aligned, three spaces apart, no box drawing (for pipes)."""
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=False)]
+    lines = [
+        "   ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=False)).rstrip()
+        for r in [headers, *rows]
+    ]
+    return "\n".join(lines)
+
+
+@dataclass
+class View:
+    """One command's output in every format: data for json/yaml, columns for tables."""
+
+    data: Any
+    headers: list[str]
+    rows: list[list[str]]
+    wide_headers: list[str] = field(default_factory=list)
+    wide_rows: list[list[str]] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    title: str = ""
+    empty: str = ""
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = "") -> None:
+    """A rich table on a terminal, plain columns when stdout is a pipe or a file."""
+    if sys.stdout.isatty():
+        t = Table(*headers, title=title or None)
+        for r in rows:
+            t.add_row(*r)
+        Console().print(t)
+    else:
+        if title:
+            click.echo(title)
+        click.echo(_plain(headers, rows))
+
+
+def emit(view: View, output: str) -> None:
+    if output == "json":
+        click.echo(json.dumps(view.data, indent=2, default=str))
+    elif output == "yaml":
+        click.echo(yaml.safe_dump(json.loads(json.dumps(view.data, default=str)), sort_keys=False))
+    elif output == "name":
+        for n in view.names:
+            click.echo(n)
+    elif not view.rows and view.empty:
+        click.echo(view.empty, err=True)
+    elif output == "wide" and view.wide_headers:
+        rows = [r + w for r, w in zip(view.rows, view.wide_rows, strict=False)]
+        print_table(view.headers + view.wide_headers, rows, view.title)
+    else:
+        print_table(view.headers, view.rows, view.title)
+
+
+def ago(t: datetime | None, ref: datetime) -> str:
+    """`in 3m`, `5s ago`: beside an absolute time, so nobody has to subtract."""
+    if t is None:
+        return "-"
+    s = int((t - ref).total_seconds())
+    n = abs(s)
+    text = (
+        f"{n}s"
+        if n < 90
+        else f"{n // 60}m"
+        if n < 5400
+        else f"{n // 3600}h"
+        if n < 172800
+        else f"{n // 86400}d"
+    )
+    return f"in {text}" if s >= 0 else f"{text} ago"
+
+
+def ticks_cell(e: dict[str, Any]) -> str:
+    """How many ticks an event covers: a folded skip (or a queue) says until when."""
+    count = e.get("count")
+    if count is None:
+        return "1" if e["type"] == "ScheduleFired" else "-"
+    last = e.get("lastScheduledTime")
+    return f"{count} until {last}" if count > 1 and last else str(count)
+
+
+def detail_cell(e: dict[str, Any]) -> str:
+    """What happened, in a word or two: trigger, reason, phase, who."""
+    t = e["type"]
+    if t == "ScheduleFired":
+        out = f"trigger={e.get('trigger', 'schedule')}"
+        if e.get("replaced"):
+            out += f" replaced={','.join(e['replaced'])}"
+        return out
+    if t == "ScheduleSkipped":
+        return f"reason={e.get('reason')}" + (f": {e['message']}" if e.get("message") else "")
+    if t == "RunCompleted":
+        return f"phase={e.get('phase')}" + (
+            f" finished={e['finishedAt']}" if e.get("finishedAt") else ""
+        )
+    if t in ("Suspended", "Resumed"):
+        parts = [f"by={e['by']}" if e.get("by") else "", e.get("note") or ""]
+        return " ".join(p for p in parts if p) or "-"
+    if t == "BackfillQueued":
+        return f"overlap={e.get('overlap')} parallel={e.get('parallel')}"
+    if t == "HistoryPruned":
+        return "removed " + ",".join(e.get("workflows") or [])
+    if t == "RunNotStarted":
+        return f"reason={e.get('reason')}: {e.get('message')}"
+    if t in ("SubmissionFailed", "SpecRejected", "Stopped"):
+        transient = " (transient, retried)" if e.get("transient") else ""
+        return (e.get("message") or e.get("reason") or "-") + transient
+    if t == "SpecUpdated":
+        return f"generation={e.get('generation')}"
+    return "-"

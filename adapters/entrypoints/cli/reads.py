@@ -1,0 +1,337 @@
+"""The read commands: `list`, `get`, `history`, `why` and `next`. An unknown name, namespace or
+event type is an error, never an empty table.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from cronsource.adapters.application.explain import removed_before
+from cronsource.adapters.application.inputs import EVENT_TYPES, SKIP_REASONS, FieldError
+from cronsource.adapters.application.operations import Operations
+from cronsource.adapters.entrypoints.cli.context import (
+    KIND,
+    RESOURCE_WORDS,
+    Ctx,
+    _obj,
+    fail,
+    global_options,
+    now,
+    parse_time,
+)
+from cronsource.adapters.entrypoints.cli.output import (
+    View,
+    ago,
+    detail_cell,
+    emit,
+    print_table,
+    ticks_cell,
+)
+from cronsource.adapters.entrypoints.cli.registry import _complete_names, cli, name_argument
+from cronsource.domain.service import NotFound
+from cronsource.domain.timestamps import parse_timestamp
+from cronsource.projections.readmodel import StatusRow, rfc3339
+
+
+def check_namespace(ops: Operations, obj: Ctx) -> None:
+    """An explicit `-n` that never held a CronWorkflow is a typo until shown otherwise."""
+    if obj.namespace is None or obj.all_namespaces:
+        return
+    known = ops.namespaces()
+    if obj.namespace not in known:
+        fail(
+            f"namespace {obj.namespace!r} has no CronWorkflows"
+            f" (namespaces in this store: {', '.join(known) or 'none'})"
+        )
+
+
+def selected(
+    ops: Operations, obj: Ctx, namespace: str | None, *, include_deleted: bool = False
+) -> list[StatusRow]:
+    """The CronWorkflows of `namespace` (None: every one) that `-l` selects."""
+    try:
+        return ops.statuses(namespace, selector=obj.selector, include_deleted=include_deleted)
+    except FieldError as e:
+        fail(f"-l {obj.selector!r}: {e.message}")
+
+
+def _schedules(spec: dict[str, Any]) -> str:
+    return ", ".join(spec.get("schedules") or [spec.get("schedule", "")])
+
+
+def _list_view(rows: list[StatusRow], obj: Ctx) -> View:
+    t0 = now()
+    show_ns = obj.all_namespaces
+    table, wide = [], []
+    for c in rows:
+        spec, st = c.spec, c.status
+        nxt = c.next_due
+        last = st.get("lastScheduledTime")
+        last_t = parse_timestamp(last, "lastScheduledTime", bounded=False) if last else None
+        table.append(
+            ([c.namespace] if show_ns else [])
+            + [
+                c.name,
+                _schedules(spec),
+                spec.get("timezone") or "UTC",
+                str(spec.get("suspend", False)).lower(),
+                str(len(st.get("active") or [])),
+                f"{last} ({ago(last_t, t0)})" if last else "-",
+                f"{rfc3339(nxt)} ({ago(nxt, t0)})" if nxt else "-",
+            ]
+        )
+        wide.append(
+            [
+                spec.get("concurrencyPolicy", "Allow"),
+                str(st.get("succeeded", 0)),
+                str(st.get("failed", 0)),
+                ",".join(f"{k}={v}" for k, v in (c.metadata.get("labels") or {}).items()) or "-",
+            ]
+        )
+    headers = (["NAMESPACE"] if show_ns else []) + [
+        "NAME",
+        "SCHEDULES",
+        "TIMEZONE",
+        "SUSPENDED",
+        "ACTIVE",
+        "LAST RUN",
+        "NEXT RUN",
+    ]
+    where = "any namespace" if show_ns else f"namespace {obj.ns}"
+    return View(
+        data={
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "CronWorkflowList",
+            "metadata": {},
+            "items": [c.as_object() for c in rows],
+        },
+        headers=headers,
+        rows=table,
+        wide_headers=["CONCURRENCY", "SUCCEEDED", "FAILED", "LABELS"],
+        wide_rows=wide,
+        names=[f"{KIND}/{c.name}" for c in rows],
+        empty=f"No CronWorkflows found in {where}"
+        + (f" matching -l {obj.selector!r}." if obj.selector else "."),
+    )
+
+
+def _list(obj: Ctx) -> None:
+    with obj.operations(notice=True) as ops:
+        check_namespace(ops, obj)
+        rows = selected(ops, obj, None if obj.all_namespaces else obj.ns)
+    emit(_list_view(rows, obj), obj.output)
+
+
+@cli.command(name="list")
+@global_options()
+def list_cmd() -> None:
+    """CronWorkflows with schedules, time zone, suspended, last and next run (alias ls)."""
+    _list(_obj())
+
+
+def _find(ops: Operations, namespace: str, name: str) -> StatusRow:
+    try:
+        return ops.status(namespace, name)
+    except NotFound as e:
+        fail(str(e))
+
+
+def _resolved_row(spec: dict[str, Any], st: dict[str, Any]) -> list[list[str]]:
+    """`argo cron get`'s ResolvedSchedules line (Argo PR #16604): every schedule with its `H`
+    items resolved, shown only when one has any."""
+    resolved = st.get("resolvedSchedules") or {}
+    if not resolved:
+        return []
+    listed = spec.get("schedules") or [spec.get("schedule", "")]
+    return [["ResolvedSchedules", ", ".join(resolved.get(s, s) for s in listed)]]
+
+
+def _get_view(c: StatusRow) -> View:
+    spec, st = c.spec, c.status
+    t0 = now()
+    nxt = c.next_due
+    rows = [
+        ["Name", c.name],
+        ["Namespace", c.namespace],
+        ["Schedules", _schedules(spec)],
+        *_resolved_row(spec, st),
+        ["Timezone", spec.get("timezone") or "UTC"],
+        ["Concurrency", spec.get("concurrencyPolicy", "Allow")],
+        ["Suspended", str(spec.get("suspend", False)).lower()],
+        ["Phase", st.get("phase", "")],
+        ["LastScheduledTime", st.get("lastScheduledTime") or "-"],
+        ["NextScheduledTime", f"{rfc3339(nxt)} ({ago(nxt, t0)})" if nxt else "-"],
+        ["Active", ", ".join(a["name"] for a in st.get("active") or []) or "-"],
+        ["Succeeded/Failed", f"{st.get('succeeded', 0)}/{st.get('failed', 0)}"],
+    ]
+    for cond in st.get("conditions") or []:
+        rows.append([f"Condition {cond['type']}", cond.get("message", "")])
+    return View(c.as_object(), ["FIELD", "VALUE"], rows, names=[f"{KIND}/{c.name}"])
+
+
+@cli.command()
+@click.argument("names", nargs=-1, shell_complete=_complete_names)
+@global_options()
+def get(names: tuple[str, ...]) -> None:
+    """One CronWorkflow as `argo cron get`; several, or none (all), as a list."""
+    obj = _obj()
+    names = tuple(n for n in names if n.lower() not in RESOURCE_WORDS)
+    if not names:
+        _list(obj)
+        return
+    with obj.operations(notice=True) as ops:
+        rows = [_find(ops, obj.ns, n) for n in names]
+    if len(rows) == 1 and obj.output in ("table", "json", "yaml"):
+        view = _get_view(rows[0])
+        if obj.output == "table":  # `argo cron get`: one field a line
+            width = max(len(r[0]) for r in view.rows) + 2
+            for k, v in view.rows:
+                click.echo(f"{k + ':':<{width}}{v}")
+            return
+        emit(view, obj.output)
+        return
+    emit(_list_view(rows, obj), obj.output)
+
+
+def _event_type(value: str) -> str:
+    for t in EVENT_TYPES:
+        if t.lower() == value.lower():
+            return t
+    fail(f"--type: unknown event type {value!r} (one of: {', '.join(EVENT_TYPES)})")
+
+
+def _reason(value: str) -> str:
+    for r in SKIP_REASONS:
+        if r.lower() == value.lower():
+            return r
+    fail(f"--reason: unknown skip reason {value!r} (one of: {', '.join(SKIP_REASONS)})")
+
+
+def _events_view(events: list[dict[str, Any]], with_cron: bool, empty: str) -> View:
+    headers = (["CRONWORKFLOW"] if with_cron else []) + [
+        "VERSION",
+        "TYPE",
+        "AT",
+        "SCHEDULED",
+        "TICKS",
+        "WORKFLOW",
+        "DETAIL",
+    ]
+    rows = [
+        ([e["cronWorkflow"]] if with_cron else [])
+        + [
+            str(e["version"]),
+            e["type"],
+            e["at"],
+            e["scheduledTime"] or "-",
+            ticks_cell(e),
+            e["workflow"] or "-",
+            detail_cell(e),
+        ]
+        for e in events
+    ]
+    return View(
+        events,
+        headers,
+        rows,
+        names=[f"{e['cronWorkflow']}@{e['version']}" for e in events],
+        empty=empty,
+    )
+
+
+@cli.command()
+@name_argument(required=False)
+@click.option("--since", default=None, help="RFC 3339: events at or after it")
+@click.option("--until", default=None, help="RFC 3339: events at or before it")
+@click.option("--type", "types", multiple=True, help="event type, e.g. ScheduleFired (repeatable)")
+@click.option("--reason", "reasons", multiple=True, help="skip reason, e.g. Suspended (repeatable)")
+@global_options()
+def history(
+    name: str | None,
+    since: str | None,
+    until: str | None,
+    types: tuple[str, ...],
+    reasons: tuple[str, ...],
+) -> None:
+    """The audit log of one CronWorkflow (or, without NAME, of the namespace): every fire
+    and skip, and why."""
+    obj = _obj()
+    s = parse_time(since, "--since") if since else None
+    u = parse_time(until, "--until") if until else None
+    if s and u and u < s:
+        fail(f"--until {until} is before --since {since}")
+    want_types = tuple(_event_type(t) for t in types)
+    want_reasons = {_reason(r) for r in reasons}
+    with obj.operations() as ops:
+        check_namespace(ops, obj)
+        ns = None if obj.all_namespaces and not name else obj.ns
+        if name and not ops.ever_existed(obj.ns, name):
+            fail(f"cronworkflow {obj.ns}/{name} not found (never applied in namespace {obj.ns})")
+        rows = ops.history(ns, name, since=s, until=u, types=want_types)
+        kept_from = ops.kept_from()
+        if kept_from is not None and (s is None or s < kept_from):
+            click.echo(f"note: {removed_before(kept_from)}", err=True)
+        if obj.selector:
+            keep = {(c.namespace, c.name) for c in selected(ops, obj, ns, include_deleted=True)}
+            rows = [r for r in rows if (r.namespace, r.name) in keep]
+    if want_reasons:
+        rows = [r for r in rows if r.reason in want_reasons]
+    events = [r.as_event() for r in rows]
+    emit(_events_view(events, not name, "No events match."), obj.output)
+
+
+@cli.command()
+@name_argument()
+@click.option("--at", "at_", required=True, help="RFC 3339 time of the tick in question")
+@global_options(all_namespaces=False, selector=False)
+def why(name: str, at_: str) -> None:
+    """Why did (or didn't) it run at T: the decision covering T (fired, skipped and why,
+    pending, not a tick) and the event behind it (the query of GET .../decision)."""
+    obj = _obj()
+    t = parse_time(at_, "--at")
+    with obj.operations() as ops:
+        try:
+            d = ops.why(obj.ns, name, t)
+        except NotFound:
+            fail(f"cronworkflow {obj.ns}/{name} not found")
+    if obj.output in ("json", "yaml"):
+        emit(View(d, [], []), obj.output)
+        return
+    if obj.output == "name":
+        click.echo(d["outcome"])
+        return
+    reason = f" ({d['reason']})" if d.get("reason") else ""
+    click.echo(f"{obj.ns}/{name} at {d['at']}: {d['outcome']}{reason}")
+    click.echo(d["explanation"])
+    if d["decisions"]:
+        v = _events_view(d["decisions"], False, "")
+        print_table(v.headers, v.rows)
+
+
+@cli.command(name="next")
+@name_argument()
+@click.option("-c", "--count", default=5, show_default=True, type=click.IntRange(1, 1000))
+@global_options(all_namespaces=False, selector=False)
+def next_cmd(name: str, count: int) -> None:
+    """The next N fire times, in the CronWorkflow's zone and in UTC."""
+    obj = _obj()
+    t0 = now()
+    with obj.operations() as ops:
+        try:
+            tz, data = ops.next_times(obj.ns, name, count, t0)
+        except NotFound as e:
+            fail(str(e))
+    rows = [
+        [
+            d["local"] or "",
+            d["utc"] or "",
+            ago(parse_timestamp(d["utc"] or "", "utc", bounded=False), t0),
+        ]
+        for d in data
+    ]
+    emit(
+        View(data, [f"LOCAL ({tz})", "UTC", "WHEN"], rows, names=[d["utc"] or "" for d in data]),
+        obj.output,
+    )

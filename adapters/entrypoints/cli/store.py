@@ -1,0 +1,153 @@
+"""The store's own commands: `migrate`, `export` and `check`, and the retention flag `run` and
+`serve` share.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import timedelta
+from typing import Any
+
+import click
+
+from cronsource.adapters.application.loggaps import Gap, find_gaps, repair_gaps
+from cronsource.adapters.application.operations import Operations
+from cronsource.adapters.bootstrap import migrate
+from cronsource.adapters.entrypoints.cli.context import _obj, fail, global_options, now, parse_time
+from cronsource.adapters.entrypoints.cli.registry import cli
+from cronsource.adapters.infrastructure.store.check import StoreUnavailable, check_store
+from cronsource.projections.readmodel import rfc3339
+
+
+@cli.command(name="migrate")
+@global_options(output=False, all_namespaces=False, selector=False)
+def migrate_cmd() -> None:
+    """Create or upgrade the store schema (PostgreSQL: once, before replicas start)."""
+    obj = _obj()
+    config = obj.store_config()
+    try:
+        check_store(config, need_tables=False)
+        migrate(config)
+    except StoreUnavailable as e:
+        fail(str(e))
+    click.echo(f"store {config.shown} ready")
+    with obj.engine(catch_up=False) as engine:
+        gaps = find_gaps(engine)
+    if gaps:
+        click.echo(
+            f"warning: {_holes(gaps)}: run `cronsource check` to see them and"
+            " `cronsource check --repair` to record the missing versions as lost",
+            err=True,
+        )
+
+
+def _holes(gaps: list[Gap]) -> str:
+    streams = len({g.stream for g in gaps})
+    return f"{len(gaps)} hole(s) in {streams} stream(s) of the log"
+
+
+@cli.command(name="export")
+@click.option("--before", required=True, help="RFC 3339: events that happened before it")
+@click.option(
+    "-o",
+    "--output-file",
+    "output_file",
+    required=True,
+    type=click.Path(dir_okay=False, writable=True),
+    help="JSON Lines file to write (gzip when it ends in .gz; - for stdout)",
+)
+@global_options(output=False, all_namespaces=False, selector=False)
+def export_cmd(before: str, output_file: str) -> None:
+    """Write the audit log's events before a time as JSON Lines, one event a line, in log
+    order: for teams that keep their audit elsewhere before `run --retain` removes it.
+    Each line is an event as `history -o json` shows it, with its log `position`."""
+    import gzip
+
+    obj = _obj()
+    until = parse_time(before, "--before")
+    written = 0
+    with obj.operations() as ops:
+        out: Any
+        if output_file == "-":
+            out = sys.stdout
+        elif output_file.endswith(".gz"):
+            out = gzip.open(output_file, "wt", encoding="utf-8")
+        else:
+            out = open(output_file, "w", encoding="utf-8")  # noqa: SIM115 (closed below)
+        try:
+            after = 0
+            while True:
+                rows = ops.audit_until(until, after, 5000)
+                rows = [r for r in rows if r.at < until]
+                for r in rows:
+                    out.write(json.dumps({"position": r.notification_id, **r.as_event()}) + "\n")
+                written += len(rows)
+                if len(rows) < 5000:
+                    break
+                after = rows[-1].notification_id
+        finally:
+            if out is not sys.stdout:
+                out.close()
+    click.echo(f"exported {written} event(s) before {rfc3339(until)}", err=True)
+
+
+@cli.command(name="check")
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="Record each missing version as lost (a VersionsLost event), so the stream replays.",
+)
+@global_options(output=False, all_namespaces=False, selector=False)
+def check_cmd(repair: bool) -> None:
+    """Find streams with missing versions in the log.
+
+    An older cronsource could save on top of a log that had lost its tail (a failover to an
+    asynchronous standby); such a stream cannot be replayed. Exits 1 when there are holes
+    and --repair was not given.
+    """
+    obj = _obj()
+    with obj.engine(catch_up=False) as engine:
+        gaps = find_gaps(engine)
+        if not gaps:
+            click.echo("no stream in the log has missing versions")
+            return
+        for gap in gaps:
+            click.echo(gap.describe())
+        if not repair:
+            fail(f"{_holes(gaps)}: run `cronsource check --repair` to record them as lost")
+        n = repair_gaps(engine, gaps, now())
+        click.echo(
+            f"recorded {n} missing version(s) as lost (VersionsLost); {_holes(gaps)} repaired"
+        )
+
+
+def retain_option(text: str | None) -> timedelta | None:
+    """`--retain` of `run` and `serve`: None (keep everything), or a retention of at least
+    a day (one line and exit 1 otherwise; `run` also checks the longest deadline)."""
+    if text is None:
+        return None
+    from cronsource.adapters.runtime.retention import RetentionTooShort, check_retain
+
+    try:
+        retain = parse_retain(text)
+        check_retain(retain, timedelta(0))
+    except (ValueError, RetentionTooShort) as e:
+        fail(e.args[0] if isinstance(e, RetentionTooShort) else f"--retain: {e}")
+    return retain
+
+
+def parse_retain(text: str) -> timedelta:
+    """A retention: Go's durations (`2160h`) and whole days (`90d`), as kubectl users write
+    them for log retention."""
+    from cronsource.domain.durations import parse_duration
+
+    if text.endswith("d") and text[:-1].isdigit():
+        return timedelta(days=int(text[:-1]))
+    return parse_duration(text)
+
+
+def longest_deadline(ops: Operations) -> timedelta:
+    """The longest startingDeadlineSeconds of the live CronWorkflows in the store."""
+    seconds = [int(row.spec.get("startingDeadlineSeconds") or 0) for row in ops.statuses(None)]
+    return timedelta(seconds=max(seconds, default=0))

@@ -1,0 +1,144 @@
+"""Where simulated Workflows run: a target that keeps them in memory and ends them on the virtual
+clock, and the run watcher that reports their ends to the service, as the local target's does.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, cast
+from uuid import UUID
+
+from cronsource.domain.cronworkflow import Phase
+from cronsource.domain.service import CronService
+from cronsource.domain.timestamps import parse_timestamp
+from cronsource.projections.dispatch import LABEL_CRON, PermanentSubmissionError, is_same_workflow
+from cronsource.projections.readmodel import rfc3339
+
+
+@dataclass
+class SimWorkflow:
+    namespace: str
+    name: str
+    cron: str
+    cron_id: str
+    scheduled_time: datetime | None
+    created_at: datetime
+    trigger: str
+    ends_at: datetime
+    end_phase: str
+    phase: str = "Running"
+    finished_at: datetime | None = None
+    deleted_at: datetime | None = None
+    reported: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "cronWorkflow": self.cron,
+            "scheduledTime": rfc3339(self.scheduled_time),
+            "createdAt": rfc3339(self.created_at),
+            "phase": self.phase,
+            "finishedAt": rfc3339(self.finished_at),
+            "deletedAt": rfc3339(self.deleted_at),
+            "trigger": self.trigger,
+        }
+
+
+@dataclass
+class SimTarget:
+    """The local target on a virtual clock: Workflows run for their duration, then complete."""
+
+    default_duration: timedelta
+    default_phase: str
+    workflows: dict[tuple[str, str], SimWorkflow] = field(default_factory=dict)
+    durations: dict[str, tuple[timedelta | None, str | None]] = field(default_factory=dict)
+    #: Each Workflow's metadata as created: whose it is, for a later create of the same name.
+    metadata: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    #: The Workflows whose end is not reported yet (running ones included): the only ones
+    #: the run watcher and the next-change look at, so a week of runs costs no rescans.
+    unreported: dict[tuple[str, str], SimWorkflow] = field(default_factory=dict)
+
+    def create(self, workflow: dict[str, Any], *, cron_id: str, trigger: str, at: datetime) -> None:
+        meta = workflow["metadata"]
+        key = (meta["namespace"], meta["name"])
+        if key in self.workflows:
+            if is_same_workflow(self.metadata[key], meta):
+                return  # a replayed dispatch: the Workflow exists already
+            raise PermanentSubmissionError(f"workflow {key[0]}/{key[1]} exists and is not ours")
+        self.metadata[key] = copy.deepcopy(meta)
+        duration, phase = self.durations.get(cron_id, (None, None))
+        sched = meta["annotations"].get("workflows.argoproj.io/scheduled-time")
+        self.workflows[key] = self.unreported[key] = SimWorkflow(
+            namespace=key[0],
+            name=key[1],
+            cron=meta["labels"][LABEL_CRON],
+            cron_id=cron_id,
+            scheduled_time=parse_timestamp(sched, "scheduled", bounded=False) if sched else None,
+            created_at=at,
+            trigger=trigger,
+            ends_at=at + (duration or self.default_duration),
+            end_phase=phase or self.default_phase,
+        )
+
+    def created(self, workflow: dict[str, Any], *, cron_id: str) -> bool:
+        meta = workflow["metadata"]
+        key = (meta["namespace"], meta["name"])
+        wf = self.workflows.get(key)
+        return (
+            wf is not None and wf.deleted_at is None and is_same_workflow(self.metadata[key], meta)
+        )
+
+    def terminate(self, namespace: str, name: str, at: datetime) -> None:
+        wf = self.workflows.get((namespace, name))
+        if wf is not None and wf.phase == "Running":  # finished already: not an error (Argo #11377)
+            wf.phase, wf.finished_at, wf.ends_at = "Failed", at, at
+
+    def delete(self, namespace: str, name: str, at: datetime) -> None:
+        wf = self.workflows.get((namespace, name))
+        if wf is not None and wf.deleted_at is None:
+            wf.deleted_at = at
+
+    def finish_due(self, now: datetime) -> None:
+        for wf in self.unreported.values():
+            if wf.phase == "Running" and wf.deleted_at is None and wf.ends_at <= now:
+                wf.phase, wf.finished_at = wf.end_phase, wf.ends_at
+
+    def next_change(self) -> datetime | None:
+        times = [wf.ends_at for wf in self.unreported.values() if wf.deleted_at is None]
+        return min(times, default=None)
+
+
+class SimRunWatcher:
+    """The run watcher of the simulated target (the RunPoller the runtime polls): reports
+    runs that ended and Workflows removed by hand, in the order they ended."""
+
+    def __init__(self, service: CronService, target: SimTarget) -> None:
+        self.service = service
+        self.target = target
+
+    def poll(
+        self, now: datetime, budget: float | None = None, stop: Callable[[], bool] | None = None
+    ) -> int:
+        target = self.target
+        target.finish_due(now)
+        ended = [wf for wf in target.unreported.values() if wf.phase != "Running"]
+        ended.sort(key=lambda w: (w.finished_at or now, w.name))
+        for wf in ended:
+            wf.reported = True
+            del target.unreported[(wf.namespace, wf.name)]
+            cron_id = UUID(wf.cron_id)
+            if wf.phase == "Deleted":
+                self.service.run_vanished(cron_id, wf.name, now)
+            else:
+                assert wf.finished_at is not None
+                phase = cast(Phase, wf.phase)
+                self.service.run_completed(cron_id, wf.name, phase, wf.finished_at, now)
+        return len(ended)
+
+    def recover(self, now: datetime) -> int | None:
+        """Nothing to recover: the simulated target and the store live and die together."""
+        return 0

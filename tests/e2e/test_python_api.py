@@ -1,0 +1,264 @@
+"""The Python API's contract, run twice: over `cronsource.open` (in process) and over
+`cronsource.Client` against a real `cronsource serve` process. Each method must behave the same
+on both: the same results (the same models), the same errors with the same fields, the same
+preconditions."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Protocol
+
+import pytest
+
+import cronsource
+from cronsource import CronWorkflowObject
+from tests.serve_process import serve
+
+CLI = [str(Path(sys.executable).with_name("cronsource"))]
+
+
+class Api(Protocol):
+    """What both implementations offer (the test uses it through this one type)."""
+
+    def __getattr__(self, name: str) -> Any: ...
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    store = f"sqlite:///{tmp_path_factory.mktemp('served') / 'cs.db'}"
+    with serve(CLI, store) as process:
+        yield process.base
+
+
+@pytest.fixture(scope="module", params=["open", "client"])
+def api(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, served: str
+) -> Iterator[Any]:
+    if request.param == "open":
+        store = f"sqlite:///{tmp_path_factory.mktemp('open') / 'cs.db'}"
+        with cronsource.open(store) as lib:
+            yield lib
+    else:
+        with cronsource.Client(served) as client:
+            yield client
+
+
+def manifest(name: str, namespace: str = "default", **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "CronWorkflow",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"team": "data"}},
+        "spec": {
+            "schedule": "0 3 * * *",
+            "timezone": "Europe/Berlin",
+            "workflowSpec": {"entrypoint": "main", "templates": [{"name": "main"}]},
+            **spec,
+        },
+    }
+
+
+def fresh(prefix: str = "cw") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def version(obj: CronWorkflowObject) -> int:
+    return int(obj.metadata["resourceVersion"])
+
+
+# ---------------------------------------------------------------------- commands
+
+
+def test_apply_creates_then_updates_and_get_returns_the_same_object(api: Any) -> None:
+    name = fresh()
+    created = api.apply(manifest(name))
+    assert isinstance(created, CronWorkflowObject)
+    assert created.metadata["name"] == name and created.spec["schedule"] == "0 3 * * *"
+    updated = api.apply(manifest(name, schedule="0 4 * * *"))
+    assert updated.spec["schedule"] == "0 4 * * *" and version(updated) > version(created)
+    assert api.get("default", name) == updated
+
+
+def test_apply_takes_yaml_text_and_a_namespace_for_a_manifest_without_one(api: Any) -> None:
+    name = fresh()
+    text = (
+        "apiVersion: argoproj.io/v1alpha1\nkind: CronWorkflow\n"
+        f"metadata: {{name: {name}}}\n"
+        "spec: {schedule: '*/5 * * * *', workflowSpec: {entrypoint: main}}\n"
+    )
+    got = api.apply(text, namespace="team-a")
+    assert got.metadata["namespace"] == "team-a"
+
+
+def test_create_only_of_an_existing_name_is_already_exists_with_its_version(api: Any) -> None:
+    name = fresh()
+    first = api.apply(manifest(name))
+    with pytest.raises(cronsource.AlreadyExists) as e:
+        api.apply(manifest(name), create_only=True)
+    assert e.value.current_version == version(first)
+
+
+def test_a_stale_expected_version_is_a_conflict_and_changes_nothing(api: Any) -> None:
+    name = fresh()
+    first = api.apply(manifest(name))
+    api.suspend("default", name)
+    with pytest.raises(cronsource.Conflict) as e:
+        api.resume("default", name, expected_version=version(first))
+    assert e.value.current_version == version(first) + 1
+    assert e.value.expected_version == version(first)
+    assert api.get("default", name).spec["suspend"] is True
+
+
+def test_the_three_way_rule_keeps_a_field_another_writer_changed(api: Any) -> None:
+    name = fresh()
+    api.apply(manifest(name, suspend=False))
+    api.suspend("default", name, by="oncall", note="incident 7")
+    # The same file again: its value for suspend did not change since the last apply, and a
+    # command changed the live one, so the command's value stays; `force` takes the file's.
+    assert api.apply(manifest(name, suspend=False)).spec["suspend"] is True
+    assert api.apply(manifest(name, suspend=False), force=True).spec["suspend"] is False
+
+
+def test_suspend_resume_trigger_delete(api: Any) -> None:
+    name = fresh()
+    api.apply(manifest(name))
+    assert api.suspend("default", name).spec["suspend"] is True
+    assert api.resume("default", name).spec["suspend"] is False
+    fired = api.trigger("default", name, request_id="r-1")
+    again = api.trigger("default", name, request_id="r-1")
+    assert fired.triggered and not again.triggered and fired.workflow == again.workflow
+    deleted = api.delete("default", name)
+    assert deleted.name == name and deleted.status == "Success"
+    with pytest.raises(cronsource.NotFound):
+        api.get("default", name)
+
+
+def test_backfill_dry_run_lists_the_ticks_and_runs_nothing(api: Any) -> None:
+    name = fresh()
+    api.apply(manifest(name, schedule="0 * * * *", timezone="UTC"))
+    end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+    plan = api.backfill("default", name, end - timedelta(hours=2), end, dry_run=True)
+    assert plan.dryRun and plan.ticks == 3 and len(plan.items) == 3
+    assert api.history("default", name, types=["ScheduleFired"]).items == []
+
+
+# ---------------------------------------------------------------------- reads
+
+
+def test_list_with_a_selector_and_across_namespaces(api: Any) -> None:
+    a, b = fresh("sel"), fresh("sel")
+    api.apply(manifest(a))
+    other = manifest(b, namespace="team-b")
+    other["metadata"]["labels"] = {"team": "web"}
+    api.apply(other)
+    data = {o.metadata["name"] for o in api.list("default", selector="team=data").items}
+    assert a in data and b not in data
+    everywhere = {o.metadata["name"] for o in api.list(None).items}
+    assert {a, b} <= everywhere
+
+
+def test_next_history_events_and_why(api: Any) -> None:
+    name = fresh()
+    api.apply(manifest(name, timezone="UTC"))
+    nxt = api.next("default", name, count=3)
+    assert nxt.timezone == "UTC" and len(nxt.items) == 3
+    history = api.history("default", name)
+    assert [e.type for e in history.items] == ["CronWorkflowCreated"]
+    assert history.nextAfter is None
+    page = api.events(namespace="default", name=name, limit=1)
+    assert len(page.items) == 1 and page.items[0].cronWorkflow == f"default/{name}"
+    decision = api.why("default", name, datetime(2020, 1, 1, 3, tzinfo=UTC))
+    assert decision.outcome  # before the CronWorkflow existed: said so, not an error
+
+
+def test_wait_returns_once_the_read_side_caught_up(api: Any) -> None:
+    api.apply(manifest(fresh()))
+    assert api.wait(timeout=10) is True
+
+
+# ---------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda api: api.history("default", "x", since=datetime(2026, 1, 1)), "since"),
+        (lambda api: api.why("default", "x", datetime(2026, 1, 1)), "at"),
+        (lambda api: api.list("no-such-namespace"), "namespace"),
+        (lambda api: api.events(namespace="no-such-namespace"), "namespace"),
+        (lambda api: api.list("default", selector="team in (a"), "labelSelector"),
+        (lambda api: api.get("Not_A_Name", "x"), "namespace"),
+        (lambda api: api.next("default", "x", count=0), "count"),
+        (
+            lambda api: api.history(
+                "default",
+                "x",
+                since=datetime(2026, 2, 1, tzinfo=UTC),
+                until=datetime(2026, 1, 1, tzinfo=UTC),
+            ),
+            "until",
+        ),
+        (lambda api: api.events(types=["NoSuchEvent"]), "type"),
+        (lambda api: api.apply(manifest("bad", schedule="61 * * * *")), "spec.schedule"),
+    ],
+)
+def test_bad_arguments_are_invalid_naming_the_argument(api: Any, call: Any, field: str) -> None:
+    api.apply(manifest(fresh()))  # so that "default" is a namespace the store knows
+    with pytest.raises(cronsource.Invalid) as e:
+        call(api)
+    assert e.value.field == field
+
+
+def test_an_end_before_the_start_of_a_backfill_is_invalid(api: Any) -> None:
+    name = fresh()
+    api.apply(manifest(name))
+    t = datetime(2026, 1, 2, tzinfo=UTC)
+    with pytest.raises(cronsource.Invalid) as e:
+        api.backfill("default", name, t, t - timedelta(days=1))
+    assert e.value.field == "end"
+
+
+def test_unknown_names_are_not_found(api: Any) -> None:
+    for call in (
+        lambda: api.get("default", "ghost"),
+        lambda: api.suspend("default", "ghost"),
+        lambda: api.trigger("default", "ghost"),
+        lambda: api.history("default", "ghost"),
+        lambda: api.next("default", "ghost"),
+    ):
+        with pytest.raises(cronsource.NotFound):
+            call()
+
+
+# ---------------------------------------------------------------------- the two agree
+
+
+def test_a_value_round_trips_between_the_library_and_the_client(
+    served: str, tmp_path: Path
+) -> None:
+    """The same manifest applied through each: the models differ only where the stores do
+    (uid, versions, times), and one parsed from the other's JSON is equal to it."""
+    name = fresh()
+    with cronsource.open(f"sqlite:///{tmp_path / 'cs.db'}") as lib:
+        ours = lib.apply(manifest(name))
+    with cronsource.Client(served) as client:
+        theirs = client.apply(manifest(name))
+    assert ours.spec == theirs.spec and ours.kind == theirs.kind
+    assert CronWorkflowObject.model_validate_json(ours.model_dump_json()) == ours
+
+
+def test_a_client_pointed_at_something_else_says_so_in_one_line(tmp_path: Path) -> None:
+    with cronsource.Client("http://127.0.0.1:9") as client, pytest.raises(cronsource.Unavailable):
+        client.get("default", "x")
+    import httpx
+
+    def other_server(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"info": {"title": "cronsource", "version": "2"}})
+
+    client = cronsource.Client("http://example.test", transport=httpx.MockTransport(other_server))
+    with pytest.raises(cronsource.IncompatibleServer) as e:
+        client.get("default", "x")
+    assert "\n" not in str(e.value) and "version '2'" in str(e.value)
