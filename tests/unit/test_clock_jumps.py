@@ -49,7 +49,7 @@ def run_until(loop: SchedulerLoop, clock: VirtualClock, until: datetime) -> None
 
 
 def jumps_metric(loop: SchedulerLoop, clock: VirtualClock) -> float:
-    metrics = Metrics(loop.engine, clock.now, loop=loop)
+    metrics = Metrics(loop.engine, clock, loop=loop)
     found: list[Metric] = [
         m for m in metrics.registry.collect() if m.name == "cronsource_clock_backward_jumps"
     ]

@@ -18,7 +18,6 @@ from cronsource.adapters.application.documents import DocumentError
 from cronsource.adapters.application.inputs import FieldError
 from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.entrypoints.http import ServeSettings, create_app
-from cronsource.adapters.entrypoints.http.dependencies import get_clock
 from cronsource.adapters.entrypoints.http.problems import PROBLEM, PROBLEMS, install
 from cronsource.adapters.infrastructure.store.check import StoreUnavailable
 from cronsource.adapters.runtime.engine import Engine
@@ -35,7 +34,7 @@ INVALID = "urn:cronsource:problem:invalid"
 
 @pytest.fixture
 def client(engine: Engine, clock: VirtualClock) -> TestClient:
-    app = create_app(engine, ServeSettings(token=TOKEN), clock.now)
+    app = create_app(engine, ServeSettings(token=TOKEN), clock)
     return TestClient(app, headers=AUTH, raise_server_exceptions=False)
 
 
@@ -250,7 +249,7 @@ def test_operations_router_answers_liveness_readiness_and_metrics(client: TestCl
 def test_the_token_dependency_guards_the_api_and_metrics_not_the_probes(
     engine: Engine, clock: VirtualClock
 ) -> None:
-    anonymous = TestClient(create_app(engine, ServeSettings(token=TOKEN), clock.now))
+    anonymous = TestClient(create_app(engine, ServeSettings(token=TOKEN), clock))
     for path in (CW, "/api/v1/events", "/metrics", "/api/v1/scheduler"):
         r = anonymous.get(path)
         assert problem_of(r, 401)["title"] == "Unauthorized", path
@@ -260,12 +259,16 @@ def test_the_token_dependency_guards_the_api_and_metrics_not_the_probes(
     assert anonymous.get("/healthz").status_code == 200
 
 
-def test_the_clock_dependency_is_the_one_handlers_read(engine: Engine, clock: VirtualClock) -> None:
-    app = create_app(engine, ServeSettings(token=TOKEN), clock.now)
+def test_the_clock_given_to_the_app_is_the_one_handlers_read(
+    engine: Engine, clock: VirtualClock
+) -> None:
+    """The facade and the handlers that read time both take it from the app's one clock (there is
+    no second clock to override: moving this one moves every answer)."""
+    app = create_app(engine, ServeSettings(token=TOKEN), clock)
     client = TestClient(app, headers=AUTH)
     created(client)
-    later = T0 + timedelta(days=1)
-    app.dependency_overrides[get_clock] = lambda: lambda: later
+    assert app.dependency_overrides == {} and app.state.clock is clock
+    clock.set(T0 + timedelta(days=1))
     nxt = client.get(f"{CW}/hourly/next", params={"count": 1}).json()
     assert nxt["items"][0]["utc"] == "2026-05-05T11:00:00Z"
 
@@ -275,7 +278,7 @@ def test_response_models_validate_what_a_handler_returns(
 ) -> None:
     """A handler that returns something its response model refuses is a 500, not a 200 with
     a malformed body."""
-    app = create_app(engine, ServeSettings(token=TOKEN), clock.now)
+    app = create_app(engine, ServeSettings(token=TOKEN), clock)
     client = TestClient(app, headers=AUTH, raise_server_exceptions=False)
     created(client)
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import math
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 from cronsource.adapters.bootstrap import bootstrap
+from cronsource.adapters.clock import SYSTEM_CLOCK
 from cronsource.adapters.entrypoints.probes import Probes
 from cronsource.adapters.infrastructure.shards import SoleOwner
 from cronsource.adapters.runtime.loop import SchedulerLoop
@@ -20,7 +20,7 @@ def test_readiness_bounds_the_age_of_the_last_turn(tmp_path: Path) -> None:
     """The rule of `Probes.ready` on a real SQLite store, the loop's turn time set by hand."""
     engine = bootstrap(f"sqlite:///{tmp_path / 'c.db'}")
     loop = SchedulerLoop(engine, SoleOwner())
-    probes = Probes(engine, loop, lambda: datetime.now(UTC), max_turn_age=10)
+    probes = Probes(engine, loop, SYSTEM_CLOCK, max_turn_age=10)
     try:
         code, body = probes.ready()
         assert (code, body["status"], body["lastTurnAgeSeconds"]) == (503, "starting", None)
