@@ -27,7 +27,7 @@ def base_url() -> Iterator[str]:
 
     engine = bootstrap("memory:")
     try:
-        with serving(create_app(engine, ServeSettings(), VirtualClock(T0).now)) as base:
+        with serving(create_app(engine, ServeSettings(), VirtualClock(T0))) as base:
             yield base
     finally:
         engine.close()

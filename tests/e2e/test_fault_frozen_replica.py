@@ -33,6 +33,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from cronsource.adapters.bootstrap import bootstrap
+from cronsource.adapters.clock import SYSTEM_CLOCK
 from cronsource.adapters.infrastructure.leases import LEASE_SECONDS
 from cronsource.adapters.infrastructure.shards import REBALANCE_SECONDS, SHARDS
 from cronsource.adapters.observability.metrics import Metrics
@@ -96,7 +97,7 @@ def seconds_until_lapse(url: str, r: Replica) -> float:
 
 def store_metrics(engine: Engine) -> dict[str, float]:
     """The store-wide gauges (unlabelled samples), as any process's /metrics computes them."""
-    text = generate_latest(Metrics(engine, utcnow).registry).decode()
+    text = generate_latest(Metrics(engine, SYSTEM_CLOCK).registry).decode()
     return {
         s.name: s.value
         for family in text_string_to_metric_families(text)

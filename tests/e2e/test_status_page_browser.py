@@ -435,7 +435,7 @@ def test_status_page_asks_for_the_token_then_shows_the_table(pg_url: str, browse
     engine = pg_engine(pg_url)
     engine.service.apply(parse_manifest(manifest("hourly")), T0)
     engine.projector.catch_up()
-    app = create_app(engine, ServeSettings(token="page-token"), VirtualClock(T0).now)
+    app = create_app(engine, ServeSettings(token="page-token"), VirtualClock(T0))
     try:
         with serving(app) as base:
             page = browser.new_page()

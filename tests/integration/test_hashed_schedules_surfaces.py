@@ -23,7 +23,7 @@ CW = "/api/v1/namespaces/default/cronworkflows"
 @pytest.fixture
 def http() -> Iterator[httpx.Client]:
     engine = bootstrap(StoreConfig.parse("memory:"))
-    app = create_app(engine, ServeSettings(), VirtualClock(T0).now)
+    app = create_app(engine, ServeSettings(), VirtualClock(T0))
     try:
         with serving(app) as base, httpx.Client(base_url=base, timeout=30) as client:
             yield client

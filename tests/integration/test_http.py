@@ -76,7 +76,7 @@ class Api:
 def api(pg_url: str) -> Iterator[Api]:
     engine = pg_engine(pg_url)
     clock = VirtualClock(T0)
-    app = create_app(engine, ServeSettings(), clock.now)
+    app = create_app(engine, ServeSettings(), clock)
     try:
         with serving(app) as base, httpx.Client(base_url=base, timeout=30) as http:
             yield Api(http, clock, engine, app)
@@ -535,7 +535,7 @@ def test_if_none_match_star_creates_only(api: Api) -> None:
 @pytest.fixture
 def secured(pg_url: str) -> Iterator[httpx.Client]:
     engine = pg_engine(pg_url)
-    app = create_app(engine, ServeSettings(token="s3cret-token"), VirtualClock(T0).now)
+    app = create_app(engine, ServeSettings(token="s3cret-token"), VirtualClock(T0))
     try:
         with serving(app) as base, httpx.Client(base_url=base, timeout=30) as http:
             yield http
@@ -796,7 +796,7 @@ def test_metrics_show_replica_ownership_from_advisory_locks(api: Api) -> None:
 
 def test_readyz_reports_projection_lag_and_fails_when_behind(pg_url: str) -> None:
     engine = pg_engine(pg_url)
-    app = create_app(engine, ServeSettings(max_projection_lag=1), VirtualClock(T0).now)
+    app = create_app(engine, ServeSettings(max_projection_lag=1), VirtualClock(T0))
     try:
         with serving(app) as base:
             assert httpx.get(base + "/healthz").json() == {"status": "ok"} | {

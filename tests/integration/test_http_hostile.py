@@ -47,7 +47,7 @@ def _many_keys(target_bytes: int) -> str:
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[httpx.Client]:
     engine = bootstrap(f"sqlite:///{tmp_path}/a.db")
-    app = create_app(engine, ServeSettings(body_timeout=1.0), VirtualClock(T0).now)
+    app = create_app(engine, ServeSettings(body_timeout=1.0), VirtualClock(T0))
     try:
         with serving(app) as base, httpx.Client(base_url=base, timeout=30) as http:
             yield http
@@ -115,7 +115,7 @@ def test_a_content_length_over_3_mib_is_refused_before_reading(api: httpx.Client
 def test_readyz_is_false_on_a_store_with_a_corrupt_page(tmp_path: Path) -> None:
     db = tmp_path / "c.db"
     engine = bootstrap(f"sqlite:///{db}")
-    app = create_app(engine, ServeSettings(), VirtualClock(T0).now)
+    app = create_app(engine, ServeSettings(), VirtualClock(T0))
     with serving(app) as base:
         for i in range(30):
             assert httpx.post(base + CW, json=manifest(f"c{i}")).status_code == 201
@@ -126,7 +126,7 @@ def test_readyz_is_false_on_a_store_with_a_corrupt_page(tmp_path: Path) -> None:
         f.write(b"\xde\xad\xbe\xef" * 1024)
     engine = bootstrap(f"sqlite:///{db}")
     try:
-        with serving(create_app(engine, ServeSettings(), VirtualClock(T0).now)) as base:
+        with serving(create_app(engine, ServeSettings(), VirtualClock(T0))) as base:
             r = httpx.get(base + "/readyz")
         assert r.status_code == 503 and r.json()["status"] == "store unreadable", r.text
     finally:
@@ -142,7 +142,7 @@ def test_a_name_with_a_final_newline_is_refused_and_stores_nothing(api: httpx.Cl
 
 def test_a_write_past_the_request_timeout_is_answered_504(tmp_path: Path) -> None:
     engine = bootstrap(f"sqlite:///{tmp_path}/t.db")
-    app = create_app(engine, ServeSettings(request_timeout=0.000001), VirtualClock(T0).now)
+    app = create_app(engine, ServeSettings(request_timeout=0.000001), VirtualClock(T0))
     try:
         with serving(app) as base:
             r = httpx.post(base + CW, content=_many_keys(200_000), headers=YAML, timeout=30)

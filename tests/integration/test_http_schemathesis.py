@@ -64,7 +64,7 @@ def api_schema(pg_server_url: str) -> Iterator[schemathesis.BaseSchema]:
     url = pgserver.fresh_database(pg_server_url)
     engine = pg_engine(url)
     try:
-        with serving(create_app(engine, ServeSettings(), VirtualClock(T0).now)) as base:
+        with serving(create_app(engine, ServeSettings(), VirtualClock(T0))) as base:
             created = httpx.post(
                 base + "/api/v1/namespaces/default/cronworkflows", json=manifest("hello")
             )

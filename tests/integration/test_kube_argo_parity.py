@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.infrastructure.kube import (
     CWF,
     GROUP,
@@ -59,7 +60,7 @@ def test_an_invalid_workflow_spec_from_the_cluster_is_spec_rejected_and_fires_no
     bad = cron_workflow("broken")
     bad["spec"]["workflowSpec"]["templates"] = [{"name": "bad template name"}]
     api.create_namespaced_custom_object(GROUP, VERSION, ns, CWF, bad)
-    watcher = CronWorkflowWatcher(kube, engine.service, namespace=ns, clock=lambda: T0)
+    watcher = CronWorkflowWatcher(kube, engine.service, namespace=ns, clock=VirtualClock(T0))
     watcher.sync_once(T0)
     assert "'bad template name' is invalid" in watcher.rejected[(ns, "broken")]
 
@@ -85,7 +86,7 @@ def test_a_stopped_cronworkflow_gets_argos_completed_label_in_the_cluster(
     ns = kube_namespace
     body = cron_workflow("stops", stopStrategy={"expression": "cronworkflow.failed == 0"})
     api.create_namespaced_custom_object(GROUP, VERSION, ns, CWF, body)
-    CronWorkflowWatcher(kube, engine.service, namespace=ns, clock=lambda: T0).sync_once(T0)
+    CronWorkflowWatcher(kube, engine.service, namespace=ns, clock=VirtualClock(T0)).sync_once(T0)
     agg = engine.service.find(ns, "stops")
     engine.service.tick([agg.id], T0 + timedelta(seconds=30))
     assert StatusWriter(kube).write_aggregate(engine.service.load(agg.id))

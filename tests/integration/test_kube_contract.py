@@ -12,6 +12,7 @@ from uuid import UUID
 import pytest
 
 from cronsource.adapters.bootstrap import bootstrap
+from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.infrastructure.kube import (
     ANNOTATION_SEQUENCE,
     CWF,
@@ -88,7 +89,7 @@ def admitted(
 ) -> tuple[UUID, dict[str, Any]]:
     """A CronWorkflow created in the cluster and admitted through the watcher."""
     obj = create_cwf(api, ns, cron_workflow(name))
-    watcher = CronWorkflowWatcher(kube, eng.service, namespace=ns, clock=lambda: T0)
+    watcher = CronWorkflowWatcher(kube, eng.service, namespace=ns, clock=VirtualClock(T0))
     watcher.sync_once(T0)
     return eng.service.find(ns, name, obj["metadata"]["uid"]).id, obj
 
@@ -106,7 +107,7 @@ def test_cron_workflow_in_the_cluster_reaches_the_store(
     ns = kube_namespace
     create_cwf(api, ns, cron_workflow("listed"))
     create_cwf(api, ns, cron_workflow("argos", labels={LABEL_INSTANCE: "argo"}))
-    watcher = CronWorkflowWatcher(kube, engine.service, namespace=ns, clock=lambda: T0)
+    watcher = CronWorkflowWatcher(kube, engine.service, namespace=ns, clock=VirtualClock(T0))
     assert watcher.sync_once(T0) == 1  # the instance-labelled one is Argo's
     agg = engine.service.find(ns, "listed", watcher.known[(ns, "listed")])
     assert agg.uid and not agg.suspended
@@ -565,7 +566,7 @@ def test_a_child_deleted_while_the_watcher_was_down_stops_counting_and_forbid_ru
     ns = kube_namespace
     obj = create_cwf(api, ns, cron_workflow("job", concurrencyPolicy="Forbid"))
     uid = obj["metadata"]["uid"]
-    first = KubeSync(engine, kube, namespace=ns, clock=lambda: T0)
+    first = KubeSync(engine, kube, namespace=ns, clock=VirtualClock(T0))
     first.start(watch_seconds=1)
     try:
         poll_until(first, lambda: _admitted(engine, ns, "job", uid), T0)
@@ -586,7 +587,7 @@ def test_a_child_deleted_while_the_watcher_was_down_stops_counting_and_forbid_ru
     assert list(engine.service.load(cron_id).active) == [name]
 
     # Restarted: its first list shows the child gone.
-    second = KubeSync(engine, kube, namespace=ns, clock=lambda: t2)
+    second = KubeSync(engine, kube, namespace=ns, clock=VirtualClock(t2))
     second.start(watch_seconds=1)
     try:
         poll_until(second, lambda: not engine.service.load(cron_id).active, t2)

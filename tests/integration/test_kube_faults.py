@@ -75,7 +75,7 @@ def test_faults_between_client_and_server_lose_nothing_and_fire_nothing_twice(
     proxied = connect(str(proxy.kubeconfig))
     clock = VirtualClock(T0)
     engine: Engine = bootstrap("memory:", target=KubeTarget(proxied))
-    sync = KubeSync(engine, proxied, namespace=ns, clock=clock.now)
+    sync = KubeSync(engine, proxied, namespace=ns, clock=clock)
     loop = SchedulerLoop(engine, SoleOwner(), watcher=sync, clock=clock)
     sync.start(watch_seconds=2)
     try:

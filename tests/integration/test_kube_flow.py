@@ -75,7 +75,7 @@ def test_four_ticks_completed_show_on_the_object_and_history_beyond_the_limits_i
     clock = VirtualClock(T0)
     kube = connect(str(kube_apiserver.kubeconfig))
     engine = bootstrap("memory:", target=KubeTarget(kube))
-    sync = KubeSync(engine, kube, namespace=ns, clock=clock.now)
+    sync = KubeSync(engine, kube, namespace=ns, clock=clock)
     loop = SchedulerLoop(engine, SoleOwner(), watcher=sync, clock=clock)
     sync.start(watch_seconds=1)
     try:

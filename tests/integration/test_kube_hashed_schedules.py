@@ -16,6 +16,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.infrastructure.kube import (
     CWF,
     GROUP,
@@ -70,7 +71,9 @@ def test_resolved_schedules_are_written_and_follow_spec_edits(
             GROUP, VERSION, ns, CWF, cron_workflow(name, ["H H * * *", "30 * * * *"])
         )
     seen = SeenMetadata()
-    watcher = CronWorkflowWatcher(kube, engine.service, namespace=ns, clock=lambda: T0, seen=seen)
+    watcher = CronWorkflowWatcher(
+        kube, engine.service, namespace=ns, clock=VirtualClock(T0), seen=seen
+    )
     assert watcher.sync_once(T0) == 2
     writer = StatusWriter(kube, seen=seen)
     for name in names:
@@ -113,7 +116,7 @@ def test_a_malformed_h_from_the_cluster_is_rejected_with_argos_message(
     api.create_namespaced_custom_object(
         GROUP, VERSION, ns, CWF, cron_workflow("broken", ["H(0-90) * * * *"])
     )
-    watcher = CronWorkflowWatcher(kube, engine.service, namespace=ns, clock=lambda: T0)
+    watcher = CronWorkflowWatcher(kube, engine.service, namespace=ns, clock=VirtualClock(T0))
     watcher.sync_once(T0)
     assert (ns, "broken") in watcher.rejected
     assert 'range "0-90" is outside of 0-59, the range of the minute field' in str(

@@ -29,6 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from psycopg import sql
 
 from cronsource.adapters.bootstrap import bootstrap, migrate
+from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.entrypoints.cli import cli
 from cronsource.adapters.infrastructure.leases import LeaseLost
 from cronsource.adapters.infrastructure.readside import positions
@@ -142,7 +143,7 @@ def until(what: str, done: Callable[[], bool], timeout: float = 10.0) -> None:
 
 
 def ownership_metrics(engine: Engine) -> dict[str, float]:
-    text = generate_latest(Metrics(engine, lambda: T0).registry).decode()
+    text = generate_latest(Metrics(engine, VirtualClock(T0)).registry).decode()
     return {
         s.name: s.value
         for family in text_string_to_metric_families(text)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from cronsource.adapters.application.operations import Operations
+from cronsource.adapters.clock import VirtualClock
 from cronsource.domain.manifest import parse_manifest
 from tests.http_helpers import manifest
 from tests.instants import T0
@@ -27,8 +28,7 @@ def test_commands_from_many_threads_need_no_lock_and_each_sees_its_own_write(pg_
     Each command's write is visible when it returns, and no event is lost or doubled."""
     engine, _other = two_engines(pg_url)
     _other.close()
-    clock = [T0]
-    ops = Operations(engine, lambda: clock[0])
+    ops = Operations(engine, VirtualClock(T0))
     ops.apply(parse_manifest(manifest("shared")))
 
     def toggle(i: int) -> bool:

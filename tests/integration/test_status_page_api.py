@@ -33,7 +33,7 @@ def store_url(pg_url: str) -> str:
 
 @pytest.fixture
 def http(engine: Engine, clock: VirtualClock) -> Iterator[httpx.Client]:
-    with serving(create_app(engine, ServeSettings(), clock.now)) as base:
+    with serving(create_app(engine, ServeSettings(), clock)) as base:
         with httpx.Client(base_url=base + "/api/v1") as client:
             yield client
 
