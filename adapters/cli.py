@@ -1325,6 +1325,13 @@ def _backfill_out(obj: Ctx, data: dict[str, Any], summary: str, name: str) -> No
     help="bearer token /metrics asks for (else $CRONSOURCE_TOKEN; none: open)",
 )
 @click.option(
+    "--per-cronworkflow-metrics",
+    is_flag=True,
+    envvar="CRONSOURCE_PER_CRONWORKFLOW_METRICS",
+    help="with --http-port: also count fires and skipped ticks per CronWorkflow (labels"
+    " namespace, name): one series each, for a few hundred CronWorkflows at most",
+)
+@click.option(
     "--max-turn-age",
     default="60s",
     show_default=True,
@@ -1359,6 +1366,7 @@ def run(
     http_port: int | None,
     http_host: str,
     http_token_file: str | None,
+    per_cronworkflow_metrics: bool,
     max_turn_age: str,
     lease_duration: str,
     retain: str | None,
@@ -1508,7 +1516,14 @@ def run(
 
         try:
             probes = ProbeServer(
-                Probes(engine, loop, now, token=http_token, max_turn_age=turn_age),
+                Probes(
+                    engine,
+                    loop,
+                    now,
+                    token=http_token,
+                    max_turn_age=turn_age,
+                    per_cronworkflow=per_cronworkflow_metrics,
+                ),
                 http_host,
                 http_port,
             )
