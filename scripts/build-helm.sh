@@ -11,12 +11,14 @@
 # Why it is cheap: tests/helm pins every module it shares with the test API server
 # (tests/kube/apiserver/go.mod: k8s.io/* v0.37.2, and the rest) to the apiserver's version,
 # which is why Helm is v4.3.0 and not a later one (v4.3.1 needs newer golang.org/x modules).
-# Go's build cache then reuses the packages the apiserver build compiled (k8s.io/api,
-# apimachinery, client-go: most of Helm's compile time): after the apiserver is built, this
-# build costs about 1 minute on 2 cores instead of about 5 (tests/test_helm_chart.py checks
-# that the versions still line up). A cold build alone (empty Go module and build caches)
-# downloads about 540 MB of modules; measured times are in docs/operator-guide.md ("Checked
-# in CI").
+# Go's build cache then reuses packages the apiserver build compiled (tests/test_helm_chart.py
+# checks that the versions still line up). Measured in December 2026 on the 2 shared cores of a
+# development machine (load 4 to 7 from other work, so the wall times are high):
+#   cold alone (empty Go module and build caches): 146 s wall, 147 CPU-s; 540 MB of modules,
+#     780 MB of build cache
+#   after the apiserver build (its modules and build cache there, as in CI): 133 s wall, of
+#     roughly half of it downloading the 360 MB of modules Helm adds; 77 CPU-s
+#   Helm v4.3.2 unpinned, cold alone: 332 s wall (load 3 to 6)
 #
 # The binaries are cached under
 #   ${CRONSOURCE_HELM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cronsource/helm}/<hash>/
