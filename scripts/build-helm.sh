@@ -16,9 +16,9 @@
 # development machine (load 4 to 7 from other work, so the wall times are high):
 #   cold alone (empty Go module and build caches): 146 s wall, 147 CPU-s; 540 MB of modules,
 #     780 MB of build cache
-#   after the apiserver build (its modules and build cache there, as in CI): 133 s wall, of
+#   after the apiserver build (its modules and build cache there, as in CI): 133 s wall,
 #     77 CPU-s (the 360 MB of modules Helm adds download in seconds: a go mod download of
-#     all 540 MB took 6 s here)
+#     all 540 MB took 6 s here, so CPU time is the cost)
 #   Helm v4.3.2 unpinned, cold alone: 332 s wall (load 3 to 6)
 #
 # The binaries are cached under
