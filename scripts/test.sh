@@ -56,9 +56,10 @@ CRONSOURCE_ARGO_ORACLE=$(sed -n 1p <<<"$argo_bins")
 CRONSOURCE_ARGO_CONTROLLER=$(sed -n 2p <<<"$argo_bins")
 export CRONSOURCE_ARGO_ORACLE CRONSOURCE_ARGO_CONTROLLER
 
-echo "== Debian packages: Chromium (status-page test), mmdebstrap/buildah/podman/runc/skopeo (image)"
+echo "== Debian packages: Chromium (status-page test), mmdebstrap/buildah/podman/runc/skopeo (image),"
+echo "   faketime (a replica's wall clock stepped while it runs: tests/test_fault_clock_jumps.py)"
 need=()
-for pkg in chromium mmdebstrap buildah podman runc skopeo; do
+for pkg in chromium mmdebstrap buildah podman runc skopeo faketime; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if (( ${#need[@]} )); then
