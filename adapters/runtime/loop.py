@@ -15,7 +15,9 @@ and the read model moves its position in the same transaction as its rows.
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -30,9 +32,11 @@ from adapters.runtime.projection import ProjectionWorker, lag
 from adapters.runtime.runwatcher import RunPoller
 from adapters.runtime.scheduler import Scheduler
 from adapters.runtime.settings import (
+    EXIT_STOP_OVERDUE,
     IDENTITY_SECONDS,
     RECOVERY_WAIT,
     REPORT_SECONDS,
+    STOP_GRACE_SECONDS,
     TURN_BUDGET,
 )
 from adapters.runtime.supervisor import Supervisor
@@ -381,14 +385,40 @@ class SchedulerLoop:
         projector.worker_running = projector.dispatch_thread = False
         self.ownership.release()
 
-    def install_signal_handlers(self, waker: Waker | None = None) -> None:
-        """SIGTERM/SIGINT finish the step in flight (`turn`), release the shards and exit 0."""
+    def install_signal_handlers(
+        self, waker: Waker | None = None, grace: float = STOP_GRACE_SECONDS
+    ) -> None:
+        """SIGTERM/SIGINT finish the step in flight (`turn`), release the shards and exit 0;
+        or, if that has not happened `grace` seconds after the signal, exit at once with
+        EXIT_STOP_OVERDUE (adapters/runtime/settings.py says why that loses nothing)."""
+        overdue: list[threading.Timer] = []
 
         def stop(signum: int, frame: Any) -> None:
             log.info("signal %d: finishing the batch in flight", signum)
             self.stop_event.set()
             if waker is not None:
                 waker.event.set()
+            if not overdue:
+                timer = threading.Timer(grace, self._stop_overdue, args=(grace,))
+                timer.daemon = True  # a clean exit before it fires ends it with the process
+                timer.start()
+                overdue.append(timer)
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
+
+    def _stop_overdue(self, grace: float) -> None:
+        log.error(
+            "still not stopped %gs after the signal: a step waits on the store, which does not"
+            " answer; exiting now without releasing the shards (they are freed when the"
+            " session ends or the lease lapses); nothing is lost: a fire is committed before"
+            " its Workflow exists, and the next replica resumes from the log",
+            grace,
+        )
+        for handler in logging.getLogger().handlers + log.handlers:
+            try:
+                handler.flush()
+            except Exception:  # exiting anyway: a handler that cannot flush must not stop it
+                pass
+        sys.stderr.flush()
+        os._exit(EXIT_STOP_OVERDUE)
