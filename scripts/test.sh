@@ -60,9 +60,10 @@ echo "== Argo PR #16604's cronhash, the oracle of hashed H schedules (standard l
 CRONSOURCE_ARGO_CRONHASH=$(scripts/build-argo-cronhash.sh | tail -n 1)
 export CRONSOURCE_ARGO_CRONHASH
 
-echo "== Debian packages: Chromium (status-page test), mmdebstrap/buildah/podman/runc/skopeo (image)"
+echo "== Debian packages: Chromium (status-page test), mmdebstrap/buildah/podman/runc/skopeo (image),"
+echo "   faketime (a replica's wall clock stepped while it runs: tests/test_fault_clock_jumps.py)"
 need=()
-for pkg in chromium mmdebstrap buildah podman runc skopeo; do
+for pkg in chromium mmdebstrap buildah podman runc skopeo faketime; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if (( ${#need[@]} )); then
