@@ -659,6 +659,21 @@ def check_cmd(repair: bool) -> None:
 # ---------------------------------------------------------------------- reading
 
 
+def retain_option(text: str | None) -> timedelta | None:
+    """`--retain` of `run` and `serve`: None (keep everything), or a retention of at least
+    a day (one line and exit 1 otherwise; `run` also checks the longest deadline)."""
+    if text is None:
+        return None
+    from adapters.runtime.retention import RetentionTooShort, check_retain
+
+    try:
+        retain = parse_retain(text)
+        check_retain(retain, timedelta(0))
+    except (ValueError, RetentionTooShort) as e:
+        fail(e.args[0] if isinstance(e, RetentionTooShort) else f"--retain: {e}")
+    return retain
+
+
 def parse_retain(text: str) -> timedelta:
     """A retention: Go's durations (`2160h`) and whole days (`90d`), as kubectl users write
     them for log retention."""
@@ -1404,12 +1419,7 @@ def run(
         lease_seconds = parse_duration(lease_duration).total_seconds()
     except ValueError as e:
         fail(f"--lease-duration: {e}")
-    retain_for = None
-    if retain is not None:
-        try:
-            retain_for = parse_retain(retain)
-        except ValueError as e:
-            fail(f"--retain: {e}")
+    retain_for = retain_option(retain)
     if lease_seconds < MIN_LEASE_SECONDS:
         fail(
             f"--lease-duration: {lease_duration!r} is shorter than {MIN_LEASE_SECONDS:g}s"
@@ -1767,16 +1777,7 @@ def serve(host: str, port: int, token_file: str | None, retain: str | None, verb
     from adapters.http import serve as serve_http
 
     obj = _obj()
-    retain_for = None
-    if retain is not None:
-        from adapters.runtime.retention import MIN_RETAIN
-
-        try:
-            retain_for = parse_retain(retain)
-        except ValueError as e:
-            fail(f"--retain: {e}")
-        if retain_for < MIN_RETAIN:
-            fail(f"--retain {retain_for}: shorter than a day ({MIN_RETAIN})")
+    retain_for = retain_option(retain)
     config = obj.store_config()
     try:
         check_store(config)

@@ -151,6 +151,16 @@ def _deadline_errors() -> Iterator[None]:
         raise
 
 
+def _columns(stored_events: Sequence[StoredEvent]) -> tuple[list[Any], ...]:
+    """The events as four arrays (`unnest(uuid[], bigint[], text[], bytea[])`)."""
+    return (
+        [e.originator_id for e in stored_events],
+        [e.originator_version for e in stored_events],
+        [e.topic for e in stored_events],
+        [e.state for e in stored_events],
+    )
+
+
 def first_versions(stored_events: Sequence[StoredEvent]) -> dict[UUID, int]:
     """The first new version of each stream in a save (a save holds consecutive versions)."""
     firsts: dict[UUID, int] = {}
@@ -287,16 +297,7 @@ class PostgresRecorder(PostgresApplicationRecorder):
             curs.execute(SQL("SET LOCAL lock_timeout = {0}").format(ms))
         self._lock_table(curs)
         self._notify_channel(curs)
-        curs.execute(
-            self._insert_arrays,
-            (
-                [e.originator_id for e in stored_events],
-                [e.originator_version for e in stored_events],
-                [e.topic for e in stored_events],
-                [e.state for e in stored_events],
-            ),
-            prepare=True,
-        )
+        curs.execute(self._insert_arrays, _columns(stored_events), prepare=True)
 
     def _fetch_ids_after_insert_events(
         self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -333,15 +334,7 @@ class PostgresRecorder(PostgresApplicationRecorder):
         with self.datastore.transaction(commit=True) as curs:
             self._lock_table(curs)
             self._notify_channel(curs)
-            curs.execute(
-                self._insert_plain,
-                (
-                    [e.originator_id for e in stored_events],
-                    [e.originator_version for e in stored_events],
-                    [e.topic for e in stored_events],
-                    [e.state for e in stored_events],
-                ),
-            )
+            curs.execute(self._insert_plain, _columns(stored_events))
 
     def remove_covered(
         self, snapshots_table: str, after: int, upto: int, keep: Sequence[int], limit: int

@@ -69,13 +69,18 @@ class DecisionCache:
         `keep`). A run completion this process recorded thus costs the next decision no
         reload; beyond the size, the oldest copies go as with `keep`."""
         with self._lock:
-            copies = self._copies
-            for a in aggs:
-                held = copies.get(a.id)
-                if held is None or held.version < a.version:
-                    copies[a.id] = a
-            while len(copies) > self._size:
-                del copies[next(iter(copies))]
+            self._put_newer(aggs)
+
+    def _put_newer(self, aggs: Iterable[CronWorkflow]) -> None:
+        """Each aggregate as the copy unless a newer one is held; then trim to the size (the
+        oldest go). Under the lock."""
+        copies = self._copies
+        for a in aggs:
+            held = copies.get(a.id)
+            if held is None or held.version < a.version:
+                copies[a.id] = a
+        while len(copies) > self._size:
+            del copies[next(iter(copies))]
 
     def clear(self) -> None:
         with self._lock:
@@ -111,12 +116,5 @@ class DecisionCache:
         for agg in loaded:
             agg.next_due()  # parses the spec and schedule now rather than at the instant
         with self._lock:
-            # Never over a newer copy the committing thread put back meanwhile.
-            copies = self._copies
-            for agg in loaded:
-                held = copies.get(agg.id)
-                if held is None or held.version < agg.version:
-                    copies[agg.id] = agg
-            while len(copies) > self._size:
-                del copies[next(iter(copies))]
+            self._put_newer(loaded)  # never over a newer copy the commits put back meanwhile
         return len(missing) + len(stale)

@@ -65,7 +65,7 @@ def test_yes_where_a_string_is_expected_stays_the_string_yes(tmp_path: Path) -> 
     store = ["--store", f"sqlite:///{tmp_path}/c.db"]
     r = CliRunner().invoke(cli, [*store, "apply", "-f", str(tmp_path / "y.yaml")])
     assert r.exit_code == 0, r.output
-    got = json.loads(CliRunner().invoke(cli, [*store, "get", "hello", "-o", "json"]).output)
+    got = json.loads(CliRunner().invoke(cli, [*store, "get", "hello", "-o", "json"]).stdout)
     assert got["metadata"]["labels"] == {"enabled": "yes"}
     assert got["spec"]["workflowSpec"]["arguments"]["parameters"][0]["value"] == "on"
 
