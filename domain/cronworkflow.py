@@ -22,6 +22,7 @@ from uuid import UUID, uuid5
 from eventsourcing.domain import Aggregate, Snapshot, event
 from eventsourcing.utils import get_topic
 
+from domain.adoption import ArgoStatus
 from domain.backfill import BackfillPlan, BackfillTooLarge, start_from_queue
 from domain.decisions import (
     DEFAULT_LATE_TOLERANCE,
@@ -180,6 +181,7 @@ _SNAPSHOT_FIELDS = (
     "backfill_queue",
     "backfill_parallel",
     "backfill_running",
+    "adopted",
 )
 
 
@@ -236,6 +238,9 @@ class CronWorkflow(Aggregate):
         d["finished"] = [(f[0], f[1], f[2]) for f in d["finished"]]
         d["manual_runs"] = set(d["manual_runs"])
         d["backfill_running"] = set(d["backfill_running"])
+        # A snapshot of this class version taken before adoption existed (never released)
+        # has no `adopted`: none was.
+        d.setdefault("adopted", None)
         d["_compiled"] = None
 
     @staticmethod
@@ -246,6 +251,7 @@ class CronWorkflow(Aggregate):
         state.setdefault("suspension_reason", "Suspended")
         state.setdefault("last_applied", None)
         state.setdefault("not_started", None)
+        state.setdefault("adopted", None)
 
     # ------------------------------------------------------------------ creation
 
@@ -305,6 +311,10 @@ class CronWorkflow(Aggregate):
         self.backfill_queue: list[datetime] = []
         self.backfill_parallel = 1
         self.backfill_running: set[str] = set()
+        #: What was taken over from another controller's status (`adopt_status`), for the
+        #: status conditions it had: {"conditions": [...], "lastScheduledTime": ISO text or
+        #: None}; None when nothing was. Plain JSON, so a snapshot stores it as it is.
+        self.adopted: dict[str, Any] | None = None
         self._compiled: tuple[tuple[Any, ...], CompiledSchedule] | None = None
 
     def __deepcopy__(self, memo: dict[int, Any]) -> CronWorkflow:
@@ -349,6 +359,36 @@ class CronWorkflow(Aggregate):
         if manifest.spec.suspend:
             agg.suspend(at, by="spec", note="spec.suspend is true")
         return agg
+
+    def adopt_status(self, status: ArgoStatus, at: datetime) -> None:
+        """Take over the status Argo's controller left on the object (domain/adoption.py),
+        the first time cronsource takes it: counts, active runs, the last tick, the stop and
+        the conditions, so that `stopStrategy`, `Forbid` and catch-up go on from where Argo
+        left off. Recorded as its own event, in the save that creates the stream, so the
+        audit log says where the counts came from.
+
+        With `status.catch_up` (Argo's last-used-schedule is the current schedule) the ticks
+        after Argo's last one are this stream's to decide, as Argo's controller decides them
+        when it starts again (the latest runs within `startingDeadlineSeconds`, the others
+        are missed), and `@every` goes on from Argo's last tick instead of starting its
+        period again. Otherwise only ticks after now are."""
+        if self.deleted or status.empty:
+            return
+        names = [name for name, _ in status.active]
+        last = status.last_scheduled_time
+        self._status_adopted(
+            last_scheduled_time=last,
+            succeeded=status.succeeded,
+            failed=status.failed,
+            active_workflows=names,
+            active_scheduled_times=[t for _, t in status.active],
+            conditions=[dict(c) for c in status.conditions],
+            stopped=status.stopped,
+            catch_up_from=last if status.catch_up else None,
+            unreadable=list(status.unreadable),
+            at=at,
+            timestamp=at,
+        )
 
     # ------------------------------------------------------------------ derived views
 
@@ -1174,6 +1214,43 @@ class CronWorkflow(Aggregate):
     @event("BackfillCancelled", topic="cronsource:BackfillCancelled/v1")
     def _backfill_cancelled(self, count: int, timestamp: datetime) -> None:
         self.backfill_queue = []
+
+    @event("StatusAdopted", topic="cronsource:StatusAdopted/v1")
+    def _status_adopted(
+        self,
+        last_scheduled_time: datetime | None,
+        succeeded: int,
+        failed: int,
+        active_workflows: list[str],
+        active_scheduled_times: list[datetime],
+        conditions: list[dict[str, str]],
+        stopped: bool,
+        catch_up_from: datetime | None,
+        unreadable: list[str],
+        at: datetime,
+        timestamp: datetime,
+    ) -> None:
+        self.succeeded = succeeded
+        self.failed = failed
+        for name, t in zip(active_workflows, active_scheduled_times, strict=True):
+            self.active[name] = t
+        if last_scheduled_time is not None and (
+            self.last_scheduled_time is None or last_scheduled_time > self.last_scheduled_time
+        ):
+            self.last_scheduled_time = last_scheduled_time
+        if catch_up_from is not None:
+            # Argo decided every tick up to its last one; the ones after it are ours, and
+            # `@every` counts its period from it (the anchor is the baseline).
+            self.baseline = catch_up_from
+            self.decided_until = catch_up_from
+        if stopped:
+            self.stopped = True
+        self.adopted = {
+            "conditions": conditions,
+            "lastScheduledTime": None
+            if last_scheduled_time is None
+            else last_scheduled_time.isoformat(),
+        }
 
     @event("Stopped", topic="cronsource:Stopped/v1")
     def _stopped(self, reason: str, timestamp: datetime) -> None:
