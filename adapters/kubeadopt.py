@@ -162,8 +162,8 @@ class Mover:
         deadline = self.clock() + timeout
         waiting: dict[tuple[str, str], str] = {}
         while pending:
-            now = self.clock()
             for key, obj in list(pending.items()):
+                now = self.clock()  # per object: judging one may read the store
                 why = self._not_now(obj, now, to_cronsource)
                 if why is not None:
                     waiting[key] = why
@@ -188,6 +188,14 @@ class Mover:
                     )
                 break
             self.sleep(POLL)
+            # The owners go on writing (fires, status): judge what the objects are now.
+            fresh = {_key(o): o for o in self._select(namespace, selector, ())}
+            for key in list(pending):
+                if key in fresh:
+                    pending[key] = fresh[key]
+                else:
+                    results[key] = Move(*key, moved=False, note="deleted meanwhile")
+                    pending.pop(key)
         return [results[_key(o)] for o in objs]
 
     def _select(

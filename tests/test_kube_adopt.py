@@ -14,6 +14,7 @@ import json
 import logging
 import subprocess
 import sys
+import time
 from collections.abc import Coroutine, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -386,25 +387,51 @@ def test_adopt_and_release_through_the_cli(
     assert "not moved" in late.stdout and "is `cronsource run --kube` running?" in late.stdout
     assert labels(api, ns)["a1"] == INSTANCE
 
-    done = cli(
-        "--store",
-        store,
-        "release",
-        "-l",
-        "team=a",
-        "-n",
-        ns,
-        "--kubeconfig",
-        kubeconfig,
-        "--timeout",
-        "1s",
-        "-o",
-        "json",
+    # The set: a2 and mine move at once; a1 waits until the status writer catches up, which
+    # the command sees by reading the object again while it waits.
+    exe = Path(sys.executable).parent / "cronsource"
+    release = subprocess.Popen(
+        [
+            str(exe),
+            "--store",
+            store,
+            "release",
+            "-l",
+            "team=a",
+            "-n",
+            ns,
+            "--kubeconfig",
+            kubeconfig,
+            "--timeout",
+            "60s",
+            "-o",
+            "json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
-    assert done.returncode == 1  # a1 still waits for its status
-    moved = {m["name"] for m in json.loads(done.stdout) if m["moved"]}
-    assert moved == {"a2", "mine"}
-    assert labels(api, ns) == {"a1": INSTANCE, "a2": None, "b1": None, "mine": None}
+    try:
+        deadline = time.monotonic() + 60
+        while labels(api, ns)["a2"] is not None:  # the command judged the set once
+            assert release.poll() is None, release.communicate()
+            assert time.monotonic() < deadline, "a2 was not released"
+            time.sleep(0.1)
+        assert labels(api, ns)["a1"] == INSTANCE
+        engine = build_engine(store)
+        try:
+            sync = KubeSync(engine, kube, namespace=ns, instance_id=INSTANCE, clock=lambda: now)
+            engine.catch_up(now)
+            sync.write_statuses()  # a1's status now shows its suspend
+        finally:
+            engine.close()
+        out, err = release.communicate(timeout=90)
+    finally:
+        if release.poll() is None:
+            release.kill()
+    assert release.returncode == 0, err
+    assert {m["name"] for m in json.loads(out) if m["moved"]} == {"a1", "a2", "mine"}
+    assert labels(api, ns) == {"a1": None, "a2": None, "b1": None, "mine": None}
 
 
 # ---------------------------------------------------------------------- the window, on a fake
@@ -507,8 +534,11 @@ def test_a_move_judged_on_an_old_version_is_judged_again() -> None:
     obj["metadata"]["resourceVersion"] = "2"
     fake.objs["e"] = obj
 
+    lists: list[int] = []
+
     async def listed(*_: Any) -> Any:
-        return {"items": [stale]}
+        lists.append(1)
+        return {"items": [stale if len(lists) == 1 else obj]}  # the first list was taken before
 
     fake.list = listed  # type: ignore[method-assign]
     mover = Mover(fake, INSTANCE, clock=clock, sleep=clock.sleep)  # type: ignore[arg-type]
