@@ -28,6 +28,7 @@ patch is refused (409), and the object is read and judged again.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -372,6 +373,8 @@ def move(
     for flag, d in (("--margin", margin), ("--settle", settle), ("--timeout", timeout)):
         if d < timedelta(0):
             raise MoveError(f"{flag}: must not be negative")
+    if kubeconfig is not None and not os.path.isfile(kubeconfig):
+        raise MoveError(f"--kubeconfig: {kubeconfig}: no such file")
     try:
         kube = connect(kubeconfig)
     except Exception as e:

@@ -576,3 +576,39 @@ def test_not_found_names_are_an_error_before_anything_moves() -> None:
     with pytest.raises(MoveError, match="cronworkflow nope not found"):
         mover.adopt("default", "", ("e", "nope"), timedelta(minutes=1))
     assert fake.patched == []
+
+
+def test_an_adopted_run_the_api_did_not_answer_for_is_read_again_at_the_next_drain() -> None:
+    """Left unread, a run that ended before the adoption would hold Forbid for good."""
+    from adapters.kube import WorkflowWatcher
+    from domain.adoption import read_argo_status
+    from domain.manifest import parse_manifest
+    from domain.service import CronService
+
+    svc = CronService(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
+    name = workflow_name("c", LAST)
+    obj = cron_body("c", concurrencyPolicy="Forbid")
+    obj["metadata"]["namespace"] = "default"
+    obj["status"] = {"active": [ref(name, "default")], "lastScheduledTime": rfc(LAST)}
+    manifest = parse_manifest({k: v for k, v in obj.items() if k != "status"})
+    cron_id, _ = svc.apply(manifest, AT, adopt=read_argo_status(obj, "default", AT))
+    ended = {
+        "metadata": {"name": name, "namespace": "default"},
+        "status": {"phase": "Succeeded", "finishedAt": rfc(AT)},
+    }
+    answers: list[Any] = [ApiError(503, "Service Unavailable"), ended]
+
+    class Flaky(FakeKube):
+        async def get(self, namespace: str, plural: str, name: str) -> Any:
+            answer = answers.pop(0)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+    runs = WorkflowWatcher(Flaky([], Clock(AT)), svc, "default")  # type: ignore[arg-type]
+    runs.backoff = Backoff(attempts=1, sleep=lambda s: None)
+    runs.check(cron_id, "default", [name], AT)
+    assert svc.load(cron_id).active == {name: LAST} and runs.to_check
+    runs.drain(AT)
+    agg = svc.load(cron_id)
+    assert (agg.active, agg.succeeded, runs.to_check) == ({}, 1, {})

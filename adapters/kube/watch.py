@@ -435,6 +435,8 @@ class WorkflowWatcher(_ListWatch):
         #: (adapters/kube/status.py `with_uids`).
         self.workflows = workflows
         self.backoff = Backoff()
+        #: Runs to read once (`check`): (namespace, name) -> the stream that counts them.
+        self.to_check: dict[tuple[str, str], UUID] = {}
 
     def _cron(self, obj: dict[str, Any]) -> CronWorkflow | None:
         meta = obj["metadata"]
@@ -474,16 +476,34 @@ class WorkflowWatcher(_ListWatch):
         """Read these runs of one CronWorkflow now and report what became of them: ended
         (RunCompleted), gone (RunVanished), or running (watched from here on, as a run of
         ours). For runs adopted from another controller: this watch may have seen one end
-        before anything counted it as active, and then has nothing left to report."""
+        before anything counted it as active, and then has nothing left to report. A run
+        the API does not answer for is read again at the next drain: left unread, one that
+        ended would hold Forbid for good."""
         for name in names:
+            self.to_check[(namespace, name)] = cron_id
+        self._check_pending(at)
+
+    def drain(
+        self, at: datetime, budget: float | None = None, stop: Callable[[], bool] | None = None
+    ) -> int:
+        self._check_pending(at)
+        return super().drain(at, budget, stop)
+
+    def _check_pending(self, at: datetime) -> None:
+        for (namespace, name), cron_id in list(self.to_check.items()):
             try:
                 obj = self.kube.run(get_object(self.kube, self.backoff, namespace, WF, name))
             except ApiError as e:
                 if e.status != 404:
-                    raise
+                    log.warning(
+                        "workflow %s/%s not read (%s): read again later", namespace, name, e
+                    )
+                    continue
+                self.to_check.pop((namespace, name))
                 log.info("workflow %s/%s adopted as active is gone: run vanished", namespace, name)
                 self.service.run_vanished(cron_id, name, at)
                 continue
+            self.to_check.pop((namespace, name))
             if self.workflows is not None:
                 self.workflows.saw(obj)
             phase = (obj.get("status") or {}).get("phase")
