@@ -367,15 +367,33 @@ class CronWorkflow(Aggregate):
         left off. Recorded as its own event, in the save that creates the stream, so the
         audit log says where the counts came from.
 
-        With `status.catch_up` (Argo's last-used-schedule is the current schedule) the ticks
-        after Argo's last one are this stream's to decide, as Argo's controller decides them
-        when it starts again (the latest runs within `startingDeadlineSeconds`, the others
-        are missed), and `@every` goes on from Argo's last tick instead of starting its
-        period again. Otherwise only ticks after now are."""
+        The ticks up to now were Argo's controller's to decide (it held the object until
+        now; one it skipped, for `Forbid` say, must not run here after all), so this stream
+        decides the ticks after now, but one: with `status.catch_up` (Argo's last-used-
+        schedule is the current schedule), cronsource takes over as Argo's controller starts
+        again (`runOutstandingWorkflows`): the latest tick since Argo's last one is left to
+        the scheduler when it is still within `startingDeadlineSeconds`, and `@every` goes
+        on from Argo's last tick instead of starting its period again."""
         if self.deleted or status.empty:
             return
         names = [name for name, _ in status.active]
         last = status.last_scheduled_time
+        baseline = decided = None
+        if last is not None and status.catch_up:
+            spec = self.spec_model
+            schedule = _compile(
+                tuple(spec.all_schedules),
+                spec.timezone,
+                scheduling_options(self.annotations).dst_policy,
+                last,
+            )
+            baseline, decided = last, max(at, last)
+            deadline = self.policy().deadline
+            if deadline:
+                # Only a tick within the deadline can run: none older need be looked at.
+                missed = list(schedule.ticks_between(max(last, at - deadline), at))
+                if missed:
+                    decided = missed[-1] - _TICK
         self._status_adopted(
             last_scheduled_time=last,
             succeeded=status.succeeded,
@@ -384,7 +402,8 @@ class CronWorkflow(Aggregate):
             active_scheduled_times=[t for _, t in status.active],
             conditions=[dict(c) for c in status.conditions],
             stopped=status.stopped,
-            catch_up_from=last if status.catch_up else None,
+            baseline=baseline,
+            decided_until=decided,
             unreadable=list(status.unreadable),
             at=at,
             timestamp=at,
@@ -1225,7 +1244,8 @@ class CronWorkflow(Aggregate):
         active_scheduled_times: list[datetime],
         conditions: list[dict[str, str]],
         stopped: bool,
-        catch_up_from: datetime | None,
+        baseline: datetime | None,
+        decided_until: datetime | None,
         unreadable: list[str],
         at: datetime,
         timestamp: datetime,
@@ -1238,11 +1258,10 @@ class CronWorkflow(Aggregate):
             self.last_scheduled_time is None or last_scheduled_time > self.last_scheduled_time
         ):
             self.last_scheduled_time = last_scheduled_time
-        if catch_up_from is not None:
-            # Argo decided every tick up to its last one; the ones after it are ours, and
-            # `@every` counts its period from it (the anchor is the baseline).
-            self.baseline = catch_up_from
-            self.decided_until = catch_up_from
+        if baseline is not None:  # `@every` counts its period from Argo's last tick
+            self.baseline = baseline
+        if decided_until is not None:  # the ticks Argo's controller decided (or a catch-up)
+            self.decided_until = decided_until
         if stopped:
             self.stopped = True
         self.adopted = {

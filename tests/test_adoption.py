@@ -265,18 +265,34 @@ def test_forbid_waits_for_the_run_argo_started() -> None:
 
 
 def test_catch_up_goes_on_from_argos_last_tick() -> None:
-    """Argo's controller stopped after 10:00; cronsource takes the object at 10:04:40. With
-    startingDeadlineSeconds the latest missed tick runs, as Argo's controller would run it when
-    it starts again; the older ones are recorded as not run, each with its reason."""
+    """Argo's controller stopped after 10:00; cronsource takes the object at 10:04:40, as
+    Argo's controller would take it when it starts again (`runOutstandingWorkflows`): with
+    startingDeadlineSeconds the latest missed tick runs; the ticks before it were Argo's."""
     obj = cluster_object({**ARGO_RAN, "active": []}, startingDeadlineSeconds=120)
     svc, cron_id, _ = adopt(obj, at("10:04:40"))
-    assert svc.load(cron_id).next_due() == at("10:01:00")
+    assert svc.load(cron_id).next_due() == at("10:04:00")
     svc.tick([cron_id], at("10:04:40"))
     assert fires(svc, cron_id) == [(at("10:04:00"), "catchup")]
-    assert skips(svc, cron_id) == [
-        (at("10:01:00"), at("10:02:00"), 2, "DeadlineExceeded"),  # past the 120 s deadline
-        (at("10:03:00"), at("10:03:00"), 1, "CatchupLimit"),  # within it, but not the latest
-    ]
+    assert skips(svc, cron_id) == []
+
+
+def test_without_a_deadline_nothing_missed_is_caught_up() -> None:
+    obj = cluster_object({**ARGO_RAN, "active": []})
+    svc, cron_id, _ = adopt(obj, at("10:04:40"))
+    assert svc.load(cron_id).next_due() == at("10:05:00")
+
+
+def test_a_tick_argo_skipped_before_the_move_is_not_decided_again() -> None:
+    """Argo's controller skipped 10:01 for Forbid (its run of 10:00 was active) and the
+    object moved at 10:01:05; the run ends at 10:01:10. The tick was Argo's to decide: it
+    does not run now, five seconds late. The next one does."""
+    obj = cluster_object(ARGO_RAN, concurrencyPolicy="Forbid")
+    svc, cron_id, _ = adopt(obj, at("10:01:05"))
+    svc.run_completed(cron_id, child(at("10:00:00")), "Failed", at("10:01:10"), at("10:01:10"))
+    svc.tick([cron_id], at("10:01:10"))
+    assert fires(svc, cron_id) == [] and skips(svc, cron_id) == []
+    svc.tick([cron_id], at("10:02:00"))
+    assert fires(svc, cron_id) == [(at("10:02:00"), "schedule")]
 
 
 def test_a_changed_schedule_is_not_caught_up() -> None:
