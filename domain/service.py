@@ -25,6 +25,7 @@ from eventsourcing.application import (
 )
 from eventsourcing.persistence import ApplicationRecorder, EventStore, IntegrityError, StoredEvent
 
+from domain.adoption import ArgoStatus
 from domain.backfill import BackfillPlan, Overlap, plan_backfill
 from domain.cronworkflow import CronWorkflow, CronWorkflowSnapshot, Phase, stream_id
 from domain.decisions import DEFAULT_LATE_TOLERANCE
@@ -388,13 +389,20 @@ class CronService(Application[UUID]):
     # ------------------------------------------------------------------ admission
 
     def apply(
-        self, manifest: CronWorkflowManifest, at: datetime, expected_version: int | None = None
+        self,
+        manifest: CronWorkflowManifest,
+        at: datetime,
+        expected_version: int | None = None,
+        *,
+        adopt: ArgoStatus | None = None,
     ) -> tuple[UUID, str]:
         """Create or update from a manifest, taking the writer's values as they are (two-way:
         the Kubernetes watch, whose object is the live state, and an HTTP PUT); returns (id,
         "created"|"updated"|"unchanged"). A file applied by a user goes through
         `apply_config` instead.
 
+        `adopt`: the status another controller left on the object, taken over when this
+        creates the stream, in the same save (CronWorkflow.adopt_status); an update ignores it.
         With `expected_version` the live CronWorkflow must be at exactly that version (see
         `command`); nothing is created then, since a version names an existing object."""
 
@@ -402,7 +410,7 @@ class CronService(Application[UUID]):
             a.update_spec(manifest, at, self.late_tolerance)
             return []
 
-        applied = self._apply(manifest, at, expected_version, two_way, None)
+        applied = self._apply(manifest, at, expected_version, two_way, None, adopt=adopt)
         return applied.id, applied.what
 
     def apply_config(
@@ -437,6 +445,7 @@ class CronService(Application[UUID]):
         record: dict[str, Any] | None,
         *,
         save: bool = True,
+        adopt: ArgoStatus | None = None,
     ) -> Applied:
         """Create (with `record` as its last-applied record) or `update`, re-deciding on a
         lost race; `update` returns the notes of the attempt that was saved. Without `save`,
@@ -464,6 +473,8 @@ class CronService(Application[UUID]):
             if current is None or current.deleted:
                 incarnation = 0 if current is None else current.incarnation + 1
                 agg = CronWorkflow.from_manifest(manifest, at, incarnation, last_applied=record)
+                if adopt is not None:
+                    agg.adopt_status(adopt, at)
                 if save:
                     self.save(agg)
                 return Applied(agg.id, "created")
