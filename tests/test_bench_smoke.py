@@ -169,12 +169,11 @@ def test_report_writes_the_document(pg_url: str, tmp_path: Path) -> None:
     assert "| burst, cold | sqlite | 200 |" in text
 
 
-def test_history(tmp_path: Path) -> None:
-    """bench.history --quick on SQLite: every part ran and reported its ratio; the streams
-    were written to their sizes with snapshots, and the retention bounded the log."""
-    store = f"sqlite:///{tmp_path / 'history.db'}"
+def test_history(store: str, tmp_path: Path) -> None:
+    """bench.history --quick: every part ran and reported its ratio; the streams were written
+    to their sizes with snapshots, and the retention bounded the log."""
     res = bench("bench.history", "--quick", "--runs", "1", "--store", store)
-    assert res["name"] == "history" and res["store"] == "sqlite" and res["quick"] is True
+    assert res["name"] == "history" and res["store"] == kind(store) and res["quick"] is True
     small, big = res["commands"]
     assert (small["size"], big["size"]) == (10, 1000) and res["n"] == 1000
     assert small["events"] == 10 and small["tail_events"] == 10
@@ -198,4 +197,4 @@ def test_history(tmp_path: Path) -> None:
     assert positive(sim["first_tenth_ms_per_tick"], sim["last_tenth_ms_per_tick"])
     assert set(res["targets"]) == {"commands", "startup", "year_rows", "simulate"}
     assert res["pass"] == all(res["targets"].values())
-    assert not list(tmp_path.glob("history-*.db")), "the stores are throwaway"
+    assert not list(tmp_path.glob("bench-*.db")), "the stores are throwaway"
