@@ -197,4 +197,4 @@ def test_history(store: str, tmp_path: Path) -> None:
     assert positive(sim["first_tenth_ms_per_tick"], sim["last_tenth_ms_per_tick"])
     assert set(res["targets"]) == {"commands", "startup", "year_rows", "simulate"}
     assert res["pass"] == all(res["targets"].values())
-    assert not list(tmp_path.glob("bench-*.db")), "the stores are throwaway"
+    assert not list(tmp_path.glob("bench-*")), "the stores (and their lock files) are throwaway"
