@@ -671,9 +671,8 @@ def history_targets(h: dict[str, Any]) -> list[str]:
         + verdict(targets.get("year_rows"))
         + " |",
         f"| simulate per tick, last tenth <= 1.2x the first | {fmt(sim.get('days'), 1)} days "
-        f"of `* * * * *`: {fmt(h.get('ratio_simulate'), 2)}x | "
-        + verdict(targets.get("simulate"))
-        + " |",
+        f"of `* * * * *`: {fmt(h.get('ratio_simulate'), 2)}x (CPU; wall "
+        f"{fmt(sim.get('ratio_wall'), 2)}x) | " + verdict(targets.get("simulate")) + " |",
     ]
 
 
@@ -737,8 +736,11 @@ def history_section(run: Run) -> list[str]:
             f"`simulate` of {fmt(sim.get('days'), 1)} days of `* * * * *` on its default store: "
             f"{fmt(sim.get('ticks'))} ticks in {fmt(sim.get('seconds'), 1)} s "
             f"({fmt(sim.get('per_second'))} ticks/s); first tenth "
-            f"{fmt(sim.get('first_tenth_ms_per_tick'), 2)} ms a tick, last tenth "
-            f"{fmt(sim.get('last_tenth_ms_per_tick'), 2)} ms.",
+            f"{fmt(sim.get('first_tenth_cpu_ms_per_tick'), 2)} ms of CPU a tick "
+            f"({fmt(sim.get('first_tenth_ms_per_tick'), 2)} ms wall), last tenth "
+            f"{fmt(sim.get('last_tenth_cpu_ms_per_tick'), 2)} ms "
+            f"({fmt(sim.get('last_tenth_ms_per_tick'), 2)} ms wall; ratio of wall times "
+            f"{fmt(sim.get('ratio_wall'), 2)}).",
         ]
     stored = h.get("stored_bytes") or {}
     if stored:

@@ -195,6 +195,10 @@ def test_history(store: str, tmp_path: Path) -> None:
     sim = res["simulate"]
     assert sim["ticks"] == 144 and sim["rejected_writes"] == 0
     assert positive(sim["first_tenth_ms_per_tick"], sim["last_tenth_ms_per_tick"])
+    assert positive(sim["first_tenth_cpu_ms_per_tick"], sim["last_tenth_cpu_ms_per_tick"])
+    assert sim["ratio"] == pytest.approx(
+        sim["last_tenth_cpu_ms_per_tick"] / sim["first_tenth_cpu_ms_per_tick"], rel=0.01
+    )
     assert set(res["targets"]) == {"commands", "startup", "year_rows", "simulate"}
     assert res["pass"] == all(res["targets"].values())
     assert not list(tmp_path.glob("bench-*")), "the stores (and their lock files) are throwaway"
