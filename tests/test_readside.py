@@ -155,3 +155,25 @@ def test_a_read_on_postgres_completes_while_another_is_still_in_the_database(
         assert completed_meanwhile, "a read waited for another read that was still running"
     finally:
         view.close()
+
+
+def test_whether_a_namespace_held_cronworkflows_is_an_index_search(tmp_path: Any) -> None:
+    """`-n NS` is checked on every `list` and `history`: answered from the audit's index, not
+    by listing the namespaces of every event ever recorded (which grows with the log)."""
+    engine = build_engine(f"sqlite:///{tmp_path / 'n.db'}")
+    try:
+        doc = {
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "CronWorkflow",
+            "metadata": {"name": "job", "namespace": "team-a"},
+            "spec": {"schedule": "* * * * *", "workflowSpec": {"entrypoint": "main"}},
+        }
+        engine.service.apply(parse_manifest(doc), T0)
+        engine.catch_up(T0)
+        view = engine.view
+        assert view.has_namespace("team-a") and not view.has_namespace("team-b")
+        assert view.audit_namespaces() == ["team-a"]
+        plan = view.db.fetch("EXPLAIN QUERY PLAN " + view.HAS_NAMESPACE, ("team-a",))
+        assert [row[-1] for row in plan if "SCAN" in row[-1]] == [], plan
+    finally:
+        engine.close()
