@@ -247,7 +247,7 @@ def throwaway_store(
 
 
 def _remove_sqlite(path: Path) -> None:
-    for suffix in ("", "-wal", "-shm", "-journal"):
+    for suffix in ("", "-wal", "-shm", "-journal", ".projector-lock"):
         with contextlib.suppress(FileNotFoundError):
             Path(str(path) + suffix).unlink()
 

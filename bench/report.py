@@ -62,6 +62,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "steady_minutes": 0.1,
         "skew": [100, 200],
         "argo": [(5, 1, 1)],
+        "history": ["--quick"],
     },
     "small": {
         "burst": 2000,
@@ -71,6 +72,16 @@ SIZES: dict[str, dict[str, Any]] = {
         "steady_minutes": 1.2,
         "skew": [500, 1000, 2000],
         "argo": [(1000, 1, 1)],
+        "history": [
+            "--sizes",
+            "10,100000",
+            "--fleet",
+            "200",
+            "--year-days",
+            "60",
+            "--sim-days",
+            "1",
+        ],
     },
     "medium": {
         "burst": 10_000,
@@ -82,6 +93,9 @@ SIZES: dict[str, dict[str, Any]] = {
         # (N, runs of every side, runs of Argo at its defaults). At 10,000 one run of the
         # four sides takes about half an hour on the shared 2-core machine: once.
         "argo": [(1000, 3, 3), (10_000, 1, 1)],
+        # bench.history at its defaults: streams up to 1,000,000 events, 1,000 x 2,000 for
+        # the start-up, a simulated year, a simulated week (about 25 minutes).
+        "history": [],
     },
 }
 
@@ -244,6 +258,9 @@ def plan(size: dict[str, Any], repeat: int, sqlite: bool, peers: bool) -> list[R
                 ["--events", p],
                 "sqlite",
                 1,
+            ),
+            Run(
+                "history-sqlite", "cost against age", "bench.history", size["history"], "sqlite", 1
             ),
         ]
     for n, schedule in size["steady"]:
@@ -556,6 +573,9 @@ def document(runs: dict[str, Run], meta: dict[str, str], size_name: str, repeat:
     elif "peers-skipped" in meta:
         lines.append(f"| peers >= 10x APScheduler 4 | {meta['peers-skipped']} | - |")
 
+    hs = m("history-sqlite")
+    if hs:
+        lines += history_targets(hs)
     lines += [
         "",
         "### Figures",
@@ -565,7 +585,7 @@ def document(runs: dict[str, Run], meta: dict[str, str], size_name: str, repeat:
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs.values():
-        if not run.results or run.key.startswith(("skew-", "argo-")):
+        if not run.results or run.key.startswith(("skew-", "argo-", "history-")):
             continue
         md = run.median
         dup = md.get("duplicates")
@@ -583,7 +603,7 @@ def document(runs: dict[str, Run], meta: dict[str, str], size_name: str, repeat:
         )
     lines += ["", "Details per benchmark (medians):", ""]
     for run in runs.values():
-        if not run.results or run.key.startswith(("skew-", "argo-")):
+        if not run.results or run.key.startswith(("skew-", "argo-", "history-")):
             continue
         md = run.median
         extra = {
@@ -595,6 +615,8 @@ def document(runs: dict[str, Run], meta: dict[str, str], size_name: str, repeat:
             f"{k}={fmt(v, 3) if isinstance(v, float) else v}" for k, v in extra.items()
         )
         lines.append(f"- `{run.command()}`: {shown}")
+    if "history-sqlite" in runs and runs["history-sqlite"].results:
+        lines += history_section(runs["history-sqlite"])
     failed = [f"`{r.command()}`: {e}" for r in runs.values() for e in r.errors]
     if failed:
         lines += ["", "Runs that failed (left out above):", ""] + [f"- {f}" for f in failed]
@@ -611,6 +633,127 @@ def document(runs: dict[str, Run], meta: dict[str, str], size_name: str, repeat:
         END,
     ]
     return "\n".join(lines)
+
+
+HISTORY_COMMANDS = ("suspend", "get", "why", "history")
+
+
+def history_targets(h: dict[str, Any]) -> list[str]:
+    """The rows of bench.history in the targets table."""
+    at_size = h.get("n") == 1_000_000
+    ratios = ", ".join(f"{c} {fmt(h.get(f'ratio_{c}'), 2)}x" for c in HISTORY_COMMANDS)
+    inproc = ", ".join(f"{c} {fmt(h.get(f'ratio_{c}_inprocess'), 2)}x" for c in HISTORY_COMMANDS)
+    startup = {s["store"]: s for s in h.get("startup") or []}
+    hist, fresh, empty = (
+        startup.get("history", {}),
+        startup.get("fresh", {}),
+        startup.get("empty", {}),
+    )
+    year, sim = h.get("year") or {}, h.get("simulate") or {}
+    targets = h.get("targets") or {}
+    per_cron = (hist.get("events") or 0) / max(1, hist.get("crons") or 1)
+    return [
+        f"| a command on a 1,000,000-event stream <= 1.2x on a 10-event stream (CLI) | "
+        f"N={fmt(h.get('n'))}: {ratios} (in-process: {inproc}) | "
+        + verdict(targets.get("commands") if at_size else None)
+        + " |",
+        f"| `run` start-up with history <= 2x a fresh start-up | "
+        f"{fmt(hist.get('crons'))} x {fmt(per_cron)}"
+        f" events: {fmt(h.get('ratio_startup'), 2)}x the empty store (ready after "
+        f"{fmt(hist.get('ready_seconds'), 2)} s against {fmt(empty.get('ready_seconds'), 2)} s);"
+        f" {fmt(h.get('ratio_startup_same_crons'), 2)}x the same CronWorkflows fresh "
+        f"({fmt(fresh.get('ready_seconds'), 2)} s) | "
+        + verdict(targets.get("startup") if hist.get("crons") == 1000 else None)
+        + " |",
+        f"| the events table stops growing at a fixed retention (<= 1.1x after two windows) | "
+        f"{fmt(year.get('crons'))} x `{year.get('schedule')}`, {fmt(year.get('days'))} days, "
+        f"--retain {year.get('retain')}: {fmt(h.get('ratio_year_rows'), 3)}x | "
+        + verdict(targets.get("year_rows"))
+        + " |",
+        f"| simulate per tick, last tenth <= 1.2x the first | {fmt(sim.get('days'), 1)} days "
+        f"of `* * * * *`: {fmt(h.get('ratio_simulate'), 2)}x (CPU; wall "
+        f"{fmt(sim.get('ratio_wall'), 2)}x) | " + verdict(targets.get("simulate")) + " |",
+    ]
+
+
+def history_section(run: Run) -> list[str]:
+    """`bench.history` in full: commands against the size of their stream, start-up, the
+    log over a simulated year at a fixed retention, simulate per tick, stored sizes."""
+    h = run.median
+    lines = [
+        "",
+        "### Cost against age (`bench.history`)",
+        "",
+        f"`{run.command()}`, {run.date}, {run.machine}. Medians of {h.get('runs')} runs; "
+        f"`cronsource version` takes {fmt(h.get('version_ms'))} ms (interpreter start-up and "
+        "imports). CLI: the venv's `cronsource` as a subprocess; in-process: the same click "
+        "command called in the benchmark's process.",
+        "",
+        "| stream | events | replayed after the latest snapshot | set-up s | "
+        + " | ".join(f"{c} ms (CLI / in-process)" for c in HISTORY_COMMANDS)
+        + " |",
+        "|---|---|---|---|" + "---|" * len(HISTORY_COMMANDS),
+    ]
+    for c in h.get("commands") or []:
+        lines.append(
+            f"| {fmt(c['size'])} | {fmt(c['events'])} | {fmt(c['tail_events'])} "
+            f"| {fmt(c['setup_seconds'], 1)} | "
+            + " | ".join(
+                f"{fmt(c[f'{x}_ms'])} / {fmt(c[f'{x}_inprocess_ms'], 1)}" for x in HISTORY_COMMANDS
+            )
+            + " |"
+        )
+    lines += [
+        "",
+        "| `run` start-up | CronWorkflows | events | mean events after the latest snapshot "
+        "| set-up s | ready after (s, as run reports it) | spawn to ready (s) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for s in h.get("startup") or []:
+        lines.append(
+            f"| {s['store']} | {fmt(s['crons'])} | {fmt(s['events'])} "
+            f"| {fmt(s['mean_tail_events'], 1)} | {fmt(s['setup_seconds'], 1)} "
+            f"| {fmt(s['ready_seconds'], 3)} | {fmt(s['spawn_to_ready_seconds'], 3)} |"
+        )
+    year = h.get("year") or {}
+    samples = year.get("samples") or []
+    if samples:
+        lines += [
+            "",
+            f"The log over {fmt(year.get('days'))} simulated days, {fmt(year.get('crons'))} "
+            f"CronWorkflows `{year.get('schedule')}`, `run --retain {year.get('retain')}` "
+            f"({fmt(year.get('removed'))} events removed; {fmt(year.get('seconds'), 0)} s):",
+            "",
+            "| day | " + " | ".join(fmt(x["day"]) for x in samples) + " |",
+            "|---|" + "---|" * len(samples),
+        ]
+        for key in ("events", "snapshots", "audit"):
+            lines.append(f"| {key} rows | " + " | ".join(fmt(x[key]) for x in samples) + " |")
+    sim = h.get("simulate") or {}
+    if sim:
+        lines += [
+            "",
+            f"`simulate` of {fmt(sim.get('days'), 1)} days of `* * * * *` on its default store: "
+            f"{fmt(sim.get('ticks'))} ticks in {fmt(sim.get('seconds'), 1)} s "
+            f"({fmt(sim.get('per_second'))} ticks/s); first tenth "
+            f"{fmt(sim.get('first_tenth_cpu_ms_per_tick'), 2)} ms of CPU a tick "
+            f"({fmt(sim.get('first_tenth_ms_per_tick'), 2)} ms wall), last tenth "
+            f"{fmt(sim.get('last_tenth_cpu_ms_per_tick'), 2)} ms "
+            f"({fmt(sim.get('last_tenth_ms_per_tick'), 2)} ms wall; ratio of wall times "
+            f"{fmt(sim.get('ratio_wall'), 2)}).",
+        ]
+    stored = h.get("stored_bytes") or {}
+    if stored:
+        lines += [
+            "",
+            "Stored sizes (the largest stream): "
+            + ", ".join(f"{k} {fmt(v)} B" for k, v in stored.items())
+            + f" of state; on disk with the table's indexes {fmt(h.get('disk_bytes_per_event'))}"
+            f" B an event, {fmt(h.get('disk_bytes_per_snapshot'))} B a snapshot, and "
+            f"{fmt(h.get('audit_bytes_per_event'))} B an audit row; "
+            f"{fmt(h.get('events_per_run'), 2)} events a run (fire, completion, history prune).",
+        ]
+    return lines
 
 
 def write_document(path: Path, generated: str) -> None:

@@ -22,6 +22,7 @@ from uuid import UUID, uuid5
 from eventsourcing.domain import Aggregate, Snapshot, event
 from eventsourcing.utils import get_topic, register_topic
 
+from cronsource.domain.adoption import ArgoStatus
 from cronsource.domain.backfill import BackfillPlan, BackfillTooLarge, start_from_queue
 from cronsource.domain.decisions import (
     DEFAULT_LATE_TOLERANCE,
@@ -193,6 +194,7 @@ _SNAPSHOT_FIELDS = (
     "backfill_queue",
     "backfill_parallel",
     "backfill_running",
+    "adopted",
 )
 
 
@@ -249,6 +251,9 @@ class CronWorkflow(Aggregate):
         d["finished"] = [(f[0], f[1], f[2]) for f in d["finished"]]
         d["manual_runs"] = set(d["manual_runs"])
         d["backfill_running"] = set(d["backfill_running"])
+        # A snapshot of this class version taken before adoption existed (never released)
+        # has no `adopted`: none was.
+        d.setdefault("adopted", None)
         d["_compiled"] = None
 
     @staticmethod
@@ -259,6 +264,7 @@ class CronWorkflow(Aggregate):
         state.setdefault("suspension_reason", "Suspended")
         state.setdefault("last_applied", None)
         state.setdefault("not_started", None)
+        state.setdefault("adopted", None)
 
     # ------------------------------------------------------------------ creation
 
@@ -318,6 +324,10 @@ class CronWorkflow(Aggregate):
         self.backfill_queue: list[datetime] = []
         self.backfill_parallel = 1
         self.backfill_running: set[str] = set()
+        #: What was taken over from another controller's status (`adopt_status`), for the
+        #: status conditions it had: {"conditions": [...], "lastScheduledTime": ISO text or
+        #: None}; None when nothing was. Plain JSON, so a snapshot stores it as it is.
+        self.adopted: dict[str, Any] | None = None
         self._compiled: tuple[tuple[Any, ...], CompiledSchedule] | None = None
 
     def __deepcopy__(self, memo: dict[int, Any]) -> CronWorkflow:
@@ -362,6 +372,57 @@ class CronWorkflow(Aggregate):
         if manifest.spec.suspend:
             agg.suspend(at, by="spec", note="spec.suspend is true")
         return agg
+
+    def adopt_status(self, status: ArgoStatus, at: datetime) -> None:
+        """Take over the status Argo's controller left on the object (domain/adoption.py),
+        the first time cronsource takes it: counts, active runs, the last tick, the stop and
+        the conditions, so that `stopStrategy`, `Forbid` and catch-up go on from where Argo
+        left off. Recorded as its own event, in the save that creates the stream, so the
+        audit log says where the counts came from.
+
+        The ticks up to now were Argo's controller's to decide (it held the object until
+        now; one it skipped, for `Forbid` say, must not run here after all), so this stream
+        decides the ticks after now, but one: with `status.catch_up` (Argo's last-used-
+        schedule is the current schedule), cronsource takes over as Argo's controller starts
+        again (`runOutstandingWorkflows`): the latest tick since Argo's last one is left to
+        the scheduler when it is still within `startingDeadlineSeconds`, and `@every` goes
+        on from Argo's last tick instead of starting its period again."""
+        if self.deleted or status.empty:
+            return
+        names = [name for name, _ in status.active]
+        last = status.last_scheduled_time
+        baseline = decided = None
+        if last is not None and status.catch_up:
+            spec = self.spec_model
+            schedule = _compile(
+                tuple(spec.all_schedules),
+                spec.timezone,
+                scheduling_options(self.annotations).dst_policy,
+                last,
+                self.namespace,
+                self.name,
+            )
+            baseline, decided = last, max(at, last)
+            deadline = self.policy().deadline
+            if deadline:
+                # Only a tick within the deadline can run: none older need be looked at.
+                missed = list(schedule.ticks_between(max(last, at - deadline), at))
+                if missed:
+                    decided = missed[-1] - _TICK
+        self._status_adopted(
+            last_scheduled_time=last,
+            succeeded=status.succeeded,
+            failed=status.failed,
+            active_workflows=names,
+            active_scheduled_times=[t for _, t in status.active],
+            conditions=[dict(c) for c in status.conditions],
+            stopped=status.stopped,
+            baseline=baseline,
+            decided_until=decided,
+            unreadable=list(status.unreadable),
+            at=at,
+            timestamp=at,
+        )
 
     # ------------------------------------------------------------------ derived views
 
@@ -1189,6 +1250,43 @@ class CronWorkflow(Aggregate):
     @event("BackfillCancelled", topic="cronsource:BackfillCancelled/v1")
     def _backfill_cancelled(self, count: int, timestamp: datetime) -> None:
         self.backfill_queue = []
+
+    @event("StatusAdopted", topic="cronsource:StatusAdopted/v1")
+    def _status_adopted(
+        self,
+        last_scheduled_time: datetime | None,
+        succeeded: int,
+        failed: int,
+        active_workflows: list[str],
+        active_scheduled_times: list[datetime],
+        conditions: list[dict[str, str]],
+        stopped: bool,
+        baseline: datetime | None,
+        decided_until: datetime | None,
+        unreadable: list[str],
+        at: datetime,
+        timestamp: datetime,
+    ) -> None:
+        self.succeeded = succeeded
+        self.failed = failed
+        for name, t in zip(active_workflows, active_scheduled_times, strict=True):
+            self.active[name] = t
+        if last_scheduled_time is not None and (
+            self.last_scheduled_time is None or last_scheduled_time > self.last_scheduled_time
+        ):
+            self.last_scheduled_time = last_scheduled_time
+        if baseline is not None:  # `@every` counts its period from Argo's last tick
+            self.baseline = baseline
+        if decided_until is not None:  # the ticks Argo's controller decided (or a catch-up)
+            self.decided_until = decided_until
+        if stopped:
+            self.stopped = True
+        self.adopted = {
+            "conditions": conditions,
+            "lastScheduledTime": None
+            if last_scheduled_time is None
+            else last_scheduled_time.isoformat(),
+        }
 
     @event("Stopped", topic="cronsource:Stopped/v1")
     def _stopped(self, reason: str, timestamp: datetime) -> None:

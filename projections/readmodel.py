@@ -138,6 +138,7 @@ def status_of(agg: CronWorkflow) -> dict[str, Any]:
                 f" {not_started['message']}",
             }
         )
+    conditions += _adopted_conditions(agg, {c["type"] for c in conditions})
     status: dict[str, Any] = {
         "active": [
             {
@@ -158,6 +159,19 @@ def status_of(agg: CronWorkflow) -> dict[str, Any]:
     if resolved:
         status["resolvedSchedules"] = resolved
     return status
+
+
+def _adopted_conditions(agg: CronWorkflow, shown: set[str]) -> list[dict[str, Any]]:
+    """The conditions Argo's controller had set when cronsource took the object over, shown
+    until the first tick fires here, as Argo clears them at its next run (operator.go `run`
+    removes SpecError and SubmissionError); a condition of our own of the same type wins."""
+    adopted = getattr(agg, "adopted", None)
+    if not adopted or not adopted.get("conditions"):
+        return []
+    last = agg.last_scheduled_time
+    if (None if last is None else last.isoformat()) != adopted.get("lastScheduledTime"):
+        return []
+    return [dict(c) for c in adopted["conditions"] if c.get("type") not in shown]
 
 
 #: The label Argo's cron controller puts on a CronWorkflow its stopStrategy stopped
@@ -215,6 +229,11 @@ _DETAIL_FIELDS = {
     "created_at": "createdAt",
     "late_seconds": "lateSeconds",
     "deadline_seconds": "deadlineSeconds",
+    "succeeded": "succeeded",
+    "failed": "failed",
+    "active_workflows": "active",
+    "stopped": "stopped",
+    "unreadable": "unreadable",
 }
 
 

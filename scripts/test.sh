@@ -80,9 +80,20 @@ echo "== Argo PR #16604's cronhash, the oracle of hashed H schedules (standard l
 CRONSOURCE_ARGO_CRONHASH=$(scripts/build-argo-cronhash.sh | tail -n 1)
 export CRONSOURCE_ARGO_CRONHASH
 
-echo "== Debian packages: Chromium (status-page test), mmdebstrap/buildah/podman/runc/skopeo (image)"
+echo "== Helm v4.3.0 and the Prometheus Operator types check (built once per machine; about a minute after the apiserver)"
+helm_bins=$(scripts/build-helm.sh | tail -n 2)
+CRONSOURCE_HELM=$(sed -n 1p <<<"$helm_bins")
+CRONSOURCE_MONCHECK=$(sed -n 2p <<<"$helm_bins")
+export CRONSOURCE_HELM CRONSOURCE_MONCHECK
+
+echo "== promcheck: Prometheus's rule validation and PromQL parser (built once per machine; under a minute)"
+CRONSOURCE_PROMCHECK=$(scripts/build-promcheck.sh | tail -n 1)
+export CRONSOURCE_PROMCHECK
+
+echo "== Debian packages: Chromium (status-page test), mmdebstrap/buildah/podman/runc/skopeo (image),"
+echo "   faketime (a replica's wall clock stepped while it runs: tests/test_fault_clock_jumps.py)"
 need=()
-for pkg in chromium mmdebstrap buildah podman runc skopeo; do
+for pkg in chromium mmdebstrap buildah podman runc skopeo faketime; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if (( ${#need[@]} )); then

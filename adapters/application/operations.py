@@ -90,8 +90,9 @@ class Operations:
         if self.settle_each:
             self.engine.projector.settle(wrote)
 
-    def find(self, namespace: str, name: str) -> CronWorkflow:
-        agg: CronWorkflow = self.service.find(namespace, name)
+    def find(self, namespace: str, name: str, uid: str = "") -> CronWorkflow:
+        """The live CronWorkflow of that name (with `uid`: of that incarnation); NotFound."""
+        agg: CronWorkflow = self.service.find(namespace, name, uid)
         return agg
 
     @contextmanager
@@ -334,6 +335,10 @@ class Operations:
     def namespaces(self) -> list[str]:
         """Every namespace that ever held a CronWorkflow."""
         return self.engine.view.audit_namespaces()
+
+    def has_namespace(self, namespace: str) -> bool:
+        """Whether this namespace ever held a CronWorkflow (an index search)."""
+        return self.engine.view.has_namespace(namespace)
 
     def ever_existed(self, namespace: str, name: str) -> bool:
         return self.engine.view.ever_existed(namespace, name)

@@ -87,12 +87,13 @@ class Probes:
         *,
         token: str | None = None,
         max_turn_age: float = MAX_TURN_AGE,
+        per_cronworkflow: bool = False,
     ) -> None:
         self.engine = engine
         self.loop = loop
         self.token = token
         self.max_turn_age = max_turn_age
-        self.metrics = Metrics(engine, clock, loop=loop)
+        self.metrics = Metrics(engine, clock, loop=loop, per_cronworkflow=per_cronworkflow)
         self.metrics.registry.register(_TurnAge(loop))
         # One store check at a time: a hung one is not joined by more threads at every probe.
         self._checker = ThreadPoolExecutor(1, thread_name_prefix="store-check")

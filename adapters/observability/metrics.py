@@ -13,6 +13,11 @@ position. Every process that serves /metrics therefore reports the same totals f
 log: aggregate them across replicas with max(), not sum(). A restart starts from the whole
 history again, so the counters never go backwards between scrapes of one process.
 
+Per-CronWorkflow counters (`run --per-cronworkflow-metrics`, off by default): fires and
+skipped ticks labelled namespace and name, as Argo's per-CronWorkflow metrics are. One series
+per CronWorkflow (and skip reason) is too many for a fleet of thousands, hence opt-in
+(docs/operator-guide.md says where the line is).
+
 The other families are read at scrape time: projection lag (log head minus each projection's
 tracking position), due-index size, rejected writes of this process, and replica ownership
 from PostgreSQL's advisory locks (adapters/infrastructure/shards.py), which any process can see.
@@ -63,8 +68,9 @@ def _truthy(v: Any) -> bool:
 class EventTail:
     """Counters over the audit log, advanced by log position (see the module docstring)."""
 
-    def __init__(self, view: Queries) -> None:
+    def __init__(self, view: Queries, per_cronworkflow: bool = False) -> None:
         self.view = view
+        self.per_cronworkflow = per_cronworkflow
         self.position: int | None = None
         self.fires: dict[tuple[str, str], float] = defaultdict(float)
         self.skip_events: dict[tuple[str, str], float] = defaultdict(float)
@@ -72,6 +78,9 @@ class EventTail:
         self.runs: dict[tuple[str, str], float] = defaultdict(float)
         self.dispatch_errors: dict[str, float] = defaultdict(float)
         self.not_started: dict[tuple[str, str], float] = defaultdict(float)
+        # per CronWorkflow, when per_cronworkflow: (namespace, name) and (namespace, name, reason)
+        self.cron_fires: dict[tuple[str, str], float] = defaultdict(float)
+        self.cron_skipped: dict[tuple[str, str, str], float] = defaultdict(float)
         # per trigger: cumulative-free bucket counts (index len(SKEW_BUCKETS) is +Inf), sum
         self.skew: dict[str, list[float]] = {}
         self.skew_sum: dict[str, float] = defaultdict(float)
@@ -88,7 +97,18 @@ class EventTail:
             buckets = [counts[0]] + [counts[i] - counts[i - 1] for i in range(1, len(counts))]
             self.skew[trigger] = buckets
             self.skew_sum[trigger] = total
+        if self.per_cronworkflow:
+            for ns, name, typ, reason, n, ticks in self.view.cronworkflow_counts(head):
+                self._count_cronworkflow(ns, name, typ, reason, n, ticks)
         self.position = head
+
+    def _count_cronworkflow(
+        self, ns: str, name: str, typ: str, reason: str | None, n: int, ticks: int
+    ) -> None:
+        if typ == "ScheduleFired":
+            self.cron_fires[(ns, name)] += n
+        elif typ == "ScheduleSkipped":
+            self.cron_skipped[(ns, name, reason or "Unknown")] += ticks
 
     def _count(
         self,
@@ -145,6 +165,10 @@ class EventTail:
                         1,
                         int(detail.get("count", 1)),
                     )
+                    if self.per_cronworkflow:
+                        self._count_cronworkflow(
+                            r.namespace, r.name, r.type, r.reason, 1, int(detail.get("count", 1))
+                        )
                     if r.type == "ScheduleFired" and trigger in ("schedule", "catchup"):
                         assert r.scheduled_time is not None  # a fire is for a tick
                         self._observe_skew(trigger, r.at - float(r.scheduled_time))
@@ -206,7 +230,28 @@ class EventTail:
                 acc += c
                 cumulative.append((b, acc))
             skew.add_metric([trigger], cumulative, sum_value=self.skew_sum[trigger])
-        return [fires, skips, ticks, runs, errors, not_started, skew]
+        families: list[Metric] = [fires, skips, ticks, runs, errors, not_started, skew]
+        if self.per_cronworkflow:
+            families += self._per_cronworkflow()
+        return families
+
+    def _per_cronworkflow(self) -> list[Metric]:
+        fires = CounterMetricFamily(
+            "cronsource_cronworkflow_fires",
+            "ScheduleFired events in the log of each CronWorkflow (every trigger)",
+            labels=["namespace", "name"],
+        )
+        for (ns, name), v in sorted(self.cron_fires.items()):
+            fires.add_metric([ns, name], v)
+        skipped = CounterMetricFamily(
+            "cronsource_cronworkflow_skipped_ticks",
+            "Ticks of each CronWorkflow decided as skipped (a folded range counts each of its"
+            " ticks), by reason",
+            labels=["namespace", "name", "reason"],
+        )
+        for (ns, name, reason), v in sorted(self.cron_skipped.items()):
+            skipped.add_metric([ns, name, reason], v)
+        return [fires, skipped]
 
 
 class _EngineCollector(Collector):
@@ -386,7 +431,8 @@ class _EngineCollector(Collector):
 class Metrics:
     """The metrics of one app: its own registry, the event-log counters, engine gauges and
     HTTP request metrics. `loop` (a SchedulerLoop) adds this process's own ownership and
-    worker failures when the scheduler runs in the same process."""
+    worker failures when the scheduler runs in the same process; `per_cronworkflow` adds the
+    opt-in per-CronWorkflow counters."""
 
     def __init__(
         self,
@@ -395,9 +441,10 @@ class Metrics:
         *,
         rejected_by_api: Callable[[], int] = lambda: 0,
         loop: Any = None,
+        per_cronworkflow: bool = False,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        self.tail = EventTail(engine.view)
+        self.tail = EventTail(engine.view, per_cronworkflow)
         self.registry.register(_EngineCollector(engine, clock, self.tail, rejected_by_api, loop))
         self.http_requests = Counter(
             "cronsource_http_requests",

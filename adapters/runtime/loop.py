@@ -15,7 +15,9 @@ and the read model moves its position in the same transaction as its rows.
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -32,9 +34,11 @@ from cronsource.adapters.runtime.retention import RETENTION_SECONDS, Retention
 from cronsource.adapters.runtime.runwatcher import RunPoller
 from cronsource.adapters.runtime.scheduler import Scheduler
 from cronsource.adapters.runtime.settings import (
+    EXIT_STOP_OVERDUE,
     IDENTITY_SECONDS,
     RECOVERY_WAIT,
     REPORT_SECONDS,
+    STOP_GRACE_SECONDS,
     TURN_BUDGET,
 )
 from cronsource.adapters.runtime.storeidentity import store_identity
@@ -275,7 +279,14 @@ class SchedulerLoop:
             )
 
     def turn(self) -> None:
+        """One turn of steps. Once SIGTERM has come (`stop_event`), the step in flight
+        finishes and no other starts: while the store is down each step can wait a pool
+        timeout for a connection, and a turn's six of them one after the other kept a replica
+        from exiting for 30 s. Nothing is lost by stopping between steps: a fire is committed
+        before its Workflow exists, and the projections and the dispatcher resume from their
+        positions in the next replica."""
         clock = self.clock
+        stopping = self.stop_event.is_set
         self.watch_wall_clock()
         try:
             self.check_store()
@@ -283,25 +294,34 @@ class SchedulerLoop:
             if not self._store_lost:
                 log.warning("the store does not answer: %s: %s", type(e).__name__, e)
             self._store_lost = True
+        if stopping():
+            return
         if (
             self._last_rebalance is None
             or clock.monotonic() - self._last_rebalance >= REBALANCE_SECONDS
         ):
             self.supervise_shards.run(self.ownership.rebalance)
             self._last_rebalance = clock.monotonic()
-        if self.runs_projections:
+        if self.runs_projections and not stopping():
             self.supervise_projections.run(lambda: self.project_once(clock.now()))
-            if self._recover_pending and self.watcher is not None:
+            if self._recover_pending and self.watcher is not None and not stopping():
                 self.supervise_recovery.run(lambda: self.recover_once(clock.now()))
         # Not while the store may be another one than the copies were made on, nor before
         # the runs it lost are recovered: a decision then would be made on copies ahead of
         # the log, or decide again a tick whose run exists.
-        if self.runs_scheduler and not self._store_lost and not self.recovery_first():
+        if (
+            self.runs_scheduler
+            and not self._store_lost
+            and not stopping()
+            and not self.recovery_first()
+        ):
             self.supervise_scheduler.run(lambda: self.schedule_once(clock.now()))
+        if stopping():
+            return
         if self.runs_projections:
             self.supervise_projections.run(lambda: self.project_once(clock.now()))
             watcher = self.watcher
-            if watcher is not None:
+            if watcher is not None and not stopping():
                 self.supervise_runs.run(
                     lambda: watcher.poll(clock.now(), self.budget(), self.stop_event.is_set)
                 )
@@ -309,10 +329,13 @@ class SchedulerLoop:
             # Another replica projects now: a failure from when we did is not ours to report.
             self.supervise_projections.forget()
             self.supervise_runs.forget()
-        if self.runs_scheduler:
+        if self.runs_scheduler and not stopping():
             # Last, after the projections moved the due index past this turn's decisions.
             self.supervise_warmup.run(lambda: self.warm_once(clock.now()))
-            self.supervise_warmup.run(lambda: self.prepare_once(clock.now()))
+            if not stopping():
+                self.supervise_warmup.run(lambda: self.prepare_once(clock.now()))
+        if stopping():
+            return
         if self.retention is not None and self.runs_projections and self._retention_due():
             self.supervise_retention.run(lambda: self.retain_once(clock.now()))
         if self.heartbeat and clock.monotonic() - self._last_report >= REPORT_SECONDS:
@@ -401,14 +424,40 @@ class SchedulerLoop:
         projector.worker_running = projector.dispatch_thread = False
         self.ownership.release()
 
-    def install_signal_handlers(self, waker: Waker | None = None) -> None:
-        """SIGTERM/SIGINT finish the turn in flight, release the shards and exit 0."""
+    def install_signal_handlers(
+        self, waker: Waker | None = None, grace: float = STOP_GRACE_SECONDS
+    ) -> None:
+        """SIGTERM/SIGINT finish the step in flight (`turn`), release the shards and exit 0;
+        or, if that has not happened `grace` seconds after the signal, exit at once with
+        EXIT_STOP_OVERDUE (adapters/runtime/settings.py says why that loses nothing)."""
+        overdue: list[threading.Timer] = []
 
         def stop(signum: int, frame: Any) -> None:
             log.info("signal %d: finishing the batch in flight", signum)
             self.stop_event.set()
             if waker is not None:
                 waker.event.set()
+            if not overdue:
+                timer = threading.Timer(grace, self._stop_overdue, args=(grace,))
+                timer.daemon = True  # a clean exit before it fires ends it with the process
+                timer.start()
+                overdue.append(timer)
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
+
+    def _stop_overdue(self, grace: float) -> None:
+        log.error(
+            "still not stopped %gs after the signal: a step waits on the store, which does not"
+            " answer; exiting now without releasing the shards (they are freed when the"
+            " session ends or the lease lapses); nothing is lost: a fire is committed before"
+            " its Workflow exists, and the next replica resumes from the log",
+            grace,
+        )
+        for handler in logging.getLogger().handlers + log.handlers:
+            try:
+                handler.flush()
+            except Exception:  # exiting anyway: a handler that cannot flush must not stop it
+                pass
+        sys.stderr.flush()
+        os._exit(EXIT_STOP_OVERDUE)

@@ -33,3 +33,14 @@ IDENTITY_SECONDS = 1.0
 #: to be recovered before it decides anything (adapters/runtime/recovery.py): a failover's
 #: recovery takes one list of the Workflows once the read model is at the head of the log.
 RECOVERY_WAIT = 10.0
+#: Seconds after SIGTERM within which `run` has exited, whatever it waits for. The step in
+#: flight normally ends within a few seconds even with the store down (a pooled connection is
+#: waited for 3 s at most), but a query on a connection to a server that hangs (its processes
+#: stopped, a machine or network that drops packets) waits with no client-side limit. Past
+#: this, the process exits at once with EXIT_STOP_OVERDUE, as a crash would: nothing is lost
+#: (a fire is committed before its Workflow exists, every position moves after its work), and
+#: its shards are freed when its session ends or its lease lapses. Below Kubernetes' default
+#: grace period of 30 s, and the 10 s of issue 27.
+STOP_GRACE_SECONDS = 8.0
+#: `run`'s exit status when it had to leave without finishing (see STOP_GRACE_SECONDS).
+EXIT_STOP_OVERDUE = 1

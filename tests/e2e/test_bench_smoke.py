@@ -155,6 +155,10 @@ def test_report_writes_the_document(pg_url: str, tmp_path: Path) -> None:
             str(tmp_path / "skew.png"),
             "--log",
             str(tmp_path / "report.log"),
+            # Not the repository's bench/results: a tiny run there replaces the figures the
+            # document shows (it did, once, for burst-pg-cold and burst-sqlite-cold).
+            "--results",
+            str(tmp_path / "results"),
         ],
         cwd=ROOT,
         capture_output=True,
@@ -167,3 +171,38 @@ def test_report_writes_the_document(pg_url: str, tmp_path: Path) -> None:
     assert "STALE-FIGURES" not in text
     assert "python -m bench.burst --crons 200 --store $PG" in text
     assert "| burst, cold | sqlite | 200 |" in text
+
+
+def test_history(store: str, tmp_path: Path) -> None:
+    """bench.history --quick: every part ran and reported its ratio; the streams were written
+    to their sizes with snapshots, and the retention bounded the log."""
+    res = bench("bench.history", "--quick", "--runs", "1", "--store", store)
+    assert res["name"] == "history" and res["store"] == kind(store) and res["quick"] is True
+    small, big = res["commands"]
+    assert (small["size"], big["size"]) == (10, 1000) and res["n"] == 1000
+    assert small["events"] == 10 and small["tail_events"] == 10
+    # Written to just before the next snapshot: the longest tail a load replays.
+    assert 1097 <= big["events"] <= 1099 and 95 <= big["tail_events"] <= 99
+    assert big["snapshots_rows"] == 10 and big["events_rows"] >= big["events"]
+    for c in ("suspend", "get", "why", "history"):
+        assert positive(small[f"{c}_ms"], big[f"{c}_ms"], big[f"{c}_inprocess_ms"])
+        assert res[f"ratio_{c}"] == pytest.approx(big[f"{c}_ms"] / small[f"{c}_ms"], rel=0.01)
+        assert positive(res[f"ratio_{c}_inprocess"])
+    assert 200 <= res["disk_bytes_per_event"] <= 2000 and 2.98 <= res["events_per_run"] <= 3
+    startup = {s["store"]: s for s in res["startup"]}
+    assert set(startup) == {"empty", "fresh", "history"}
+    assert startup["history"]["crons"] == 10 and startup["history"]["events"] > 3000
+    assert positive(*(s["ready_seconds"] for s in startup.values()), res["ratio_startup"])
+    year = res["year"]
+    assert len(year["samples"]) == 12 and year["removed"] > 0
+    assert year["samples"][-1]["events"] < year["samples"][2]["events"] * 1.5
+    sim = res["simulate"]
+    assert sim["ticks"] == 144 and sim["rejected_writes"] == 0
+    assert positive(sim["first_tenth_ms_per_tick"], sim["last_tenth_ms_per_tick"])
+    assert positive(sim["first_tenth_cpu_ms_per_tick"], sim["last_tenth_cpu_ms_per_tick"])
+    assert sim["ratio"] == pytest.approx(
+        sim["last_tenth_cpu_ms_per_tick"] / sim["first_tenth_cpu_ms_per_tick"], rel=0.01
+    )
+    assert set(res["targets"]) == {"commands", "startup", "year_rows", "simulate"}
+    assert res["pass"] == all(res["targets"].values())
+    assert not list(tmp_path.glob("bench-*")), "the stores (and their lock files) are throwaway"

@@ -41,6 +41,7 @@ from cronsource.adapters.infrastructure.kube import (
     connect,
 )
 from cronsource.adapters.runtime.kube import KubeSync
+from cronsource.adapters.runtime.kube.watch import LABEL_INSTANCE
 from cronsource.domain.cronworkflow import workflow_name
 from cronsource.domain.service import NotFound
 from cronsource.projections.dispatch import Creation, PermanentSubmissionError
@@ -348,15 +349,21 @@ def test_the_adapter_runs_as_the_service_account(
     kube_namespace: str,
     tmp_path: Path,
 ) -> None:
-    """`run --kube` as deployed: cluster-wide watches, a Workflow created and owned, status
-    written, the Workflow terminated and deleted, all with the service account's token."""
+    """`run --kube` as deployed: cluster-wide watches of the objects labelled for the
+    deploy's instance id only (an unlabelled one is Argo's and is left alone: deploy/ is safe
+    beside Argo's controller), a Workflow created and owned, status written, the Workflow
+    terminated and deleted, all with the service account's token."""
     ns = kube_namespace
+    stored = {(o["kind"], o["metadata"]["name"]): s for _, o, s in applied}
+    instance = stored[("ConfigMap", "cronsource")]["data"]["CRONSOURCE_INSTANCE_ID"]
+    assert instance, "deploy/ must not take the objects Argo's controller takes by default"
     sa_client = service_account_client(deploy_apiserver)
     token = sa_client.configuration.api_key["authorization"].removeprefix("Bearer ")
     sa_client.close()
     sa = connect(str(service_account_kubeconfig(deploy_apiserver, token, tmp_path)))
     engine = bootstrap("memory:", target=KubeTarget(sa, Backoff(sleep=lambda s: None)))
-    sync = KubeSync(engine, sa)  # no namespace: cluster-wide, as deploy/ runs it
+    # no namespace: cluster-wide, as deploy/ runs it
+    sync = KubeSync(engine, sa, instance_id=instance)
     with deploy_apiserver.api_client() as admin_client:
         admin = client.CustomObjectsApi(admin_client)
         sync.start(watch_seconds=1)
@@ -372,12 +379,14 @@ def test_the_adapter_runs_as_the_service_account(
             body = {
                 "apiVersion": f"{GROUP}/{VERSION}",
                 "kind": "CronWorkflow",
-                "metadata": {"name": "job"},
+                "metadata": {"name": "argos"},
                 "spec": {
                     "schedules": ["* * * * *"],
                     "workflowSpec": {"entrypoint": "main", "templates": [{"name": "main"}]},
                 },
             }
+            admin.create_namespaced_custom_object(GROUP, VERSION, ns, CWF, body)
+            body["metadata"] = {"name": "job", "labels": {LABEL_INSTANCE: instance}}
             uid = admin.create_namespaced_custom_object(GROUP, VERSION, ns, CWF, body)["metadata"][
                 "uid"
             ]
@@ -390,6 +399,9 @@ def test_the_adapter_runs_as_the_service_account(
                     return False
 
             poll_until(admitted, T0)
+            # The unlabelled one is for Argo's controller: the watch never even lists it.
+            with pytest.raises(NotFound):
+                engine.service.find(ns, "argos")
             cron_id = engine.service.find(ns, "job", uid).id
             engine.service.tick([cron_id], TICK)
             engine.projector.catch_up(TICK)  # KubeTarget.create, as the service account
@@ -609,7 +621,10 @@ def test_the_deployed_pod_spec_runs_in_the_image_and_answers_its_probes(
                 {
                     "apiVersion": f"{GROUP}/{VERSION}",
                     "kind": "CronWorkflow",
-                    "metadata": {"name": "every2"},
+                    "metadata": {
+                        "name": "every2",
+                        "labels": {LABEL_INSTANCE: config["CRONSOURCE_INSTANCE_ID"]},
+                    },
                     "spec": {
                         "schedules": ["@every 2s"],
                         "workflowSpec": {"entrypoint": "main", "templates": [{"name": "main"}]},

@@ -8,6 +8,8 @@ scheduler's own arithmetic, so a scheduler bug cannot hide behind the same bug i
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import signal
@@ -16,7 +18,7 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -748,3 +750,41 @@ def stop_keeping_data(datadir: str) -> None:
     from tests import pgserver
 
     pgserver._pg_ctl_stop(pgserver.find_bindir(), datadir, pgserver.server_user())
+
+
+# ------------------------------------------------------------------------------ a full disk
+
+
+@contextlib.contextmanager
+def tmpfs(where: Path, size: str) -> Iterator[Path]:
+    """A small file system of its own at `where` (a tmpfs: the suite runs as root, as CI does),
+    readable by every user (a PostgreSQL tablespace on it is written by the server's user);
+    unmounted after, lazily, so that a process that outlived its test cannot keep it."""
+    where.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, f"mounting a tmpfs needs root: {done.stderr}"
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def fill_disk(disk: Path) -> Path:
+    """Write a file until `disk` has not one byte left (a page's worth of room would let a
+    store commit a little more); returns it (removing it frees the disk)."""
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        for chunk in (65536, 4096, 1):
+            try:
+                while True:
+                    os.write(fd, b"\0" * chunk)
+            except OSError as e:
+                assert e.errno == errno.ENOSPC, e
+    finally:
+        os.close(fd)
+    return filler

@@ -1,7 +1,7 @@
 """The status writer (adapters/infrastructure/kube/status.py) on the in-memory API
 (tests/kube/fake.py): at least once and idempotent by our sequence annotation, a merge patch with
 a resourceVersion precondition that a concurrent edit turns into a 409 it retries, patched
-from the watch's copy of the metadata, touching only status, our annotation and Argo's completed
+from the watch's copy of the metadata, touching only status, our annotations and Argo's completed
 label. The same writer against the real server: tests/integration/test_kube_contract.py.
 """
 
@@ -20,6 +20,7 @@ from cronsource.adapters.infrastructure.kube import (
     SeenMetadata,
     StatusWriter,
 )
+from cronsource.adapters.infrastructure.kube.status import ANNOTATION_STREAM
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.kube import CronWorkflowWatcher
 from cronsource.projections.readmodel import LABEL_COMPLETED, status_row
@@ -77,7 +78,8 @@ def test_only_status_our_annotation_and_the_completed_label_are_written(
     assert obj["metadata"]["labels"] == {"team": "a", LABEL_COMPLETED: "true"}
     assert obj["spec"] == before["spec"]
     assert obj["metadata"]["annotations"] == {
-        ANNOTATION_SEQUENCE: str(engine.service.load(cron_id).version)
+        ANNOTATION_SEQUENCE: str(engine.service.load(cron_id).version),
+        ANNOTATION_STREAM: str(cron_id),
     }
 
 

@@ -6,13 +6,12 @@ test_readiness.py; /readyz of a real `cronsource run`: tests/e2e/test_readiness.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from cronsource.adapters.bootstrap import bootstrap
-from cronsource.adapters.clock import VirtualClock
+from cronsource.adapters.clock import SYSTEM_CLOCK, VirtualClock
 from cronsource.adapters.entrypoints.probes import Probes
 from cronsource.adapters.runtime.loop import SchedulerLoop
 from cronsource.adapters.runtime.supervisor import MAX_BACKOFF, PROBE_SECONDS, Supervisor
@@ -47,7 +46,7 @@ def test_readiness_is_503_while_a_worker_fails_and_forgets_a_role_it_lost(tmp_pa
     engine = bootstrap(f"sqlite:///{tmp_path / 'c.db'}")
     owner = Replica()
     loop = SchedulerLoop(engine, owner)
-    probes = Probes(engine, loop, lambda: datetime.now(UTC))
+    probes = Probes(engine, loop, SYSTEM_CLOCK)
     try:
         loop.turn()
         assert probes.ready()[0] == 200

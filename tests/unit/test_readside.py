@@ -85,3 +85,25 @@ def test_readers_get_the_row_type_the_projection_wrote(store: str, tmp_path: Any
         assert want.next_due == T0 + timedelta(minutes=2)
     finally:
         engine.close()
+
+
+def test_whether_a_namespace_held_cronworkflows_is_an_index_search(tmp_path: Any) -> None:
+    """`-n NS` is checked on every `list` and `history`: answered from the audit's index, not
+    by listing the namespaces of every event ever recorded (which grows with the log)."""
+    engine = bootstrap(f"sqlite:///{tmp_path / 'n.db'}")
+    try:
+        doc = {
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "CronWorkflow",
+            "metadata": {"name": "job", "namespace": "team-a"},
+            "spec": {"schedule": "* * * * *", "workflowSpec": {"entrypoint": "main"}},
+        }
+        engine.service.apply(parse_manifest(doc), T0)
+        engine.projector.catch_up(T0)
+        view = engine.view
+        assert view.has_namespace("team-a") and not view.has_namespace("team-b")
+        assert view.audit_namespaces() == ["team-a"]
+        plan = view.db.fetch("EXPLAIN QUERY PLAN " + view.HAS_NAMESPACE, ("team-a",))
+        assert [row[-1] for row in plan if "SCAN" in row[-1]] == [], plan
+    finally:
+        engine.close()

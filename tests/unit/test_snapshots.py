@@ -192,3 +192,67 @@ def test_a_snapshot_that_cannot_be_read_is_logged_and_the_stream_replayed(
         assert any(f"at version {version} cannot be read" in r.getMessage() for r in caplog.records)
     finally:
         engine.close()
+
+
+def test_a_load_reads_one_snapshot_however_many_the_stream_has(engine: Engine) -> None:
+    """A stream of a million events has 10,000 snapshots: a load reads the latest only (and
+    the one before it when the latest cannot be read), never all of them."""
+    svc = engine.service
+    cron_id, _ = svc.apply(manifest(), T0)
+    grow(svc, cron_id, 200)
+    versions = snapshot_versions(svc, cron_id)
+    assert len(versions) >= 3
+    assert svc.snapshots is not None
+    recorder: Any = svc.snapshots.recorder
+    rows: list[int] = []
+    real = recorder.select_events
+
+    def spy(originator_id: Any, **kwargs: Any) -> Any:
+        found = real(originator_id, **kwargs)
+        rows.append(len(found))
+        return found
+
+    recorder.select_events = spy
+    try:
+        svc.forget()
+        loaded = svc.load(cron_id)
+    finally:
+        recorder.select_events = real
+    assert sum(rows) == 1, f"the load read {sum(rows)} snapshots of {len(versions)}"
+    same_state(loaded, replayed(svc, cron_id))
+
+
+def test_a_latest_snapshot_that_cannot_be_read_loads_from_the_one_before(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = bootstrap(f"sqlite:///{tmp_path}/c.db")
+    try:
+        svc = engine.service
+        cron_id, _ = svc.apply(manifest(), T0)
+        grow(svc, cron_id, 200)
+        *_, before, latest = snapshot_versions(svc, cron_id)
+        assert svc.snapshots is not None
+        recorder: Any = svc.snapshots.recorder
+        with recorder.datastore.transaction(commit=True) as c:
+            c.execute(
+                f"UPDATE {recorder.events_table_name} SET state = ?"  # noqa: S608
+                " WHERE originator_version = ?",
+                (b'{"not": "a snapshot"', latest),
+            )
+        reads: list[dict[str, Any]] = []
+        real = svc.recorder.select_events
+
+        def spy(originator_id: Any, **kwargs: Any) -> Any:
+            reads.append(kwargs)
+            return real(originator_id, **kwargs)
+
+        svc.forget()
+        svc.recorder.select_events = spy  # type: ignore[method-assign]
+        with caplog.at_level(logging.WARNING, logger="cronsource"):
+            loaded = svc.load(cron_id)
+        svc.recorder.select_events = real  # type: ignore[method-assign]
+        assert [r.get("gt") for r in reads] == [before], "not loaded from the one before"
+        same_state(loaded, replayed(svc, cron_id))
+        assert any(f"at version {latest} cannot be read" in r.getMessage() for r in caplog.records)
+    finally:
+        engine.close()

@@ -14,6 +14,7 @@ a new command is a function in the module of its group (or a new module imported
 from cronsource.adapters.entrypoints.cli import (  # noqa: F401  (each registers its commands)
     admission,
     backfill,
+    handover,
     reads,
     run,
     serve,

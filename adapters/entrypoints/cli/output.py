@@ -126,4 +126,8 @@ def detail_cell(e: dict[str, Any]) -> str:
         return (e.get("message") or e.get("reason") or "-") + transient
     if t == "SpecUpdated":
         return f"generation={e.get('generation')}"
+    if t == "StatusAdopted":
+        from cronsource.adapters.application.handover import adopted_cell
+
+        return adopted_cell(e)
     return "-"

@@ -81,6 +81,13 @@ _REPLICA_OPTIONS = [
         help="bearer token /metrics asks for (else $CRONSOURCE_TOKEN; none: open)",
     ),
     click.option(
+        "--per-cronworkflow-metrics",
+        is_flag=True,
+        envvar="CRONSOURCE_PER_CRONWORKFLOW_METRICS",
+        help="with --http-port: also count fires and skipped ticks per CronWorkflow (labels"
+        " namespace, name): one series each, for a few hundred CronWorkflows at most",
+    ),
+    click.option(
         "--max-turn-age",
         default="60s",
         show_default=True,
@@ -137,6 +144,7 @@ def run_replica(
     http_port: int | None,
     http_host: str,
     http_token_file: str | None,
+    per_cronworkflow_metrics: bool,
     max_turn_age: str,
     lease_duration: str,
     retain: str | None,
@@ -264,7 +272,14 @@ def run_replica(
 
         try:
             probes = ProbeServer(
-                Probes(engine, loop, engine.clock, token=http_token, max_turn_age=turn_age),
+                Probes(
+                    engine,
+                    loop,
+                    engine.clock,
+                    token=http_token,
+                    max_turn_age=turn_age,
+                    per_cronworkflow=per_cronworkflow_metrics,
+                ),
                 http_host,
                 http_port,
             )

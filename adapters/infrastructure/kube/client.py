@@ -23,7 +23,7 @@ from kubernetes.aio import config as aconfig
 from kubernetes.aio import watch as awatch
 from kubernetes.aio.client.exceptions import ApiException
 
-from cronsource.adapters.infrastructure.kube.port import GROUP, VERSION, ApiError
+from cronsource.adapters.infrastructure.kube.port import FIELD_MANAGER, GROUP, VERSION, ApiError
 
 T = TypeVar("T")
 
@@ -152,7 +152,13 @@ class AioKube:
         try:
             return _obj(
                 await self.api.create_namespaced_custom_object(
-                    GROUP, VERSION, namespace, plural, body, _request_timeout=REQUEST_TIMEOUT
+                    GROUP,
+                    VERSION,
+                    namespace,
+                    plural,
+                    body,
+                    field_manager=FIELD_MANAGER,
+                    _request_timeout=REQUEST_TIMEOUT,
                 )
             )
         except _FAILURES as e:
@@ -171,6 +177,7 @@ class AioKube:
                     name,
                     body,
                     _content_type="application/merge-patch+json",
+                    field_manager=FIELD_MANAGER,
                     _request_timeout=REQUEST_TIMEOUT,
                 )
             )

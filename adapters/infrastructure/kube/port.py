@@ -18,6 +18,11 @@ from collections.abc import AsyncIterator, Coroutine
 from typing import Any, Protocol, TypeVar
 
 GROUP, VERSION = "argoproj.io", "v1alpha1"
+#: The field manager of every write (`metadata.managedFields`), so that the cluster itself
+#: says which Workflows cronsource created and which status fields it wrote, beside Argo's
+#: `workflow-controller` (tests/test_argo_controller_interop.py identifies the creator of
+#: each Workflow by it).
+FIELD_MANAGER = "cronsource"
 CWF, WF = "cronworkflows", "workflows"
 
 T = TypeVar("T")

@@ -47,16 +47,22 @@ def resolved_schedule_keys(obj: dict[str, Any]) -> frozenset[str]:
 
 class SeenMetadata:
     """(namespace, name) -> the metadata of the newest version seen: written by the watch (the
-    scheduler loop's thread) and by the writer's own PATCH answers (the client's loop)."""
+    scheduler loop's thread) and by the writer's own PATCH answers (the client's loop).
 
-    def __init__(self) -> None:
+    `keys`: keep only these metadata fields (for many objects of which little is read, such
+    as the child Workflows whose uids the status names); None keeps all."""
+
+    def __init__(self, keys: tuple[str, ...] | None = None) -> None:
         self._lock = threading.Lock()
         self._meta: dict[tuple[str, str], Seen] = {}
+        self._keys = keys
 
     def saw(self, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
         if not meta.get("name"):
             return
+        if self._keys is not None:
+            meta = {k: meta[k] for k in (*self._keys, "name", "namespace") if k in meta}
         key = (meta.get("namespace") or "default", meta["name"])
         seen = Seen(meta, resolved_schedule_keys(obj))
         with self._lock:

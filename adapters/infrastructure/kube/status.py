@@ -14,6 +14,14 @@ away), and drops the whole map when no schedule has an `H` any more, as Argo's c
 With a `SeenMetadata` (the CronWorkflow watch's copy, as Argo patches from its informer's),
 the first try takes the object's metadata from there instead of reading it: a burst's status
 writes then cost one request each, not two. A stale copy costs a 409 and one read.
+
+The sequence is a stream's (an aggregate version), so the stream that wrote it is named beside
+it (`cronsource.io/status-stream`): after an object was handed back to Argo and taken again,
+the new stream's first versions are lower than what the old one left, and must not be dropped
+as stale. Each active run is named with its Workflow's uid where the Workflow was seen (created
+by the dispatcher or seen by the run watch): Argo's controller matches active runs by uid
+(`reconcileActiveWfs`), so a run that ends just after the object was handed back is counted
+by Argo instead of dropped.
 """
 
 from __future__ import annotations
@@ -25,24 +33,54 @@ from typing import Any
 
 from cronsource.adapters.infrastructure.kube.port import CWF, ApiError, KubeApi
 from cronsource.adapters.infrastructure.kube.seen import Seen, SeenMetadata, resolved_schedule_keys
-from cronsource.adapters.infrastructure.kube.target import Backoff, get_object
+from cronsource.adapters.infrastructure.kube.target import Backoff, get_object, owner_uids
 from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.projections.readmodel import LABEL_COMPLETED, StatusRow, status_row
 
 ANNOTATION_SEQUENCE = "cronsource.io/status-sequence"
+ANNOTATION_STREAM = "cronsource.io/status-stream"
 #: Status writes in flight at once when many CronWorkflows changed in one turn.
 IN_FLIGHT = 16
 
 
+def shown_sequence(cron_id: str, meta: dict[str, Any]) -> int | None:
+    """The sequence of the status the object shows, when this stream wrote it (or a
+    cronsource that did not name the stream); None when another stream did, or none."""
+    annotations = meta.get("annotations") or {}
+    shown = annotations.get(ANNOTATION_SEQUENCE, "")
+    stream = annotations.get(ANNOTATION_STREAM)
+    if not shown.isdigit() or stream not in (None, cron_id):
+        return None
+    return int(shown)
+
+
+def with_uids(row: StatusRow, workflows: SeenMetadata | None) -> dict[str, Any]:
+    """The row's status, each active run with its Workflow's uid where a Workflow of that
+    name, owned by this CronWorkflow, was seen (Argo's `corev1.ObjectReference`)."""
+    owner = row.metadata.get("uid")
+    if workflows is None or not owner or not row.status.get("active"):
+        return row.status
+    active = []
+    for ref in row.status["active"]:
+        seen = workflows.get(ref.get("namespace") or row.namespace, ref["name"]) or {}
+        if seen.get("uid") and owner in owner_uids(seen):
+            ref = {**ref, "uid": seen["uid"]}
+        active.append(ref)
+    return {**row.status, "active": active}
+
+
 def status_patch(
-    row: StatusRow, meta: dict[str, Any], shown_resolved: frozenset[str] = frozenset()
+    row: StatusRow,
+    meta: dict[str, Any],
+    shown_resolved: frozenset[str] = frozenset(),
+    workflows: SeenMetadata | None = None,
 ) -> dict[str, Any]:
-    """The merge patch for one status write. Besides status and our annotation it sets
+    """The merge patch for one status write. Besides status and our annotations it sets
     only Argo's completed label, as Argo does when the stop strategy is met, and removes it
     once resumed; no other label is touched. `shown_resolved` are the keys of the object's
     `status.resolvedSchedules` at `meta`'s version: those the status no longer has are
     nulled, or the map dropped when it is empty."""
-    status = dict(row.status)
+    status = dict(with_uids(row, workflows))
     ours: dict[str, Any] = status.get("resolvedSchedules") or {}
     if ours:
         status["resolvedSchedules"] = {**dict.fromkeys(shown_resolved - ours.keys()), **ours}
@@ -51,7 +89,7 @@ def status_patch(
     body: dict[str, Any] = {
         "metadata": {
             "resourceVersion": meta["resourceVersion"],
-            "annotations": {ANNOTATION_SEQUENCE: str(row.version)},
+            "annotations": {ANNOTATION_SEQUENCE: str(row.version), ANNOTATION_STREAM: row.cron_id},
         },
         "status": status,
     }
@@ -70,8 +108,10 @@ class StatusWriter:
         backoff: Backoff | None = None,
         max_conflicts: int = 10,
         seen: SeenMetadata | None = None,
+        workflows: SeenMetadata | None = None,
     ):
         self.kube = kube
+        self.workflows = workflows  # the Workflows seen, for the uids of active runs
         self.backoff = backoff or Backoff()
         self.max_conflicts = max_conflicts
         self.seen = seen
@@ -114,14 +154,14 @@ class StatusWriter:
                 if seen is None:
                     return False
             meta = seen.metadata
-            shown = (meta.get("annotations") or {}).get(ANNOTATION_SEQUENCE, "")
+            shown = shown_sequence(row.cron_id, meta)
             other = bool(uid) and meta.get("uid") != uid  # another incarnation of the name
-            if other or (shown.isdigit() and int(shown) >= row.version):
+            if other or (shown is not None and shown >= row.version):
                 if fresh:
                     return False
                 seen = None  # dropped only on what the API says, not on the watch's copy
                 continue
-            body = status_patch(row, meta, seen.resolved_schedules)
+            body = status_patch(row, meta, seen.resolved_schedules, self.workflows)
             try:
                 written = await self.backoff.call(
                     functools.partial(self.kube.patch, row.namespace, CWF, row.name, body)

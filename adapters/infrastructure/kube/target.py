@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from cronsource.adapters.infrastructure.kube.port import CWF, WF, ApiError, KubeApi
+from cronsource.adapters.infrastructure.kube.seen import SeenMetadata
 from cronsource.projections.dispatch import Creation, PermanentSubmissionError, is_same_workflow
 
 log = logging.getLogger("cronsource.adapters.infrastructure.kube")
@@ -94,6 +95,9 @@ class KubeTarget:
         self.backoff = backoff or Backoff()
         self.in_flight = in_flight
         self._owner_uid: dict[str, str] = {}  # cron_id -> CronWorkflow uid, when looked up
+        #: Where the Workflows created are remembered (their uids name the active runs in
+        #: the status: adapters/kube/status.py), when the caller keeps them.
+        self.seen: SeenMetadata | None = None
 
     # -- the synchronous face the dispatcher calls --------------------------------------------
 
@@ -157,7 +161,9 @@ class KubeTarget:
                 ref["uid"] = await self._owner(ns, ref["name"], cron_id)
         for _ in range(3):
             try:
-                await self.backoff.call(lambda: self.kube.create(ns, WF, workflow))
+                created = await self.backoff.call(lambda: self.kube.create(ns, WF, workflow))
+                if self.seen is not None:
+                    self.seen.saw(created)
                 return
             except ApiError as e:
                 if e.status in PERMANENT or e.status == 404:
@@ -176,6 +182,8 @@ class KubeTarget:
                     continue  # deleted in between: create again
                 raise
             if is_same_workflow(existing.get("metadata") or {}, meta):
+                if self.seen is not None:
+                    self.seen.saw(existing)
                 return
             raise PermanentSubmissionError(f"workflow {ns}/{name} exists and is not ours")
         raise PermanentSubmissionError(f"workflow {ns}/{name}: create keeps racing a delete")

@@ -30,8 +30,9 @@ from cronsource.adapters.infrastructure.readside.dialect import POSTGRESQL, SQLI
 #: many at once wait their turn. The event store's pool allows 5 + 10 overflow; the HTTP
 #: server's worker threads rarely have more than a few reads in flight at once.
 POOL_SIZE = 10
-#: Seconds a caller waits for a pooled connection (the event store's connect timeout).
-POOL_TIMEOUT = 10.0
+#: Seconds a caller waits for a pooled connection (as the event store's do, store/config.py):
+#: a loop step waiting longer while the store is down delays SIGTERM by as much.
+POOL_TIMEOUT = 3.0
 
 
 class Database(Protocol):

@@ -43,6 +43,7 @@ class TailRow:
     at: float
     scheduled_time: float | None
     detail: dict[str, Any]
+    name: str = ""
 
 
 class Observations:
@@ -180,6 +181,21 @@ class Observations:
         )
         return [(r[0], r[1], r[2], r[3], r[4], r[5], int(r[6]), int(r[7] or r[6])) for r in rows]
 
+    def cronworkflow_counts(self, head: int) -> list[tuple[str, str, str, str | None, int, int]]:
+        """Fires and skips up to position `head` per CronWorkflow: (namespace, name, type,
+        reason, rows, ticks), ticks counting each tick of a folded skip range. Only for the
+        opt-in per-CronWorkflow metrics: it groups by name, one row per CronWorkflow."""
+        j = self.db.dialect.json_field
+        rows = self._query(
+            "SELECT namespace, name, type, reason, COUNT(*),"
+            f" SUM(COALESCE(CAST({j('detail', 'count')} AS INTEGER), 1))"
+            " FROM cronsource_audit WHERE notification_id <= ?"
+            " AND type IN ('ScheduleFired', 'ScheduleSkipped')"
+            " GROUP BY namespace, name, type, reason",
+            (head,),
+        )
+        return [(r[0], r[1], r[2], r[3], int(r[4]), int(r[5] or r[4])) for r in rows]
+
     def fire_skew(
         self, head: int, buckets: Sequence[float]
     ) -> list[tuple[str, int, float, list[float]]]:
@@ -202,13 +218,14 @@ class Observations:
         """Audit rows of these types after position `after`, in log order, at most `limit`."""
         listed = ", ".join(f"'{t}'" for t in types)
         rows = self._query(
-            "SELECT notification_id, namespace, type, reason, at, scheduled_time, detail"
+            "SELECT notification_id, namespace, type, reason, at, scheduled_time, detail, name"
             f" FROM cronsource_audit WHERE notification_id > ? AND type IN ({listed})"
             " ORDER BY notification_id LIMIT ?",
             (after, limit),
         )
         return [
-            TailRow(int(r[0]), r[1], r[2], r[3], float(r[4]), r[5], json.loads(r[6])) for r in rows
+            TailRow(int(r[0]), r[1], r[2], r[3], float(r[4]), r[5], json.loads(r[6]), r[7])
+            for r in rows
         ]
 
     def due_counts(self, now: datetime) -> tuple[int, int]:

@@ -216,9 +216,17 @@ class Queries(Observations):
         return int(rows[0][0] or 0) if rows else 0
 
     def audit_namespaces(self) -> list[str]:
-        """Every namespace that ever held a CronWorkflow, sorted."""
+        """Every namespace that ever held a CronWorkflow, sorted (a scan of the whole audit:
+        for error messages; `has_namespace` answers whether one did)."""
         rows = self._query("SELECT DISTINCT namespace FROM cronsource_audit")
         return sorted(r[0] for r in rows)
+
+    #: An index search (cronsource_audit_cron), whatever the size of the audit.
+    HAS_NAMESPACE = "SELECT 1 FROM cronsource_audit WHERE namespace = ? LIMIT 1"
+
+    def has_namespace(self, namespace: str) -> bool:
+        """Whether this namespace ever held a CronWorkflow."""
+        return bool(self._query(self.HAS_NAMESPACE, (namespace,)))
 
     # ------------------------------------------------------------------ HTTP API
 

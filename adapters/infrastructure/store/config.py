@@ -33,6 +33,8 @@ from cronsource.adapters.infrastructure.store.recorders.postgres import CONNINFO
 DEFAULT_STORE = "sqlite:///cronsource.db"
 #: Where eventsourcing finds our recorders and factories (its topics: module:attribute).
 RECORDERS = "cronsource.adapters.infrastructure.store.recorders"
+#: Seconds the event store's callers wait for a pooled connection (see `StoreConfig.env`).
+POOL_WAIT_SECONDS = 3
 #: What a password is replaced by wherever a store URL is shown.
 HIDDEN = "***"
 #: libpq parameters whose value is a secret (the URL's own password is handled apart).
@@ -229,7 +231,13 @@ class StoreConfig:
             CONNINFO: self.pg_conninfo,
             "POSTGRES_POOL_SIZE": "5",
             "POSTGRES_MAX_OVERFLOW": "10",
-            "POSTGRES_CONNECT_TIMEOUT": "10",
+            # Seconds a caller waits for a pooled connection (the pool makes them in the
+            # background; a refused or dead server answers no sooner). A loop step that reads
+            # while the store is down waits this long twice (a read tries one fresh connection,
+            # store/recorders/), and SIGTERM waits for the step in flight: with 10 s a
+            # replica took 20 s and more to stop (issue 27, item 3). A healthy server gives a
+            # connection in milliseconds.
+            "POSTGRES_CONNECT_TIMEOUT": str(POOL_WAIT_SECONDS),
             "POSTGRES_PRE_PING": "y",
             "APPLICATION_RECORDER_TOPIC": f"{RECORDERS}:PostgresRecorder",
             "CREATE_TABLE": "y" if create_table else "n",

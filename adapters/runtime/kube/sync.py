@@ -14,6 +14,7 @@ from cronsource.adapters.clock import Clock
 from cronsource.adapters.infrastructure.kube.port import WF, KubeApi
 from cronsource.adapters.infrastructure.kube.seen import SeenMetadata
 from cronsource.adapters.infrastructure.kube.status import StatusWriter
+from cronsource.adapters.infrastructure.kube.target import KubeTarget
 from cronsource.adapters.runtime.kube.watch import (
     CronWorkflowWatcher,
     ViewProgress,
@@ -53,17 +54,30 @@ class KubeSync:
         clock = clock if clock is not None else engine.clock
         self.namespace = namespace
         seen = SeenMetadata()
-        self.crons = CronWorkflowWatcher(
-            kube, engine.service, namespace, instance_id, clock=clock, seen=seen
-        )
+        # The child Workflows seen (created by the dispatcher, or by the run watch), whose uids
+        # the status names for Argo (adapters/kube/status.py `with_uids`).
+        workflows = SeenMetadata(keys=("uid", "resourceVersion", "ownerReferences"))
+        target = getattr(getattr(engine, "dispatcher", None), "target", None)
+        if isinstance(target, KubeTarget):
+            target.seen = workflows
         self.runs = WorkflowWatcher(
             kube,
             engine.service,
             namespace,
             clock=clock,
             progress=ViewProgress(engine.view, engine.service.name),
+            workflows=workflows,
         )
-        self.status = StatusWriter(kube, seen=seen)
+        self.crons = CronWorkflowWatcher(
+            kube,
+            engine.service,
+            namespace,
+            instance_id,
+            clock=clock,
+            seen=seen,
+            on_runs_adopted=self.runs.check,
+        )
+        self.status = StatusWriter(kube, seen=seen, workflows=workflows)
         self._written: dict[str, int] = {}
         # The dispatcher's position when status writes last saw it move, and when; and since
         # when they have been waiting.

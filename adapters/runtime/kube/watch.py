@@ -26,8 +26,9 @@ from uuid import UUID
 from cronsource.adapters.clock import SYSTEM_CLOCK, Clock
 from cronsource.adapters.infrastructure.kube.port import CWF, WF, ApiError, KubeApi
 from cronsource.adapters.infrastructure.kube.seen import SeenMetadata
-from cronsource.adapters.infrastructure.kube.status import ANNOTATION_SEQUENCE
-from cronsource.adapters.infrastructure.kube.target import FINISHED, owner_uids
+from cronsource.adapters.infrastructure.kube.status import ANNOTATION_SEQUENCE, ANNOTATION_STREAM
+from cronsource.adapters.infrastructure.kube.target import FINISHED, Backoff, get_object, owner_uids
+from cronsource.domain.adoption import ArgoStatus, read_argo_status
 from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.manifest import ManifestError, parse_manifest
 from cronsource.domain.service import CronService, NotFound
@@ -227,10 +228,12 @@ def _key(obj: dict[str, Any]) -> tuple[str, str]:
 
 def manifest_of(obj: dict[str, Any]) -> dict[str, Any]:
     """The CronWorkflow as a manifest: no status, only the metadata the domain reads, and
-    without our own status annotation (which changes on every status write)."""
+    without our own status annotations (which change on every status write)."""
     meta = obj.get("metadata") or {}
     annotations = {
-        k: v for k, v in (meta.get("annotations") or {}).items() if k != ANNOTATION_SEQUENCE
+        k: v
+        for k, v in (meta.get("annotations") or {}).items()
+        if k not in (ANNOTATION_SEQUENCE, ANNOTATION_STREAM)
     }
     return {
         "apiVersion": obj.get("apiVersion"),
@@ -247,9 +250,21 @@ def manifest_of(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+#: What the CronWorkflow watch asks of the run watch once it adopted runs another controller
+#: started: (stream id, namespace, Workflow names, now).
+RunsAdopted = Callable[[UUID, str, list[str], datetime], None]
+
+
 class CronWorkflowWatcher(_ListWatch):
     """CronWorkflows -> apply / reject_spec / delete. Selects by Argo's instance-id label:
-    with `instance_id` the objects labelled with it, without it the objects with no label."""
+    with `instance_id` the objects labelled with it, without it the objects with no label.
+
+    The first time it takes an object (the store has no live stream for it), it adopts the
+    status the object carries (domain/adoption.py): Argo's counts, active runs, last tick and
+    conditions, in the save that creates the stream. Fields it cannot read are named in a
+    warning and in the event, and the rest is taken. The adopted active runs are handed to
+    `on_runs_adopted` (the run watch's `check`): one may have ended before this watch took the
+    object, when the run watch still had nobody to tell."""
 
     plural = CWF
 
@@ -261,6 +276,7 @@ class CronWorkflowWatcher(_ListWatch):
         instance_id: str | None = None,
         clock: Clock = SYSTEM_CLOCK,
         seen: SeenMetadata | None = None,
+        on_runs_adopted: RunsAdopted | None = None,
     ) -> None:
         selector = f"{LABEL_INSTANCE}={instance_id}" if instance_id else f"!{LABEL_INSTANCE}"
         super().__init__(kube, namespace, selector, clock)
@@ -269,6 +285,7 @@ class CronWorkflowWatcher(_ListWatch):
         self.seen = seen  # the status writer's copy of each object's metadata
         self.known: dict[tuple[str, str], str] = {}  # (namespace, name) -> uid
         self.rejected: dict[tuple[str, str], str] = {}  # invalid objects never admitted
+        self.on_runs_adopted = on_runs_adopted
 
     def selects(self, labels: dict[str, str]) -> bool:
         """Whether an object with these labels is ours (the label selector, in Python)."""
@@ -333,7 +350,31 @@ class CronWorkflowWatcher(_ListWatch):
             self.service.reject_spec(agg.id, generation, str(e), at)
             return
         self.rejected.pop(key, None)
-        self.service.apply(manifest, at)
+        adopt = read_argo_status(obj, key[0], at)
+        cron_id, what = self.service.apply(manifest, at, adopt=adopt)
+        if what == "created" and not adopt.empty:
+            self._adopted(cron_id, key, adopt, at)
+
+    def _adopted(
+        self, cron_id: UUID, key: tuple[str, str], status: ArgoStatus, at: datetime
+    ) -> None:
+        for problem in status.unreadable:
+            log.warning(
+                "cronworkflow %s/%s: adopted its status without %s", key[0], key[1], problem
+            )
+        log.info(
+            "cronworkflow %s/%s: adopted its status: succeeded=%d failed=%d active=%d"
+            " lastScheduledTime=%s%s",
+            key[0],
+            key[1],
+            status.succeeded,
+            status.failed,
+            len(status.active),
+            status.last_scheduled_time.isoformat() if status.last_scheduled_time else "-",
+            " (stopped)" if status.stopped else "",
+        )
+        if status.active and self.on_runs_adopted is not None:
+            self.on_runs_adopted(cron_id, key[0], [name for name, _ in status.active], at)
 
 
 class DispatchProgress(Protocol):
@@ -386,11 +427,18 @@ class WorkflowWatcher(_ListWatch):
         namespace: str | None = None,
         clock: Clock = SYSTEM_CLOCK,
         progress: DispatchProgress | None = None,
+        workflows: SeenMetadata | None = None,
     ) -> None:
         super().__init__(kube, namespace, LABEL_CRON, clock)
         self.service = service
         self.progress = progress
         self.seen: dict[tuple[str, str], dict[str, Any]] = {}  # unfinished children seen
+        #: The metadata of every child seen, for the uids the status writer names
+        #: (adapters/kube/status.py `with_uids`).
+        self.workflows = workflows
+        self.backoff = Backoff()
+        #: Runs to read once (`check`): (namespace, name) -> the stream that counts them.
+        self.to_check: dict[tuple[str, str], UUID] = {}
 
     def _cron(self, obj: dict[str, Any]) -> CronWorkflow | None:
         meta = obj["metadata"]
@@ -407,6 +455,11 @@ class WorkflowWatcher(_ListWatch):
 
     def _handle(self, kind: str, obj: dict[str, Any], at: datetime) -> None:
         key = _key(obj)
+        if self.workflows is not None:
+            if kind == "DELETED":
+                self.workflows.forget(*key)
+            else:
+                self.workflows.saw(obj)
         phase = (obj.get("status") or {}).get("phase")
         if phase in FINISHED:
             self.seen.pop(key, None)
@@ -420,6 +473,47 @@ class WorkflowWatcher(_ListWatch):
             self._vanished(obj, at)
         else:
             self.seen[key] = obj
+
+    def check(self, cron_id: UUID, namespace: str, names: list[str], at: datetime) -> None:
+        """Read these runs of one CronWorkflow now and report what became of them: ended
+        (RunCompleted), gone (RunVanished), or running (watched from here on, as a run of
+        ours). For runs adopted from another controller: this watch may have seen one end
+        before anything counted it as active, and then has nothing left to report. A run
+        the API does not answer for is read again at the next drain: left unread, one that
+        ended would hold Forbid for good."""
+        for name in names:
+            self.to_check[(namespace, name)] = cron_id
+        self._check_pending(at)
+
+    def drain(
+        self, at: datetime, budget: float | None = None, stop: Callable[[], bool] | None = None
+    ) -> int:
+        self._check_pending(at)
+        return super().drain(at, budget, stop)
+
+    def _check_pending(self, at: datetime) -> None:
+        for (namespace, name), cron_id in list(self.to_check.items()):
+            try:
+                obj = self.kube.run(get_object(self.kube, self.backoff, namespace, WF, name))
+            except ApiError as e:
+                if e.status != 404:
+                    log.warning(
+                        "workflow %s/%s not read (%s): read again later", namespace, name, e
+                    )
+                    continue
+                self.to_check.pop((namespace, name))
+                log.info("workflow %s/%s adopted as active is gone: run vanished", namespace, name)
+                self.service.run_vanished(cron_id, name, at)
+                continue
+            self.to_check.pop((namespace, name))
+            if self.workflows is not None:
+                self.workflows.saw(obj)
+            phase = (obj.get("status") or {}).get("phase")
+            if phase in FINISHED:
+                finished = _parse_time((obj.get("status") or {}).get("finishedAt")) or at
+                self.service.run_completed(cron_id, name, phase, finished, at)
+            else:
+                self.seen[(namespace, name)] = obj
 
     def report_ended(self, items: list[dict[str, Any]], at: datetime) -> None:
         """Report the runs among `items` that already ended (a recovered run that ended
