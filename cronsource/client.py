@@ -3,7 +3,7 @@
 The same methods, arguments, results and errors as `cronsource.open` (cronsource/library.py):
 arguments are checked here first (cronsource/arguments.py), each call is one request of the
 HTTP API (docs/http-api.md), results are the API's own pydantic models, and each RFC 9457
-problem becomes the error of cronsource/errors.py it stands for. tests/test_python_api.py runs
+problem becomes the error of cronsource/errors.py it stands for. tests/e2e/test_python_api.py runs
 one set of tests over both.
 """
 

@@ -25,7 +25,7 @@ both, so every rule here is Argo's, observable difference for observable differe
   digits, within int64).
 
 The spec is never rewritten: callers derive the expansion from spec, namespace and name each
-time they compile a schedule. `tests/test_cronhash.py` holds the PR's own test table.
+time they compile a schedule. `tests/unit/test_cronhash.py` holds the PR's own test table.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ ANNOTATION_SCHEDULED = "workflows.argoproj.io/scheduled-time"
 #: CronWorkflow labels Argo copies onto each child (convert.go `labelsToPropagate`). Not the
 #: controller instance id, which Argo also copies: here it selects cronsource as the cron
 #: controller, and the child must go to Argo's workflow controller, which takes only
-#: Workflows without it (docs/operator-guide.md; tests/test_argo_controller_interop.py).
+#: Workflows without it (docs/operator-guide.md; tests/e2e/test_argo_controller_interop.py).
 PROPAGATED_LABELS = (
     "workflows.argoproj.io/creator",
     "workflows.argoproj.io/creator-email",
@@ -133,7 +133,7 @@ def not_started_message(
 class WorkflowTarget(Protocol):
     """Where Workflows go: the local directory, the simulator, or a Kubernetes cluster.
 
-    Every one keeps the contract the at-least-once dispatch needs (tests/test_target_conformance.py
+    Every one keeps the contract the at-least-once dispatch needs (tests/integration/test_target_conformance.py
     holds all three to it): a repeated create of our Workflow is done; a name that is not ours
     (`is_same_workflow` false) raises PermanentSubmissionError; terminating a finished or missing
     run and deleting a missing one are not errors.

@@ -11,7 +11,7 @@
 # Why it is cheap: tests/helm pins every module it shares with the test API server
 # (tests/kube/apiserver/go.mod: k8s.io/* v0.37.2, and the rest) to the apiserver's version,
 # which is why Helm is v4.3.0 and not a later one (v4.3.1 needs newer golang.org/x modules).
-# Go's build cache then reuses packages the apiserver build compiled (tests/test_helm_chart.py
+# Go's build cache then reuses packages the apiserver build compiled (tests/e2e/test_helm_chart.py
 # checks that the versions still line up). Measured in December 2026 on the 2 shared cores of a
 # development machine (load 4 to 7 from other work, so the wall times are high):
 #   cold alone (empty Go module and build caches): 146 s wall, 147 CPU-s; 540 MB of modules,

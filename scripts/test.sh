@@ -91,7 +91,7 @@ CRONSOURCE_PROMCHECK=$(scripts/build-promcheck.sh | tail -n 1)
 export CRONSOURCE_PROMCHECK
 
 echo "== Debian packages: Chromium (status-page test), mmdebstrap/buildah/podman/runc/skopeo (image),"
-echo "   faketime (a replica's wall clock stepped while it runs: tests/test_fault_clock_jumps.py)"
+echo "   faketime (a replica's wall clock stepped while it runs: tests/e2e/test_fault_clock_jumps.py)"
 need=()
 for pkg in chromium mmdebstrap buildah podman runc skopeo faketime; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")

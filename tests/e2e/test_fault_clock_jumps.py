@@ -1,5 +1,5 @@
 """The wall clock of a running `cronsource run` stepped by +2 h and by -1 h, as an NTP step or an
-operator's `date -s` does it (issue 27, "Done when"; tests/test_clock_jumps.py is the same rule
+operator's `date -s` does it (issue 27, "Done when"; tests/unit/test_clock_jumps.py is the same rule
 on a virtual clock).
 
 The replica is a real process on a real PostgreSQL server; its wall clock is libfaketime's

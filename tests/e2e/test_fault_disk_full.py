@@ -7,12 +7,12 @@ event, no tick without exactly one decision (and each by the catch-up rules for 
 was made), and the read model equal to a rebuild from the log. The figures, including how long
 after the space came back the first fire came, are printed (run with -s).
 
-- SQLite: the database file on a small tmpfs the test mounts (as tests/test_readiness.py does;
+- SQLite: the database file on a small tmpfs the test mounts (as tests/e2e/test_readiness.py does;
   that file checks /readyz, this one what the log and the Workflows hold afterwards).
 - PostgreSQL: the database in a tablespace on such a tmpfs, the server's own files (its WAL
   among them) elsewhere: a data volume that fills while the server keeps running. (A server
-  whose WAL disk fills stops with a PANIC: that is the store going down, tests/test_faults.py
-  and tests/test_fault_store_down.py.)
+  whose WAL disk fills stops with a PANIC: that is the store going down, tests/e2e/test_faults.py
+  and tests/e2e/test_fault_store_down.py.)
 """
 
 from __future__ import annotations

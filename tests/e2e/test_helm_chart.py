@@ -1,6 +1,6 @@
 """The Helm chart deploy/helm/cronsource: `helm lint` and `helm template` of Helm's own
 command (v4.3.0, scripts/build-helm.sh), the rendered objects applied with strict server-side
-validation to a real kube-apiserver (tests/kube/apiserver.py) as tests/test_kube_deploy.py
+validation to a real kube-apiserver (tests/kube/apiserver.py) as tests/e2e/test_kube_deploy.py
 applies the kustomization, the service account's permissions checked by SubjectAccessReviews,
 and the defaults compared with the kustomization's objects: the same Deployment (pod spec,
 probes, env), Job, RBAC, ConfigMap and Service. The ServiceMonitor and PrometheusRule, whose
@@ -244,7 +244,7 @@ def test_the_helm_build_shares_the_apiserver_s_compiled_packages() -> None:
 
 @pytest.fixture(scope="module")
 def chart_apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kube.ApiServer]:
-    """As tests/test_kube_deploy.py runs it: every default admission plugin (NamespaceLifecycle
+    """As tests/e2e/test_kube_deploy.py runs it: every default admission plugin (NamespaceLifecycle
     too), and OwnerReferencesPermissionEnforcement."""
     server = kube.start(
         tmp_path_factory.mktemp("kube-helm"),

@@ -4,7 +4,7 @@ the status written back in the form Argo reads, and `cronsource adopt` / `releas
 the installed CLI. The window logic of the moves (adapters/kubeadopt.py) is tested at the end
 on a recording fake and a fake clock, where the instants can be named.
 
-Argo's real controller on both sides of a move is tests/test_argo_controller_interop.py.
+Argo's real controller on both sides of a move is tests/e2e/test_argo_controller_interop.py.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ read whole is taken in part, naming what was left out.
 
 Application level (CronService on the memory store), times as arguments: `at("10:01:00")` is
 2026-05-04 10:01:00 UTC. The Kubernetes side (the watch reading a real object) is in
-tests/test_kube_adopt.py; Argo's real controller on both sides of a move in
-tests/test_argo_controller_interop.py.
+tests/e2e/test_kube_adopt.py; Argo's real controller on both sides of a move in
+tests/e2e/test_argo_controller_interop.py.
 """
 
 from __future__ import annotations

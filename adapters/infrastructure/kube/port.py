@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeVar
 GROUP, VERSION = "argoproj.io", "v1alpha1"
 #: The field manager of every write (`metadata.managedFields`), so that the cluster itself
 #: says which Workflows cronsource created and which status fields it wrote, beside Argo's
-#: `workflow-controller` (tests/test_argo_controller_interop.py identifies the creator of
+#: `workflow-controller` (tests/e2e/test_argo_controller_interop.py identifies the creator of
 #: each Workflow by it).
 FIELD_MANAGER = "cronsource"
 CWF, WF = "cronworkflows", "workflows"
