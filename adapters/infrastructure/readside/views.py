@@ -5,8 +5,8 @@ text, and they change when the engine needs them to. These views are what a BI t
 or a Grafana panel queries instead: one row per decision, per Workflow, per CronWorkflow and per
 change, with snake_case columns and real times. A view's name carries its version; a change
 that would break a query on it (a column renamed, removed, moved or retyped) makes a `_v2`
-beside it instead. `COLUMNS` is that promise, and tests/integration/test_audit_views.py pins it on SQLite
-and PostgreSQL.
+beside it instead. `COLUMNS` is that promise, and tests/integration/test_audit_views.py pins it
+on SQLite and PostgreSQL.
 
 The views are built on the audit and status tables only: no projection of their own, so they are
 as current as `history` and `get`, and a store made by an older version gets them from

@@ -342,8 +342,8 @@ class PostgresFactory(LibraryPostgresFactory):
 # (adapters/infrastructure/store/config.py); it builds everything as the library does (pool sizes,
 # timeouts, schema, recorders) and then points the still unopened pool at the libpq conninfo from
 # the environment (`CONNINFO`), so every parameter of the URL reaches every event-store connection.
-# tests/integration/test_store_url.py checks it against a real server (pg_stat_activity, sslmode, a dead first
-# host).
+# tests/integration/test_store_url.py checks it against a real server (pg_stat_activity,
+# sslmode, a dead first host).
 
 #: The environment key holding the libpq conninfo (key=value, password included).
 CONNINFO = "CRONSOURCE_STORE_CONNINFO"
