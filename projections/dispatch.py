@@ -134,9 +134,10 @@ class WorkflowTarget(Protocol):
     """Where Workflows go: the local directory, the simulator, or a Kubernetes cluster.
 
     Every one keeps the contract the at-least-once dispatch needs
-    (tests/integration/test_target_conformance.py holds all three to it): a repeated create of our Workflow is done; a name that is not ours
-    (`is_same_workflow` false) raises PermanentSubmissionError; terminating a finished or missing
-    run and deleting a missing one are not errors.
+    (tests/integration/test_target_conformance.py holds all three to it): a repeated create of
+    our Workflow is done; a name that is not ours (`is_same_workflow` false) raises
+    PermanentSubmissionError; terminating a finished or missing run and deleting a missing one
+    are not errors.
     """
 
     def create(
