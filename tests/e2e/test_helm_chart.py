@@ -25,7 +25,7 @@ from tests.e2e.test_kube_deploy import NEEDED, OTHERS, VERBS, Admin, split
 from tests.kube import apiserver as kube
 from tests.kube import kustomize
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 #: Everything the chart can switch on, less the two kinds the test server has no CRD for.
 EVERY_OPTION = [
     "store.create=true",
