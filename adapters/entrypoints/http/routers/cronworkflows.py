@@ -253,10 +253,11 @@ async def patch(
             read = live["metadata"]["resourceVersion"]
             patched = change(live, body)
             meta = patched.get("metadata") if isinstance(patched, dict) else None
-            carried = meta.get("resourceVersion") if isinstance(meta, dict) else None
+            if isinstance(meta, dict) and meta.get("resourceVersion") == read:
+                # The version the patch was applied to, not one the client demanded: only
+                # If-Match or a resourceVersion the patch itself set is a precondition.
+                meta.pop("resourceVersion")
             demanded = resource_version(patched, header_version)
-            if header_version is None and carried == read:
-                demanded = None  # the version read, not one the client demanded
             return admit(patched, namespace, name), demanded
 
         what = ops.patch(namespace, name, edit).what
