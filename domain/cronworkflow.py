@@ -731,6 +731,8 @@ class CronWorkflow(Aggregate):
         another manager wrote is not this one's last apply: a field it set that this file
         would change raises ApplyConflict (nothing recorded) unless `force`; otherwise the
         file merges with an empty record of its own, and its record replaces the other's.
+        The default manager (`cronsource apply`'s) never conflicts: over another manager's
+        record it applies two-way, as without a record, and says so.
 
         Raises ManifestError when the merge of valid parts is not a valid CronWorkflow."""
         if self.deleted:
@@ -740,26 +742,30 @@ class CronWorkflow(Aggregate):
         record = with_manager(config, manager)
         problem = record_problem(self.last_applied)
         live = live_config(self.spec, self.labels, self.annotations, self.suspended)
-        last: dict[str, Any]
+        last: dict[str, Any] = {}
         if problem is None:
             assert self.last_applied is not None  # record_problem said it is usable
-            last = named_config(self.last_applied)
             owner = record_manager(self.last_applied)
-            if owner != manager:
-                conflicts = ownership_conflicts(last, config, live)
+            if owner == manager:
+                last = named_config(self.last_applied)
+            elif manager == DEFAULT_MANAGER:
+                # `cronsource apply` never conflicts (as kubectl's client-side apply never
+                # does): a record another manager wrote is not its own last apply, so it
+                # applies as it does without one.
+                problem = f"the last apply was field manager {owner!r}'s"
+            else:
+                conflicts = ownership_conflicts(named_config(self.last_applied), config, live)
                 if conflicts and not force:
                     raise ApplyConflict(manager, owner, conflicts)
-                last = {}
-        elif manager == DEFAULT_MANAGER:
+        if problem is not None and manager == DEFAULT_MANAGER:
             self.update_spec(manifest, at, late_tolerance, last_applied=record)
             return [
                 f"{ref}: {problem}: applied two-way (the file's values replace the live"
                 " ones); the next apply merges three-way"
             ]
-        else:
-            # Server-side apply with no applier's record to go by: nothing is owned by
-            # another manager, so the file's fields take its values and the rest stays.
-            last = {}
+        # Another manager's apply (forced, or changing nothing its owner set), or one with
+        # no record to go by, merges with an empty record of its own: the file's fields
+        # take its values and the rest stays as it is.
         merged = merge(last, config, live, force)
         desired = _merged_manifest(manifest, merged.config, ref)
         spec = _spec_dict(desired.spec)

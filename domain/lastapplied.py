@@ -34,8 +34,10 @@ records are as they always were). An apply by the record's own manager is the th
 above. An apply by another manager is refused (`ApplyConflict`, naming each field) where it
 would change a value the record's manager set (`ownership_conflicts`), unless forced; it then
 merges with an empty record of its own (every field it names takes its value, the rest stays
-live) and its record replaces the other's. One record, not per-field ownership: the last
-manager to apply owns what it named.
+live) and its record replaces the other's. The default manager never conflicts, as kubectl's
+client-side apply never does: over another manager's record it applies two-way, as it does
+without a record, and says so. One record, not per-field ownership: the last manager to apply
+owns what it named.
 """
 
 from __future__ import annotations

@@ -527,8 +527,8 @@ class CronService(Application[UUID]):
         self, manifest: CronWorkflowManifest, at: datetime, *, applied: bool = False
     ) -> UUID:
         """Create only: AlreadyExists when a live CronWorkflow of that name is there.
-        `applied`: the manifest is a file applied (HTTP's create-only apply), so the
-        CronWorkflow keeps it as its last-applied record.
+        `applied`: the manifest is a file applied (HTTP's POST, the library's create), so
+        the CronWorkflow keeps it as the default field manager's last-applied record.
 
         The store decides, not this process: the new stream's id is deterministic and its
         first event is version 1, so when two writers (two replicas) create the same name at

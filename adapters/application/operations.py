@@ -154,7 +154,7 @@ class Operations:
     def _create(
         self, manifest: CronWorkflowManifest, expected: int | None, at: datetime, applied: bool
     ) -> UUID:
-        """Create only (`If-None-Match: *`), decided by the store (`CronService.create`), so
+        """Create only (HTTP's POST, `create_only`), decided by the store (`CronService.create`), so
         two replicas creating one name at once get one 201 and one AlreadyExists.
 
         A live object of that name under another uid (one the Kubernetes watch synced) counts

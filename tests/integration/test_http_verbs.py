@@ -320,8 +320,12 @@ def test_another_managers_apply_that_changes_its_fields_is_409_naming_them(
     forced = api.server_apply(manifest("etl", "5 * * * *", timezone="UTC"), "ci", force=True)
     assert forced.status_code == 200 and forced.json()["spec"]["schedules"] == ["5 * * * *"]
     assert forced.json()["metadata"]["labels"] == {"team": "data"}  # ci did not name them
+    third = api.server_apply(manifest("etl", timezone="UTC"), manager="cd")
+    assert fields(third) == {"spec.schedules"}  # ci's now
+    # and `cronsource apply`'s manager never conflicts: it applies two-way, with a warning
     back = api.server_apply(manifest("etl", labels={"team": "data"}, timezone="UTC"))
-    assert fields(back) == {"spec.schedules"}  # now cronsource is the other manager
+    assert back.status_code == 200 and back.json()["spec"]["schedules"] == ["0 * * * *"]
+    assert "the last apply was field manager 'ci''s: applied two-way" in back.headers["warning"]
 
 
 def test_another_managers_apply_of_values_that_agree_is_no_conflict(

@@ -61,9 +61,30 @@ def test_forced_the_other_manager_takes_the_fields_and_the_record() -> None:
     assert agg.last_applied is not None and agg.last_applied["manager"] == "ci"
     assert record_problem(agg.last_applied) is None
     assert types(svc, cron_id)[-1] == "SpecUpdated"
-    # and cronsource is now the other manager
-    with pytest.raises(ApplyConflict):
-        svc.apply_config(manifest(labels={"team": "data"}), at("12:00:00"))
+    # and for a third manager ci is now the one that set the schedule
+    with pytest.raises(ApplyConflict) as e:
+        svc.apply_config(manifest(), at("12:00:00"), manager="cd")
+    assert e.value.owner == "ci"
+
+
+def test_cronsource_apply_never_conflicts_and_applies_two_way_over_another_record() -> None:
+    # given ci applied a deadline and the schedule
+    svc = service()
+    cron_id = svc.apply_config(
+        manifest(startingDeadlineSeconds=60), at("10:00:00"), manager="ci"
+    ).id
+    # when `cronsource apply` (the default manager) applies another schedule
+    applied = svc.apply_config(manifest(schedules=["5 * * * *"]), at("11:00:00"))
+    # then it is applied two-way, as without a record of its own, and says why
+    agg = svc.load(cron_id)
+    assert agg.spec["schedules"] == ["5 * * * *"]
+    assert "startingDeadlineSeconds" not in agg.spec
+    assert applied.notes == (
+        "default/nightly: the last apply was field manager 'ci''s: applied two-way (the"
+        " file's values replace the live ones); the next apply merges three-way",
+    )
+    # and the record is cronsource's again, as it always wrote it
+    assert agg.last_applied is not None and "manager" not in agg.last_applied
 
 
 def test_the_same_manager_applies_three_way_as_the_cli() -> None:
