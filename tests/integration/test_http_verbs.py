@@ -78,7 +78,9 @@ def test_post_of_a_live_name_is_409_already_exists_and_changes_nothing(
     # then 409 AlreadyExists with its version, as Kubernetes answers a create
     body = assert_problem(r, 409)
     assert body["reason"] == "AlreadyExists" and body["currentVersion"] == 1
-    assert "already exists" in body["detail"]
+    assert body["detail"] == (
+        "cronworkflow default/etl already exists; to change it, send PUT or PATCH"
+    )
     unchanged(api, etl, events)
 
 

@@ -46,9 +46,10 @@ from cronsource.adapters.entrypoints.http.params import (
     Namespace,
     Selector,
 )
-from cronsource.adapters.entrypoints.http.problems import ApiError, problem_responses
+from cronsource.adapters.entrypoints.http.problems import ApiError, problem_responses, to_problem
 from cronsource.adapters.entrypoints.http.replies import answer, current, log_command, warn
 from cronsource.domain.manifest import CronWorkflowManifest, name_warnings
+from cronsource.domain.service import AlreadyExists
 
 T = TypeVar("T")
 
@@ -114,7 +115,13 @@ async def create(
             )
         manifest = admit(doc, namespace)
         name = manifest.metadata.name
-        ops.apply(manifest, expected=expected, must_not_exist=True, three_way=True)
+        try:
+            ops.apply(manifest, expected=expected, must_not_exist=True, three_way=True)
+        except AlreadyExists as e:
+            # The table's 409, with the way to update: POST used to update (an upsert).
+            refused = to_problem(e)
+            refused.detail = f"{refused.detail}; to change it, send PUT or PATCH"
+            raise refused from None
         row = current(ops, queries, namespace, name)
         log_command("created", namespace, name, row.version)
         warn(response, name_warnings(manifest))
