@@ -194,6 +194,9 @@ class Operations:
             for _ in range(PATCH_ATTEMPTS):
                 agg = self.find(namespace, name)
                 live = status_row(agg).as_object()
+                # Its own labels: the completed label a stop shows is derived, not the
+                # object's, and written back it would outlive the stop.
+                live["metadata"]["labels"] = dict(agg.labels)
                 manifest, demanded = edit(live)
                 try:
                     with self._counting_stale() if demanded is not None else nullcontext():

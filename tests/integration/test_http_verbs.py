@@ -8,6 +8,7 @@ the event count is unchanged and so is the object.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -28,6 +29,8 @@ from tests.integration.test_http import (
 )
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
+
+COMPLETED = "cronworkflows.argoproj.io/completed"
 
 
 @pytest.fixture
@@ -412,3 +415,17 @@ def test_delete_deletes_and_a_second_delete_is_404(api: Api, etl: dict[str, Any]
     events = api.events()
     assert_problem(api.http.delete(f"{CW}/etl"), 404)
     assert api.events() == events
+
+
+def test_a_patch_does_not_make_the_completed_label_of_a_stop_the_objects_own(api: Api) -> None:
+    # given a CronWorkflow its stop strategy stopped: GET shows Argo's completed label
+    stop = {"expression": "cronworkflow.failed == 0"}
+    assert api.apply(manifest("stops", "* * * * *", stopStrategy=stop)).status_code == 201
+    api.tick("stops", T0 + timedelta(minutes=1))
+    shown = api.http.get(f"{CW}/stops").json()["metadata"]["labels"]
+    assert shown == {COMPLETED: "true"}
+    # when it is patched, then resumed
+    assert api.patch("stops", {"spec": {"timezone": "UTC"}}, MERGE).status_code == 200
+    resumed = api.http.post(f"{CW}/stops/resume")
+    # then the label went with the stop: the patch did not write it into the object
+    assert resumed.status_code == 200 and resumed.json()["metadata"]["labels"] == {}
