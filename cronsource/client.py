@@ -9,6 +9,7 @@ one set of tests over both.
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -16,10 +17,11 @@ from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 import httpx
-import yaml
 from pydantic import BaseModel
 
 from cronsource import arguments
+from cronsource.adapters.application.documents import DocumentError, load_yaml
+from cronsource.adapters.application.inputs import DNS, MAX_NAME
 from cronsource.adapters.application.models import (
     BackfillResult,
     CronWorkflowList,
@@ -30,6 +32,7 @@ from cronsource.adapters.application.models import (
     NextTimes,
     Triggered,
 )
+from cronsource.domain.lastapplied import DEFAULT_MANAGER
 from cronsource.errors import (
     AlreadyExists,
     Conflict,
@@ -47,6 +50,7 @@ Overlap = Literal["Allow", "Forbid", "Replace", "Queue"]
 API_VERSION = "1"
 DEFAULT_BY = "api"
 API = "/api/v1"
+APPLY_PATCH = "application/apply-patch+yaml"
 
 
 class Client:
@@ -79,38 +83,47 @@ class Client:
         create_only: bool = False,
         expected_version: int | None = None,
     ) -> CronWorkflowObject:
-        """Create or update, as `kubectl apply` (see `cronsource.open(...).apply`)."""
-        if isinstance(manifest, str):
-            content, body = "application/yaml", manifest.encode()
-            try:
-                parsed = yaml.safe_load(manifest)
-            except yaml.YAMLError:
-                parsed = None  # the server names what is wrong with it
-        elif isinstance(manifest, Mapping):
-            parsed = manifest
-            content, body = "application/json", httpx.Request("POST", "/", json=manifest).content
-        else:
-            raise Invalid(
-                "manifest", f"must be a mapping or YAML text, not {type(manifest).__name__}"
-            )
-        meta = parsed.get("metadata") if isinstance(parsed, Mapping) else None
-        given = meta.get("namespace") if isinstance(meta, Mapping) else None
-        ns = arguments.namespace(
-            namespace or (given if isinstance(given, str) else None) or "default"
-        )
+        """Create or update, as `kubectl apply` (see `cronsource.open(...).apply`): a
+        server-side apply (`PATCH` with `application/apply-patch+yaml`) by the field manager
+        `cronsource apply` is, so it merges with the CLI's applies three-way as they merge
+        with each other. `create_only`: a create (`POST`)."""
+        content, body, parsed = _manifest_body(manifest)
+        ns = _manifest_namespace(parsed, namespace)
         arguments.version("expected_version", expected_version)
-        headers = {"Content-Type": content}
-        if create_only:
-            headers["If-None-Match"] = "*"
-        if expected_version is not None:
-            headers["If-Match"] = f'"{expected_version}"'
+        name = _manifest_name(parsed)
+        if create_only or name is None:
+            # Without a usable name the server's create names what is wrong with it, as
+            # the library's admission does (nothing is created: admission refuses it).
+            return self._create(ns, content, body, expected_version)
+        params = {"fieldManager": DEFAULT_MANAGER, **({"force": "true"} if force else {})}
+        return self._call(
+            CronWorkflowObject,
+            "PATCH",
+            self._path(ns, name),
+            content=body,
+            headers={"Content-Type": APPLY_PATCH, **(_if_match(expected_version) or {})},
+            params=params,
+        )
+
+    def create(
+        self, manifest: Mapping[str, Any] | str, *, namespace: str | None = None
+    ) -> CronWorkflowObject:
+        """Create only (`POST`): AlreadyExists when a live CronWorkflow has that name."""
+        content, body, parsed = _manifest_body(manifest)
+        return self._create(_manifest_namespace(parsed, namespace), content, body, None)
+
+    def _create(
+        self, namespace: str, content: str, body: bytes, expected_version: int | None
+    ) -> CronWorkflowObject:
+        # `If-None-Match: *` makes the server name a version given with a create as the
+        # library does (`create_only` with `expected_version`).
+        headers = {"Content-Type": content, "If-None-Match": "*"}
         return self._call(
             CronWorkflowObject,
             "POST",
-            f"{API}/namespaces/{ns}/cronworkflows",
+            f"{API}/namespaces/{namespace}/cronworkflows",
             content=body,
-            headers=headers,
-            params={"force": "true"} if force else None,
+            headers={**headers, **(_if_match(expected_version) or {})},
         )
 
     def suspend(
@@ -355,6 +368,40 @@ class Client:
                 f" this client speaks {API_VERSION!r}"
             )
         self._checked = True
+
+
+def _manifest_body(manifest: Mapping[str, Any] | str) -> tuple[str, bytes, Any]:
+    """(Content-Type, body, the manifest as data or None when it does not parse) of a
+    manifest given as a mapping or as YAML/JSON text (parsed by the server's own loader, so
+    the name read here is the name the server reads)."""
+    if isinstance(manifest, str):
+        try:
+            docs = load_yaml(manifest, "manifest")
+        except DocumentError:
+            docs = []  # the server names what is wrong with it
+        parsed = docs[0] if len(docs) == 1 else None
+        return "application/yaml", manifest.encode(), parsed
+    if isinstance(manifest, Mapping):
+        return "application/json", httpx.Request("POST", "/", json=manifest).content, manifest
+    raise Invalid("manifest", f"must be a mapping or YAML text, not {type(manifest).__name__}")
+
+
+def _manifest_namespace(parsed: Any, namespace: str | None) -> str:
+    meta = parsed.get("metadata") if isinstance(parsed, Mapping) else None
+    given = meta.get("namespace") if isinstance(meta, Mapping) else None
+    return arguments.namespace(
+        namespace or (given if isinstance(given, str) else None) or "default"
+    )
+
+
+def _manifest_name(parsed: Any) -> str | None:
+    """The manifest's name when it can be a path's (else None: the server's admission says
+    what is wrong with it)."""
+    meta = parsed.get("metadata") if isinstance(parsed, Mapping) else None
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    if not isinstance(name, str) or len(name) > MAX_NAME or not re.match(DNS, name):
+        return None
+    return name
 
 
 def _if_match(expected_version: int | None) -> dict[str, str] | None:

@@ -18,7 +18,7 @@ class NotFound(CronsourceError, LookupError):
 
 
 class AlreadyExists(CronsourceError):
-    """`apply(..., create_only=True)` of a name that exists: `current_version` is its
+    """`create(...)` (`apply(..., create_only=True)`) of a live name: `current_version` is its
     version."""
 
     def __init__(self, message: str, current_version: int | None) -> None:

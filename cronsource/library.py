@@ -139,6 +139,14 @@ class Cronsource:
             )
             return self._object(ns, m.metadata.name)
 
+    def create(
+        self, manifest: Mapping[str, Any] | str, *, namespace: str | None = None
+    ) -> CronWorkflowObject:
+        """Create only (the HTTP API's `POST`, Kubernetes' create): AlreadyExists when a
+        live CronWorkflow has that name. The manifest is kept as the last-applied
+        configuration, so the next `apply` merges three-way with it."""
+        return self.apply(manifest, namespace=namespace, create_only=True)
+
     def suspend(
         self,
         namespace: str,

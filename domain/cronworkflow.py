@@ -40,7 +40,18 @@ from cronsource.domain.expressions import (
     cronworkflow_variables,
     evaluate_bool,
 )
-from cronsource.domain.lastapplied import applied_config, live_config, merge, record_problem
+from cronsource.domain.lastapplied import (
+    DEFAULT_MANAGER,
+    ApplyConflict,
+    applied_config,
+    live_config,
+    merge,
+    named_config,
+    ownership_conflicts,
+    record_manager,
+    record_problem,
+    with_manager,
+)
 from cronsource.domain.manifest import (
     ANNOTATION_DST_POLICY,
     CronWorkflowManifest,
@@ -707,6 +718,7 @@ class CronWorkflow(Aggregate):
         late_tolerance: timedelta = DEFAULT_LATE_TOLERANCE,
         *,
         force: bool = False,
+        manager: str = DEFAULT_MANAGER,
     ) -> list[str]:
         """`kubectl apply` of a file: a three-way merge of the last-applied record, the file
         and the live object (domain/lastapplied.py), so a field another writer changed since
@@ -715,21 +727,46 @@ class CronWorkflow(Aggregate):
         usable record it falls back to a two-way apply. Returns one line per thing the
         user should know: a field kept at its live value, or the fallback.
 
+        `manager`: the field manager applying (server-side apply over HTTP). A record
+        another manager wrote is not this one's last apply: a field it set that this file
+        would change raises ApplyConflict (nothing recorded) unless `force`; otherwise the
+        file merges with an empty record of its own, and its record replaces the other's.
+        The default manager (`cronsource apply`'s) never conflicts: over another manager's
+        record it applies two-way, as without a record, and says so.
+
         Raises ManifestError when the merge of valid parts is not a valid CronWorkflow."""
         if self.deleted:
             raise ValueError(f"CronWorkflow {self.namespace}/{self.name} is deleted")
         ref = f"{self.namespace}/{self.name}"
         config = applied_config(manifest)
+        record = with_manager(config, manager)
         problem = record_problem(self.last_applied)
-        if problem is not None:
-            self.update_spec(manifest, at, late_tolerance, last_applied=config)
+        live = live_config(self.spec, self.labels, self.annotations, self.suspended)
+        last: dict[str, Any] = {}
+        if problem is None:
+            assert self.last_applied is not None  # record_problem said it is usable
+            owner = record_manager(self.last_applied)
+            if owner == manager:
+                last = named_config(self.last_applied)
+            elif manager == DEFAULT_MANAGER:
+                # `cronsource apply` never conflicts (as kubectl's client-side apply never
+                # does): a record another manager wrote is not its own last apply, so it
+                # applies as it does without one.
+                problem = f"the last apply was field manager {owner!r}'s"
+            else:
+                conflicts = ownership_conflicts(named_config(self.last_applied), config, live)
+                if conflicts and not force:
+                    raise ApplyConflict(manager, owner, conflicts)
+        if problem is not None and manager == DEFAULT_MANAGER:
+            self.update_spec(manifest, at, late_tolerance, last_applied=record)
             return [
                 f"{ref}: {problem}: applied two-way (the file's values replace the live"
                 " ones); the next apply merges three-way"
             ]
-        assert self.last_applied is not None  # record_problem said it is usable
-        live = live_config(self.spec, self.labels, self.annotations, self.suspended)
-        merged = merge(self.last_applied, config, live, force)
+        # Another manager's apply (forced, or changing nothing its owner set), or one with
+        # no record to go by, merges with an empty record of its own: the file's fields
+        # take its values and the rest stays as it is.
+        merged = merge(last, config, live, force)
         desired = _merged_manifest(manifest, merged.config, ref)
         spec = _spec_dict(desired.spec)
         if _without_suspend(spec) == _without_suspend(self.spec):
@@ -744,7 +781,7 @@ class CronWorkflow(Aggregate):
             desired.spec.suspend,
             at,
             late_tolerance,
-            config,
+            record,
         )
         return [f"{ref}: {k.describe()}" for k in merged.kept]
 

@@ -26,6 +26,18 @@ and scalars are one value each):
 
 A dropped field another writer changed stays as that writer set it, as server-side apply
 leaves a field the applier no longer claims to its other owner.
+
+Field managers (the HTTP API's server-side apply, `PATCH` with `application/apply-patch+yaml`
+and `?fieldManager=NAME`): the record also says which manager wrote it (`manager`; absent:
+`DEFAULT_MANAGER`, the manager of `cronsource apply` and of the Python API's `apply`, so their
+records are as they always were). An apply by the record's own manager is the three-way apply
+above. An apply by another manager is refused (`ApplyConflict`, naming each field) where it
+would change a value the record's manager set (`ownership_conflicts`), unless forced; it then
+merges with an empty record of its own (every field it names takes its value, the rest stays
+live) and its record replaces the other's. The default manager never conflicts, as kubectl's
+client-side apply never does: over another manager's record it applies two-way, as it does
+without a record, and says so. One record, not per-field ownership: the last manager to apply
+owns what it named.
 """
 
 from __future__ import annotations
@@ -48,8 +60,12 @@ class _Missing:
 
 MISSING: Final = _Missing()
 
-#: The keys a record may have: what `applied_config` writes.
-_TOP_KEYS: Final = frozenset({"metadata", "spec"})
+#: The keys a record may have: what `applied_config` writes, and the manager (`with_manager`).
+_TOP_KEYS: Final = frozenset({"metadata", "spec", "manager"})
+
+#: The field manager of `cronsource apply` and the Python API's `apply`, and of every record
+#: that names none (all records written before managers were kept).
+DEFAULT_MANAGER: Final = "cronsource"
 _META_KEYS: Final = frozenset({"labels", "annotations"})
 
 
@@ -123,6 +139,74 @@ def live_config(
     }
 
 
+def with_manager(config: dict[str, Any], manager: str) -> dict[str, Any]:
+    """The record an apply by `manager` keeps: `config`, naming the manager unless it is the
+    default (so `cronsource apply` keeps writing exactly the records it always wrote)."""
+    return config if manager == DEFAULT_MANAGER else {**config, "manager": manager}
+
+
+def record_manager(record: Mapping[str, Any]) -> str:
+    """The manager that wrote a usable record (see `record_problem`)."""
+    manager = record.get("manager", DEFAULT_MANAGER)
+    return manager if isinstance(manager, str) else DEFAULT_MANAGER
+
+
+def named_config(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A usable record without its manager: the configuration `merge` compares."""
+    return {k: v for k, v in record.items() if k != "manager"}
+
+
+class ApplyConflict(Exception):
+    """An apply by `manager` would change fields the record's manager (`owner`) set:
+    Kubernetes' 409 Conflict of server-side apply. Nothing was saved."""
+
+    def __init__(self, manager: str, owner: str, conflicts: tuple[Kept, ...]) -> None:
+        self.manager = manager
+        self.owner = owner
+        self.conflicts = conflicts
+        super().__init__(
+            f"apply by field manager {manager!r} conflicts with {owner!r} on "
+            + ", ".join(c.path for c in conflicts)
+            + " (force=true takes this apply's values)"
+        )
+
+    def describe(self, conflict: Kept) -> str:
+        """One line for a conflicting field, without its path (the caller names it)."""
+        return (
+            f"set to {_show(conflict.live)} by field manager {self.owner!r};"
+            f" this apply says {_show(conflict.file)}"
+        )
+
+
+def ownership_conflicts(
+    record: Mapping[str, Any], file: Mapping[str, Any], live: Mapping[str, Any]
+) -> tuple[Kept, ...]:
+    """The fields another manager's `record` names that `file` sets to a value other than
+    the live one (mappings compared key by key, lists and scalars as one value each, as
+    `merge` does). `record` is the configuration without its manager (`named_config`)."""
+    out: list[Kept] = []
+    _conflicts(record, file, live, "", out)
+    return tuple(out)
+
+
+def _conflicts(
+    record: Mapping[str, Any],
+    file: Mapping[str, Any],
+    live: Mapping[str, Any],
+    path: str,
+    out: list[Kept],
+) -> None:
+    for key, value in file.items():
+        if key not in record:
+            continue
+        here = f"{path}.{key}" if path else key
+        owned, now = record[key], live.get(key, MISSING)
+        if isinstance(value, dict) and isinstance(owned, dict) and isinstance(now, dict):
+            _conflicts(owned, value, now, here, out)
+        elif value != now:
+            out.append(Kept(here, now, value))
+
+
 def record_problem(record: object) -> str | None:
     """Why a stored record cannot be used for a three-way apply, or None when it can.
 
@@ -134,6 +218,8 @@ def record_problem(record: object) -> str | None:
         return "the last-applied record is corrupt (not a configuration)"
     spec = record.get("spec", {})
     meta = record.get("metadata", {})
+    if not isinstance(record.get("manager", DEFAULT_MANAGER), str):
+        return "the last-applied record is corrupt (its manager is not a string)"
     if not isinstance(spec, dict) or not isinstance(meta, dict) or not set(meta) <= _META_KEYS:
         return "the last-applied record is corrupt (spec or metadata is not a mapping)"
     for key in _META_KEYS & set(meta):

@@ -29,7 +29,7 @@ from cronsource.domain.adoption import ArgoStatus
 from cronsource.domain.backfill import BackfillPlan, Overlap, plan_backfill
 from cronsource.domain.cronworkflow import CronWorkflow, CronWorkflowSnapshot, Phase, stream_id
 from cronsource.domain.decisions import DEFAULT_LATE_TOLERANCE
-from cronsource.domain.lastapplied import applied_config
+from cronsource.domain.lastapplied import DEFAULT_MANAGER, applied_config, with_manager
 from cronsource.domain.manifest import CronWorkflowManifest
 
 T = TypeVar("T")
@@ -454,18 +454,23 @@ class CronService(Application[UUID]):
         *,
         force: bool = False,
         dry_run: bool = False,
+        manager: str = DEFAULT_MANAGER,
     ) -> Applied:
         """`kubectl apply` of a file: a three-way merge with the last-applied record, which
         this apply then replaces (CronWorkflow.apply_config; `force`: `--force-conflicts`).
         Raises ManifestError, saving nothing, when the merge is not a valid CronWorkflow.
         `dry_run`: decide on the current state and save nothing, so a caller applying many
-        files can refuse them all before saving any (`cronsource apply -f DIR`)."""
+        files can refuse them all before saving any (`cronsource apply -f DIR`).
+        `manager`: the field manager of a server-side apply (ApplyConflict, saving nothing,
+        where it would change what another manager's apply set)."""
         return self._apply(
             manifest,
             at,
             expected_version,
-            lambda a: a.apply_config(manifest, at, self.late_tolerance, force=force),
-            applied_config(manifest),
+            lambda a: a.apply_config(
+                manifest, at, self.late_tolerance, force=force, manager=manager
+            ),
+            with_manager(applied_config(manifest), manager),
             save=not dry_run,
         )
 
@@ -522,8 +527,8 @@ class CronService(Application[UUID]):
         self, manifest: CronWorkflowManifest, at: datetime, *, applied: bool = False
     ) -> UUID:
         """Create only: AlreadyExists when a live CronWorkflow of that name is there.
-        `applied`: the manifest is a file applied (HTTP's create-only apply), so the
-        CronWorkflow keeps it as its last-applied record.
+        `applied`: the manifest is a file applied (HTTP's POST, the library's create), so
+        the CronWorkflow keeps it as the default field manager's last-applied record.
 
         The store decides, not this process: the new stream's id is deterministic and its
         first event is version 1, so when two writers (two replicas) create the same name at

@@ -14,7 +14,7 @@ in adapters/infrastructure/readside/queries.py.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -35,11 +35,16 @@ from cronsource.adapters.infrastructure.readside.queries import EventFilter
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.domain.backfill import BackfillPlan, BackfillTooLarge, HistoryRemoved, Overlap
 from cronsource.domain.cronworkflow import CronWorkflow
+from cronsource.domain.lastapplied import DEFAULT_MANAGER
 from cronsource.domain.manifest import CronWorkflowManifest
-from cronsource.domain.service import AlreadyExists, Applied, NotFound, StaleVersion
-from cronsource.projections.readmodel import AuditRow, StatusRow
+from cronsource.domain.service import AlreadyExists, Applied, Conflict, NotFound, StaleVersion
+from cronsource.projections.readmodel import AuditRow, StatusRow, status_row
 
 T = TypeVar("T")
+
+#: How often a patch reads and patches again when another write lands between its read and
+#: its write, before it answers Conflict (try again).
+PATCH_ATTEMPTS = 5
 
 
 def _ts(t: datetime) -> float:
@@ -113,17 +118,23 @@ class Operations:
         three_way: bool = False,
         force: bool = False,
         dry_run: bool = False,
+        manager: str = DEFAULT_MANAGER,
     ) -> Applied:
-        """Create or update. `three_way`: a file applied, as `kubectl apply` (the POST
-        route, as `cronsource apply`: fields other writers changed since the last apply keep
-        their values unless `force`); else the writer's values as they are (PUT).
-        `dry_run` (three-way only): decide the merge and validate it, save nothing."""
+        """Create or update. `three_way`: a file applied, as `kubectl apply` (`cronsource
+        apply`, the library's `apply`, HTTP's server-side apply: fields other writers changed
+        since the last apply keep their values unless `force`); else the writer's values as
+        they are (PUT). `manager` (three-way): the field manager applying; an apply by
+        another manager than the last one is refused where it changes that one's fields
+        (ApplyConflict) unless `force`. `dry_run` (three-way only): decide the merge and
+        validate it, save nothing."""
         meta = manifest.metadata
         at = self.clock.now()
         if dry_run:
             if not three_way:
                 raise FieldError("dryRun", "applies to a three-way apply only")
-            dry: Applied = self.service.apply_config(manifest, at, force=force, dry_run=True)
+            dry: Applied = self.service.apply_config(
+                manifest, at, force=force, dry_run=True, manager=manager
+            )
             return dry
         with self._settled():
             if must_not_exist:
@@ -132,7 +143,9 @@ class Operations:
                 self.service.find(meta.namespace, meta.name, meta.uid or "")  # NotFound: 404
             with self._counting_stale():
                 if three_way:
-                    result: Applied = self.service.apply_config(manifest, at, expected, force=force)
+                    result: Applied = self.service.apply_config(
+                        manifest, at, expected, force=force, manager=manager
+                    )
                 else:
                     cron_id, what = self.service.apply(manifest, at, expected)
                     result = Applied(cron_id, what)
@@ -141,7 +154,7 @@ class Operations:
     def _create(
         self, manifest: CronWorkflowManifest, expected: int | None, at: datetime, applied: bool
     ) -> UUID:
-        """Create only (`If-None-Match: *`), decided by the store (`CronService.create`), so
+        """Create only (HTTP's POST, `create_only`), decided by the store (`CronService.create`), so
         two replicas creating one name at once get one 201 and one AlreadyExists.
 
         A live object of that name under another uid (one the Kubernetes watch synced) counts
@@ -160,6 +173,44 @@ class Operations:
             raise AlreadyExists(meta.namespace, meta.name, row.version)
         cron_id: UUID = self.service.create(manifest, at, applied=applied)
         return cron_id
+
+    def patch(
+        self,
+        namespace: str,
+        name: str,
+        edit: Callable[[dict[str, Any]], tuple[CronWorkflowManifest, int | None]],
+    ) -> Applied:
+        """A patch (RFC 7386 merge patch, RFC 6902 JSON patch) of the live CronWorkflow:
+        `edit` gets the live object as the API shows it (`metadata.resourceVersion` its
+        version) and returns the manifest it becomes and the version the client demanded
+        (If-Match, or a `resourceVersion` the patch set; None: none). The result replaces
+        the live object as a PUT does (two-way; the last-applied record stays).
+
+        Without a demanded version the write is held to the version that was read, and a
+        write in between makes it read and patch again (as the Kubernetes API server
+        retries a patch), so a patch never overwrites what it did not see. With one, a
+        write in between is the client's StaleVersion. NotFound if there is no live one."""
+        with self._settled():
+            for _ in range(PATCH_ATTEMPTS):
+                agg = self.find(namespace, name)
+                live = status_row(agg).as_object()
+                # Its own labels: the completed label a stop shows is derived, not the
+                # object's, and written back it would outlive the stop.
+                live["metadata"]["labels"] = dict(agg.labels)
+                manifest, demanded = edit(live)
+                try:
+                    with self._counting_stale() if demanded is not None else nullcontext():
+                        _, what = self.service.apply(
+                            manifest,
+                            self.clock.now(),
+                            demanded if demanded is not None else agg.version,
+                        )
+                except StaleVersion:
+                    if demanded is not None:
+                        raise
+                    continue
+                return Applied(agg.id, what)
+        raise Conflict(f"cronworkflow {namespace}/{name} kept changing while it was patched")
 
     def command(
         self,

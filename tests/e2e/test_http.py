@@ -59,6 +59,21 @@ def test_cronsource_serve_serves_the_page_and_the_api(tmp_path: Path) -> None:
         assert httpx.get(base + CW).status_code == 401
         auth = {"Authorization": "Bearer tok-123"}
         assert httpx.post(base + CW, json=manifest("hello"), headers=auth).status_code == 201
+        # Kubernetes' verbs: a second create is refused, a patch and an apply update
+        again = httpx.post(base + CW, json=manifest("hello", "5 * * * *"), headers=auth)
+        assert again.status_code == 409 and again.json()["reason"] == "AlreadyExists"
+        merge = {**auth, "Content-Type": "application/merge-patch+json"}
+        patched = httpx.patch(
+            f"{base}{CW}/hello", content=b'{"spec": {"schedules": ["7 * * * *"]}}', headers=merge
+        )
+        assert patched.status_code == 200 and patched.json()["metadata"]["resourceVersion"] == "2"
+        applied = httpx.patch(
+            f"{base}{CW}/hello",
+            json=manifest("hello", "9 * * * *"),
+            params={"fieldManager": "cronsource"},
+            headers={**auth, "Content-Type": "application/apply-patch+yaml"},
+        )
+        assert applied.status_code == 200 and applied.json()["spec"]["schedules"] == ["9 * * * *"]
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=20)

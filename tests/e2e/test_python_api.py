@@ -101,6 +101,36 @@ def test_create_only_of_an_existing_name_is_already_exists_with_its_version(api:
     assert e.value.current_version == version(first)
 
 
+def test_create_creates_once_and_a_second_create_is_already_exists_changing_nothing(
+    api: Any,
+) -> None:
+    # given a name no CronWorkflow has
+    name = fresh()
+    # when it is created, then created again with another schedule
+    created = api.create(manifest(name))
+    with pytest.raises(cronsource.AlreadyExists) as e:
+        api.create(manifest(name, schedule="0 4 * * *"))
+    # then the second create changed nothing and names the version it found
+    assert e.value.current_version == version(created)
+    got = api.get("default", name)
+    assert got.spec["schedule"] == "0 3 * * *" and version(got) == version(created)
+    # and the object a create made is one `apply` merges with three-way, as an applied one
+    assert api.apply(manifest(name, schedule="0 5 * * *")).spec["schedule"] == "0 5 * * *"
+
+
+def test_apply_after_a_create_keeps_upserting(api: Any) -> None:
+    # given a CronWorkflow made by create
+    name = fresh()
+    api.create(manifest(name))
+    # when the same manifest is applied twice, then a changed one
+    again = api.apply(manifest(name))
+    same = api.apply(manifest(name))
+    changed = api.apply(manifest(name, schedule="0 6 * * *"))
+    # then apply updates in place (no AlreadyExists), and only a change moves the version
+    assert version(again) == version(same)
+    assert version(changed) == version(same) + 1
+
+
 def test_a_stale_expected_version_is_a_conflict_and_changes_nothing(api: Any) -> None:
     name = fresh()
     first = api.apply(manifest(name))

@@ -42,6 +42,9 @@ pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
 
 PROBLEM = "application/problem+json"
 CW = "/api/v1/namespaces/default/cronworkflows"
+APPLY = "application/apply-patch+yaml"
+MERGE = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 
 
 @dataclass
@@ -52,7 +55,36 @@ class Api:
     app: Any
 
     def apply(self, body: dict[str, Any], **headers: str) -> httpx.Response:
+        """Create (POST)."""
         return self.http.post(CW, json=body, headers=headers)
+
+    def server_apply(
+        self,
+        body: dict[str, Any],
+        manager: str | None = "cronsource",
+        force: bool = False,
+        **headers: str,
+    ) -> httpx.Response:
+        """Server-side apply (PATCH, application/apply-patch+yaml) by `manager`; the
+        default one is `cronsource apply`'s."""
+        params = {"fieldManager": manager} if manager is not None else {}
+        if force:
+            params["force"] = "true"
+        return self.http.patch(
+            f"{CW}/{body['metadata']['name']}",
+            content=yaml.safe_dump(body),
+            params=params,
+            headers={"content-type": APPLY, **headers},
+        )
+
+    def patch(self, name: str, body: Any, kind: str, **headers: str) -> httpx.Response:
+        return self.http.patch(
+            f"{CW}/{name}", content=json.dumps(body), headers={"content-type": kind, **headers}
+        )
+
+    def events(self) -> int:
+        """How many events the store holds (the audit log, every CronWorkflow)."""
+        return len(self.http.get("/api/v1/events", params={"limit": 1000}).json()["items"])
 
     def at(self, when: datetime) -> None:
         self.clock.set(when)
@@ -124,7 +156,7 @@ def fields(r: httpx.Response) -> set[str]:
 # ---------------------------------------------------------------------- resources
 
 
-def test_apply_creates_then_updates_with_etag_and_location(api: Api) -> None:
+def test_post_creates_and_a_server_side_apply_updates_with_etag_and_location(api: Api) -> None:
     r = api.apply(manifest("nightly", "30 2 * * *", timezone="America/New_York"))
     assert r.status_code == 201
     assert r.headers["location"] == f"{CW}/nightly"
@@ -134,9 +166,9 @@ def test_apply_creates_then_updates_with_etag_and_location(api: Api) -> None:
     assert body["metadata"]["resourceVersion"] == "1"
     assert body["status"]["nextScheduledTime"] == "2026-05-05T06:30:00Z"  # 02:30 EDT
 
-    same = api.apply(manifest("nightly", "30 2 * * *", timezone="America/New_York"))
+    same = api.server_apply(manifest("nightly", "30 2 * * *", timezone="America/New_York"))
     assert same.status_code == 200 and same.headers["etag"] == '"1"'
-    changed = api.apply(manifest("nightly", "45 2 * * *", timezone="America/New_York"))
+    changed = api.server_apply(manifest("nightly", "45 2 * * *", timezone="America/New_York"))
     assert changed.status_code == 200 and changed.headers["etag"] == '"2"'
     got = api.http.get(f"{CW}/nightly")
     assert got.status_code == 200
@@ -149,14 +181,14 @@ def test_apply_is_three_way_so_a_suspend_survives_and_force_takes_the_manifest(a
     assert api.apply(doc).status_code == 201
     assert api.http.post(f"{CW}/hourly/suspend").status_code == 200
 
-    again = api.apply(doc)
+    again = api.server_apply(doc)
 
     assert again.status_code == 200 and again.json()["spec"]["suspend"] is True
     assert again.headers.get_list("warning") == [
         '299 - "default/hourly: spec.suspend kept at true, set since the last apply by'
         ' another writer (the file still says false; --force-conflicts takes it)"'
     ]
-    forced = api.http.post(CW, params={"force": "true"}, json=doc)
+    forced = api.server_apply(doc, force=True)
     assert forced.status_code == 200 and forced.json()["spec"]["suspend"] is False
     assert "warning" not in forced.headers
     types = [e["type"] for e in api.http.get(f"{CW}/hourly/history").json()["items"]]
@@ -168,7 +200,7 @@ def test_a_put_is_another_writer_whose_value_a_reapplied_manifest_keeps(api: Api
     put = api.http.put(f"{CW}/etl", json=manifest("etl", startingDeadlineSeconds=300))
     assert put.status_code == 200 and "warning" not in put.headers
 
-    again = api.apply(manifest("etl", startingDeadlineSeconds=60))
+    again = api.server_apply(manifest("etl", startingDeadlineSeconds=60))
 
     assert again.json()["spec"]["startingDeadlineSeconds"] == 300
     assert "spec.startingDeadlineSeconds kept at 300" in again.headers["warning"]
@@ -482,8 +514,14 @@ def test_stale_if_match_is_409_with_the_current_version_and_changes_nothing(api:
     ]:
         r = api.http.request(method, CW + path, json=json_body, headers={"If-Match": etag})
         assert assert_problem(r, 409)["currentVersion"] == 2, (method, path)
-    r = api.apply(manifest("guarded", "5 * * * *"), **{"If-Match": etag})
+    r = api.server_apply(manifest("guarded", "5 * * * *"), **{"If-Match": etag})
     assert assert_problem(r, 409)["currentVersion"] == 2
+    for kind, patch in [
+        (MERGE, {"spec": {"schedules": ["5 * * * *"]}}),
+        (JSON_PATCH, [{"op": "replace", "path": "/spec/schedules", "value": ["5 * * * *"]}]),
+    ]:
+        r = api.patch("guarded", patch, kind, **{"If-Match": etag})
+        assert assert_problem(r, 409)["currentVersion"] == 2, kind
 
     now = api.http.get(f"{CW}/guarded")
     assert now.headers["etag"] == '"2"'
@@ -827,7 +865,10 @@ def test_openapi_documents_the_resources_errors_and_auth(api: Api) -> None:
     paths = doc["paths"]
     base = "/api/v1/namespaces/{namespace}/cronworkflows"
     assert set(paths[base]) == {"get", "post"}
-    assert set(paths[base + "/{name}"]) == {"get", "put", "delete"}
+    assert set(paths[base + "/{name}"]) == {"get", "put", "patch", "delete"}
+    patch = paths[base + "/{name}"]["patch"]
+    assert set(patch["requestBody"]["content"]) == {APPLY, MERGE, JSON_PATCH}
+    assert {"200", "201", "404", "409", "415", "422"} <= set(patch["responses"])
     for action in ("suspend", "resume", "trigger", "backfill"):
         assert "post" in paths[f"{base}/{{name}}/{action}"]
     for read in ("next", "history", "decision", "timeline"):

@@ -82,7 +82,15 @@ def test_a_client_set_uid_never_makes_a_second_object_of_one_name(api: httpx.Cli
     assert api.post(CW, json=first).status_code == 201
     second = manifest("uid", "9 * * * *")
     second["metadata"]["uid"] = "22222222-bbbb"
-    assert api.post(CW, json=second).status_code == 200  # an update of the same object
+    # a create of the name is refused, whatever uid it carries
+    assert api.post(CW, json=second).json()["reason"] == "AlreadyExists"
+    applied = api.patch(
+        f"{CW}/uid",
+        json=second,
+        params={"fieldManager": "cronsource"},
+        headers={"content-type": "application/apply-patch+yaml"},
+    )
+    assert applied.status_code == 200  # an update of the same object
     again = manifest("uid")
     again["metadata"]["uid"] = "33333333-cccc"
     exists = api.post(CW, json=again, headers={"If-None-Match": "*"})

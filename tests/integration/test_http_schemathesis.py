@@ -38,6 +38,7 @@ OPERATIONS = [
     ("GET", NS),
     ("GET", NS + "/{name}"),
     ("PUT", NS + "/{name}"),
+    ("PATCH", NS + "/{name}"),
     ("DELETE", NS + "/{name}"),
     ("POST", NS + "/{name}/suspend"),
     ("POST", NS + "/{name}/resume"),

@@ -21,6 +21,7 @@ from cronsource.adapters.entrypoints.http import ServeSettings, create_app
 from cronsource.adapters.entrypoints.http.problems import PROBLEM, PROBLEMS, install
 from cronsource.adapters.infrastructure.store.check import StoreUnavailable
 from cronsource.adapters.runtime.engine import Engine
+from cronsource.domain.lastapplied import MISSING, ApplyConflict, Kept
 from cronsource.domain.manifest import ManifestError
 from cronsource.domain.service import AlreadyExists, Conflict, NotFound, StaleVersion
 from tests.http_helpers import manifest
@@ -66,6 +67,11 @@ EXPECTED: dict[type[Exception], tuple[Exception, int, str]] = {
     ),
     StaleVersion: (StaleVersion(2, 5), 409, "urn:cronsource:problem:stale-version"),
     Conflict: (Conflict("gave up after repeated version conflicts"), 409, "about:blank"),
+    ApplyConflict: (
+        ApplyConflict("ci", "cronsource", (Kept("spec.timezone", "UTC", MISSING),)),
+        409,
+        "urn:cronsource:problem:apply-conflict",
+    ),
     FieldError: (FieldError("since", "is not an RFC 3339 time"), 422, INVALID),
     ManifestError: (ManifestError(["spec.schedule: bad cron (x)"]), 422, INVALID),
     DocumentError: (DocumentError("body: not JSON"), 400, "about:blank"),
@@ -106,6 +112,18 @@ def test_problem_extensions_carry_what_a_client_acts_on() -> None:
 
     exists = problem_of(raising(AlreadyExists("default", "x", 3)).get("/boom"), 409)
     assert (exists["reason"], exists["currentVersion"]) == ("AlreadyExists", 3)
+
+    owned = ApplyConflict("ci", "cronsource", (Kept("spec.schedules", ["0 * * * *"], ["5"]),))
+    conflict = problem_of(raising(owned).get("/boom"), 409)
+    assert conflict["reason"] == "Conflict"
+    assert conflict["errors"] == [
+        {
+            "field": "spec.schedules",
+            "in": "body",
+            "message": "set to [\"0 * * * *\"] by field manager 'cronsource';"
+            ' this apply says ["5"]',
+        }
+    ]
 
     field = problem_of(raising(FieldError("If-Match", "give one", "header")).get("/boom"), 422)
     assert field["errors"] == [{"field": "If-Match", "in": "header", "message": "give one"}]
@@ -168,8 +186,17 @@ def test_a_stale_if_match_is_refused_by_the_service_and_nothing_changes(
     assert (body["currentVersion"], body["expectedVersion"]) == (1, 7)
     assert engine.service.find("default", "hourly").version == 1
     # A version for a CronWorkflow that does not exist: stale, never a create.
-    absent = client.post(CW, json=manifest("absent"), headers={"If-Match": "1"})
+    absent = client.patch(
+        f"{CW}/absent",
+        json=manifest("absent"),
+        params={"fieldManager": "ci"},
+        headers={"If-Match": "1", "Content-Type": "application/apply-patch+yaml"},
+    )
     assert problem_of(absent, 409)["currentVersion"] is None
+    problem_of(client.get(f"{CW}/absent"), 404)
+    # A create names no version: refused, naming where it was.
+    versioned = client.post(CW, json=manifest("absent"), headers={"If-Match": "1"})
+    assert problem_of(versioned, 422)["errors"][0]["field"] == "If-Match"
     problem_of(client.get(f"{CW}/absent"), 404)
 
 

@@ -35,6 +35,16 @@ Reasons = Annotated[
     list[str] | None,
     Query(alias="reason", description="Skip reason, e.g. Suspended (repeatable)"),
 ]
+FieldManager = Annotated[
+    str | None,
+    Query(
+        alias="fieldManager",
+        min_length=1,
+        max_length=128,
+        pattern=r"^[ -~]+$",
+        description="Server-side apply: who applies (as Kubernetes' `fieldManager`)",
+    ),
+]
 IfNoneMatch = Annotated[str | None, Header(alias="If-None-Match")]
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=253)]
 After = Annotated[int, Query(ge=0, le=2**62, description="Log position: events after it (paging)")]

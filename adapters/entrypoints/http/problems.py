@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from cronsource.adapters.application.documents import DocumentError
 from cronsource.adapters.application.inputs import FieldError
 from cronsource.adapters.infrastructure.store.check import StoreUnavailable
+from cronsource.domain.lastapplied import ApplyConflict
 from cronsource.domain.manifest import ManifestError
 from cronsource.domain.service import AlreadyExists, Conflict, NotFound, StaleVersion
 
@@ -105,7 +106,11 @@ class Problem(BaseModel):
     errors: list[FieldProblem] | None = None
     currentVersion: int | None = None
     expectedVersion: int | None = None
-    reason: str | None = Field(default=None, description="AlreadyExists on a create-only 409")
+    reason: str | None = Field(
+        default=None,
+        description="Kubernetes' StatusReason of a 409: AlreadyExists (a create of a live"
+        " name) or Conflict (a server-side apply that another field manager's fields refuse)",
+    )
 
 
 def problem_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -113,7 +118,9 @@ def problem_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
         400: "The body cannot be parsed",
         401: "No or wrong bearer token",
         404: "No such CronWorkflow",
-        409: "Stale If-Match (body has currentVersion), or the CronWorkflow already exists",
+        409: "Stale If-Match (body has currentVersion), the CronWorkflow already exists"
+        " (reason AlreadyExists), or a server-side apply conflicts with another field"
+        " manager (reason Conflict, errors[].field naming each field)",
         413: "The request body is larger than 3 MiB",
         415: "Unsupported content type",
         422: "Invalid input; errors[].field names each bad field",
@@ -172,6 +179,18 @@ PROBLEMS: dict[type[Exception], Row] = {
         extensions=lambda e: {"currentVersion": e.current, "expectedVersion": e.expected},
     ),
     Conflict: Row(409, "Conflict", detail=lambda e: f"{e}; try again"),
+    ApplyConflict: Row(
+        409,
+        "Conflict",
+        type="urn:cronsource:problem:apply-conflict",
+        # Kubernetes' StatusReason for a server-side apply's field-manager conflict
+        extensions=lambda e: {
+            "reason": "Conflict",
+            "errors": [
+                {"field": c.path, "in": "body", "message": e.describe(c)} for c in e.conflicts
+            ],
+        },
+    ),
     FieldError: Row(
         422,
         "Invalid request",
