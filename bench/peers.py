@@ -161,7 +161,7 @@ def _wait_for_files(
 ) -> dict[str, float]:
     """Workflow name -> ctime, for the runs of this scheduled time, once all n exist (or at
     the deadline)."""
-    suffix = f"-{int(scheduled.timestamp())}.yaml"
+    suffix = f"-{int(scheduled.timestamp())}.json"
     found: dict[str, float] = {}
     ns = wfdir / "bench"
     while time.time() < deadline:

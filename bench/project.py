@@ -199,7 +199,7 @@ def throughput(
     rm_s = split.get("readmodel", start + seconds) - start
     return {
         "seconds": seconds,
-        "workflows": sum(1 for _ in wfdir.rglob("*.yaml")),
+        "workflows": sum(1 for _ in wfdir.rglob("*.json")),
         "readmodel_seconds": rm_s,
         "dispatch_seconds": split["dispatch"] - start,
     }

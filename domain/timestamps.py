@@ -1,22 +1,33 @@
-"""RFC 3339 instants as users write them (`2026-05-04T10:00:00Z`), read in one place.
+"""Times as users write them, read in one place: `user_time` is the one rule for every CLI
+flag, HTTP parameter or body field and simulate scenario time (RFC 3339, or a date alone:
+midnight in the CronWorkflow's time zone), and `parse_timestamp` the RFC 3339 reader under it.
 
-Every entrypoint that takes a time from a user (CLI flags, HTTP query parameters and bodies,
-simulate scenarios) reads it here, so all refuse the same texts with the same message and
-all keep the same bounds: cron arithmetic near year 9999 overflows `datetime` (a
-`backfill --start 9999-12-31T23:00:00Z` ended in an OverflowError traceback), and no
-schedule question needs times before 1970 or after 2199. Times a program wrote (the
-cluster's, our own annotations) are read by the same function without the user bounds.
+Every entrypoint that takes a time from a user reads it here, so all accept the same texts,
+refuse the same texts with the same message and all keep the same bounds: cron arithmetic
+near year 9999 overflows `datetime` (a `backfill --start 9999-12-31T23:00:00Z` ended in an
+OverflowError traceback), and no schedule question needs times before 1970 or after 2199.
+Times a program wrote (the cluster's, our own annotations) are read by `parse_timestamp`
+without the user bounds.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Final
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 #: The instants users may name: TIME_MIN <= t < TIME_MAX.
 TIME_MIN: Final = datetime(1970, 1, 1, tzinfo=UTC)
 TIME_MAX: Final = datetime(2200, 1, 1, tzinfo=UTC)
 _EXAMPLE: Final = "2026-05-04T10:00:00Z"
+_DATE: Final = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+#: The rule of `user_time`, in the words `--help` and the docs use.
+TIME_RULE: Final = (
+    "RFC 3339 (2026-05-04T10:00:00Z, or with an offset), or a date alone (2026-05-04):"
+    " midnight that day"
+)
 
 
 class TimestampError(ValueError):
@@ -61,3 +72,55 @@ def parse_timestamp(
     if bounded and not TIME_MIN <= t < TIME_MAX:
         raise TimestampError(field, f"{value!r} must be between 1970-01-01 and 2199-12-31")
     return t
+
+
+def is_date(value: object) -> bool:
+    """Whether `value` is a date alone (`2026-05-04`), which `user_time` reads in a zone."""
+    return isinstance(value, str) and _DATE.fullmatch(value.strip()) is not None
+
+
+def user_time(value: str, field: str, zone: str | None = None) -> datetime:
+    """The instant a person means by `value`, the one rule of every entrypoint.
+
+    RFC 3339 with a `Z` or an offset is that instant. A date alone (`2026-11-28`) is
+    midnight starting that day in `zone`: the time zone of the CronWorkflow the request
+    names (its `spec.timezone`, a backfill's ticks are that zone's days), UTC where it names
+    none (None or ""). A date and time without an offset is refused: whether it meant UTC,
+    the CronWorkflow's zone or the machine's is a guess, and a wrong guess moves a
+    backfill or a `why` by hours. Bounds and messages are `parse_timestamp`'s.
+    """
+    if not is_date(value):
+        if isinstance(value, str) and _no_offset(value):
+            raise TimestampError(
+                field,
+                f"{value!r} needs a time zone offset, e.g. {_EXAMPLE}, or is a date alone"
+                f" ({value.strip()[:10]}: midnight {_zone_words(zone)})",
+            )
+        return parse_timestamp(value, field)
+    try:
+        day = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise TimestampError(field, f"{value!r} is not a date (e.g. 2026-05-04)") from None
+    try:
+        tz = ZoneInfo(zone) if zone else UTC
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise TimestampError(field, f"{value!r}: unknown time zone {zone!r}") from None
+    # A midnight that a clock change skips is read with the offset before it: the first
+    # instant of that day.
+    t = day.replace(tzinfo=tz).astimezone(UTC)
+    if not TIME_MIN <= t < TIME_MAX:
+        raise TimestampError(field, f"{value!r} must be between 1970-01-01 and 2199-12-31")
+    return t
+
+
+def _zone_words(zone: str | None) -> str:
+    return f"in {zone}" if zone else "in the CronWorkflow's time zone, or UTC"
+
+
+def _no_offset(value: str) -> bool:
+    """A text that reads as a date and time but names no offset."""
+    try:
+        t = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return False
+    return t.tzinfo is None

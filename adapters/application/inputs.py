@@ -1,7 +1,8 @@
-"""What a request may say, checked once for every entrypoint: times (RFC 3339, within the
-bounds of domain/timestamps.py), the audit's vocabulary (event types, skip reasons: a filter
-naming anything else is a typo, refused rather than answered empty), and the one error bad
-input becomes, naming the field as the client wrote it.
+"""What a request may say, checked once for every entrypoint: times (domain/timestamps.py
+`user_time`: RFC 3339, or a date alone, midnight in the CronWorkflow's zone), the audit's
+vocabulary (event types, skip reasons: a filter naming anything else is a typo, refused
+rather than answered empty), and the one error bad input becomes, naming the field as the
+client wrote it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from cronsource.domain.backfill import Overlap
 from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.decisions import SkipReason
 from cronsource.domain.service import topic_type
-from cronsource.domain.timestamps import TimestampError, parse_timestamp
+from cronsource.domain.timestamps import TimestampError, user_time
 from cronsource.projections.readmodel import rfc3339
 
 _TICK = timedelta(microseconds=1)
@@ -56,11 +57,12 @@ class FieldErrors(ValueError):
         self.errors = errors
 
 
-def parse_time(value: str, field: str) -> datetime:
-    """RFC 3339 (a `Z` or an offset; no offset means UTC), within the bounds of
-    domain/timestamps.py, as a FieldError for the API's problem responses."""
+def parse_time(value: str, field: str, zone: str | None = None) -> datetime:
+    """A time as a person writes it (domain/timestamps.py `user_time`: RFC 3339, or a date
+    alone, midnight in `zone`, the named CronWorkflow's time zone, else UTC), as a
+    FieldError for the API's problem responses."""
     try:
-        return parse_timestamp(value, field, naive_is_utc=True)
+        return user_time(value, field, zone)
     except TimestampError as e:
         raise FieldError(field, e.reason) from None
 
@@ -74,8 +76,10 @@ def event_filter(
     reasons: Sequence[str],
     after: int,
     limit: int,
+    zone: str | None = None,
 ) -> EventFilter:
-    """An audit query as a request gives it, checked field by field."""
+    """An audit query as a request gives it, checked field by field (`zone`: what a date
+    alone in `since`/`until` is midnight in)."""
     for field, values in (
         ("namespace", [namespace or ""]),
         ("name", [name or ""]),
@@ -92,8 +96,8 @@ def event_filter(
             if v not in known:
                 # A typo would otherwise answer an empty page, as if nothing happened.
                 raise FieldError(field, f"unknown {field} {v!r} (one of: {', '.join(known)})")
-    s = parse_time(since, "since") if since else None
-    u = parse_time(until, "until") if until else None
+    s = parse_time(since, "since", zone) if since else None
+    u = parse_time(until, "until", zone) if until else None
     if s and u and u < s:
         raise FieldError("until", "is before since")
     return EventFilter(namespace, name, s, u, tuple(types), tuple(reasons), after, limit)

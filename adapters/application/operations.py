@@ -38,6 +38,7 @@ from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.lastapplied import DEFAULT_MANAGER
 from cronsource.domain.manifest import CronWorkflowManifest
 from cronsource.domain.service import AlreadyExists, Applied, Conflict, NotFound, StaleVersion
+from cronsource.domain.timestamps import is_date
 from cronsource.projections.readmodel import AuditRow, StatusRow, status_row
 
 T = TypeVar("T")
@@ -391,6 +392,20 @@ class Operations:
         """Whether this namespace ever held a CronWorkflow (an index search)."""
         return self.engine.view.has_namespace(namespace)
 
+    def time_zone(self, namespace: str, name: str) -> str | None:
+        """The time zone a date alone means midnight in for this CronWorkflow (inputs.py
+        `parse_time`): its `spec.timezone`, or its last one if it was deleted; None (UTC)
+        when it has none or never existed (the caller's NotFound says so)."""
+        try:
+            zone: str | None = self.find(namespace, name).spec_model.timezone
+            return zone or None
+        except NotFound:
+            pass
+        for row in self.engine.view.statuses(namespace, include_deleted=True):
+            if row.name == name:
+                return row.spec.get("timezone") or None
+        return None
+
     def ever_existed(self, namespace: str, name: str) -> bool:
         return self.engine.view.ever_existed(namespace, name)
 
@@ -432,7 +447,12 @@ class Operations:
         """One page of the audit log as a request gives it (times as RFC 3339 text, types and
         reasons by name, each checked: FieldError names the first that is wrong). With a
         `name`, a CronWorkflow that never existed is NotFound rather than an empty page."""
-        page = event_filter(namespace, name, since, until, types, reasons, after, limit)
+        zone = (
+            self.time_zone(namespace, name)
+            if name is not None and namespace is not None and (is_date(since) or is_date(until))
+            else None
+        )
+        page = event_filter(namespace, name, since, until, types, reasons, after, limit, zone)
         rows = self.events(page)
         if name is not None and namespace is not None and not rows:
             if not self.ever_existed(namespace, name):

@@ -128,7 +128,7 @@ def test_with_a_run_going_nothing_extra_is_printed_and_the_trigger_runs(
         assert not warned(triggered) and triggered.stderr == ""
         name = triggered.stdout.split()[1]
         assert triggered.stdout.strip() == f"workflow {name} triggered"
-        created = tmp_path / "workflows" / "default" / f"{name}.yaml"
+        created = tmp_path / "workflows" / "default" / f"{name}.json"
         wait_for(f"{name} to be created by the run", created.exists, 30)
     finally:
         assert run.stop() == 0, run.stderr

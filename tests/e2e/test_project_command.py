@@ -46,7 +46,7 @@ def test_project_creates_the_workflows_of_a_scheduler_elsewhere(
         projector.wait_for_probes()
         assert "role projector" in projector.stderr
         wait_for(
-            "Workflow created by `project`", lambda: len(list(created_here.rglob("*.yaml"))) >= 3
+            "Workflow created by `project`", lambda: len(list(created_here.rglob("*.json"))) >= 3
         )
         with cronsource.open(pg_url) as api:
             status = api.get("probes", "every-second").status
@@ -55,4 +55,4 @@ def test_project_creates_the_workflows_of_a_scheduler_elsewhere(
         stopped = projector.stop(), scheduler.stop()
     assert stopped == (0, 0), projector.stderr[-3000:] + scheduler.stderr[-3000:]
     # The scheduler replica decided but created nothing: dispatching is the projector's.
-    assert not list(decided_here.rglob("*.yaml")) if decided_here.exists() else True
+    assert not list(decided_here.rglob("*.json")) if decided_here.exists() else True

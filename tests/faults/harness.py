@@ -495,7 +495,7 @@ def check_stream_versions(events: list[tuple[int, Any]]) -> int:
 
 def workflow_files(directory: Path) -> dict[str, Path]:
     ns = directory / NAMESPACE
-    return {p.stem: p for p in ns.glob("*.yaml")} if ns.is_dir() else {}
+    return {p.stem: p for p in ns.glob("*.json")} if ns.is_dir() else {}
 
 
 def leftover_temp_files(directory: Path) -> list[Path]:

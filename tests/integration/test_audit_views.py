@@ -289,7 +289,7 @@ def make_history(engine: Engine, workflows: Path) -> History:
     svc.tick([nightly], T("10:50:00"))  # fires; the dispatcher only reaches it at 10:52
     project(engine, T("10:52:00"))  # past the 30 s late tolerance: not started
     # A Workflow of report's 11:00 name that is someone else's: creating it is refused for good.
-    theirs = workflows / "team-b" / f"{workflow_name('report', T('11:00:00'))}.yaml"
+    theirs = workflows / "team-b" / f"{workflow_name('report', T('11:00:00'))}.json"
     theirs.parent.mkdir(parents=True, exist_ok=True)
     theirs.write_text(json.dumps({"kind": "Workflow", "metadata": {"name": theirs.stem}}))
     svc.tick([nightly, report], T("11:00:00"))

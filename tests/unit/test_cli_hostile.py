@@ -133,7 +133,7 @@ def test_the_local_target_refuses_a_namespace_directory_symlinked_outside(tmp_pa
     )
     assert isinstance(errors[0], OutsideDirectory) and errors[1] is None
     assert list(outside.iterdir()) == []
-    assert (root / "ok" / "w-2.yaml").exists()
+    assert (root / "ok" / "w-2.json").exists()
 
 
 def test_stale_temp_files_are_removed_at_start_and_fresh_ones_kept(tmp_path: Path) -> None:

@@ -1,4 +1,6 @@
-"""domain/timestamps.py: the one RFC 3339 reader every entrypoint uses, and its bounds.
+"""domain/timestamps.py: the one rule every entrypoint reads a user's time by (`user_time`:
+RFC 3339, or a date alone, midnight in the CronWorkflow's zone), the RFC 3339 reader under
+it, and its bounds.
 
 Properties: what the read model's formatter writes reads back as the same instant, in any
 offset; anything outside 1970-01-01 .. 2199-12-31 is refused with one line naming the field
@@ -7,16 +9,19 @@ CLI's flags and a simulate scenario, as processes: tests/integration/test_timest
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 import pytest
 from fastapi.testclient import TestClient
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cronsource.adapters.application.operations import Operations
 from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.entrypoints.http import ServeSettings, create_app
-from cronsource.domain.timestamps import TIME_MAX, TimestampError, parse_timestamp
+from cronsource.domain.manifest import parse_manifest
+from cronsource.domain.timestamps import TIME_MAX, TimestampError, parse_timestamp, user_time
 from cronsource.projections.readmodel import rfc3339
 
 _IN_BOUNDS = st.datetimes(
@@ -104,5 +109,105 @@ def test_http_api_refuses_a_year_9999_query_or_body_time_naming_the_field() -> N
             fields = {e["field"] for e in backfill.json()["errors"]}
             assert fields == {"start", "end"}
             assert all("2199-12-31" in e["message"] for e in backfill.json()["errors"])
+    finally:
+        engine.close()
+
+
+# ------------------------------------------------------------------ the rule of every flag
+
+_ZONES = st.sampled_from(
+    ["Europe/Berlin", "America/New_York", "America/Santiago", "Asia/Kolkata", "Pacific/Apia"]
+)
+_DAYS = st.dates(min_value=date(1971, 1, 1), max_value=date(2199, 12, 30))
+
+
+@given(_DAYS, _ZONES)
+def test_a_date_alone_is_the_first_instant_of_that_day_in_the_zone(day: date, zone: str) -> None:
+    """Midnight in the zone; where a clock change skips midnight (Santiago's spring), the
+    first instant the day has: never an instant of the day before."""
+    t = user_time(day.isoformat(), "--start", zone)
+    local = t.astimezone(ZoneInfo(zone))
+    assert t.tzinfo is UTC
+    assert local.date() == day and local.time() <= time(1, 0)
+    assert (t - timedelta(seconds=1)).astimezone(ZoneInfo(zone)).date() < day
+
+
+@given(_DAYS)
+def test_a_date_alone_without_a_zone_is_midnight_utc(day: date) -> None:
+    assert user_time(day.isoformat(), "--before") == datetime.combine(day, time(0), UTC)
+    assert user_time(f" {day.isoformat()} ", "--before", "") == datetime.combine(day, time(0), UTC)
+
+
+@given(_IN_BOUNDS, _OFFSETS, _ZONES)
+def test_a_time_with_an_offset_is_that_instant_whatever_the_zone(
+    t: datetime, offset: timezone, zone: str
+) -> None:
+    assert user_time(t.astimezone(offset).isoformat(), "--at", zone) == t
+
+
+def test_known_days_in_known_zones() -> None:
+    assert user_time("2026-11-28", "--start", "Europe/Berlin") == datetime(
+        2026, 11, 27, 23, tzinfo=UTC
+    )
+    assert user_time("2026-07-01", "--start", "Europe/Berlin") == datetime(
+        2026, 6, 30, 22, tzinfo=UTC
+    )
+    # Chile moves its clocks from 00:00 to 01:00 on 2026-09-06: the day starts at 01:00 -03.
+    assert user_time("2026-09-06", "--start", "America/Santiago") == datetime(
+        2026, 9, 6, 4, tzinfo=UTC
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("2026-11-28T10:00", "needs a time zone offset, e.g. 2026-05-04T10:00:00Z, or is a date"),
+        ("2026-11-28 10:00:00", "needs a time zone offset"),
+        ("2026-02-30", "is not a date (e.g. 2026-05-04)"),
+        ("1969-12-31", "must be between 1970-01-01 and 2199-12-31"),
+        ("2200-01-02", "must be between 1970-01-01 and 2199-12-31"),
+        ("tomorrow", "is not an RFC 3339 time"),
+        ("9999-12-31T23:00:00Z", "must be between 1970-01-01 and 2199-12-31"),
+    ],
+)
+def test_what_the_rule_refuses_is_one_line_naming_field_and_value(text: str, says: str) -> None:
+    with pytest.raises(TimestampError) as error:
+        user_time(text, "--start", "Europe/Berlin")
+    assert str(error.value).startswith(f"--start: {text!r} {says}"), str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_the_http_api_reads_a_date_alone_in_the_cronworkflows_zone() -> None:
+    """POST .../backfill, GET .../decision and .../history take the rule too: a date alone
+    is midnight in the named CronWorkflow's zone; a time without an offset is a 422."""
+    engine = bootstrap("memory:")
+    doc = {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "CronWorkflow",
+        "metadata": {"name": "hello", "namespace": "default"},
+        "spec": {
+            "schedules": ["0 * * * *"],
+            "timezone": "Europe/Berlin",
+            "workflowSpec": {"entrypoint": "main"},
+        },
+    }
+    try:
+        Operations(engine).apply(parse_manifest(doc))
+        with TestClient(create_app(engine, ServeSettings())) as http:
+            base = "/api/v1/namespaces/default/cronworkflows/hello"
+            plan = http.post(
+                base + "/backfill",
+                json={"start": "2026-11-28", "end": "2026-11-28", "dryRun": True},
+            )
+            assert plan.status_code == 200, plan.text
+            assert [i["scheduledTime"] for i in plan.json()["items"]] == ["2026-11-27T23:00:00Z"]
+            why = http.get(base + "/decision", params={"at": "2026-11-28"})
+            assert why.status_code == 200 and why.json()["at"] == "2026-11-27T23:00:00Z"
+            history = http.get(base + "/history", params={"since": "2026-11-28"})
+            assert history.status_code == 200, history.text
+            naive = http.get(base + "/decision", params={"at": "2026-11-28T10:00:00"})
+            assert naive.status_code == 422
+            [error] = naive.json()["errors"]
+            assert error["field"] == "at" and "needs a time zone offset" in error["message"]
     finally:
         engine.close()

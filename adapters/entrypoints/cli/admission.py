@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import click
 
 from cronsource.adapters.application.manifestfiles import Admission, admit_files
 from cronsource.adapters.application.operations import Operations
 from cronsource.adapters.entrypoints.cli.context import KIND, _obj, fail, global_options
+from cronsource.adapters.entrypoints.cli.output import View, emit, one_or_list
 from cronsource.adapters.entrypoints.cli.registry import cli
 from cronsource.domain.manifest import CronWorkflowManifest, ManifestError
 from cronsource.domain.service import Applied
@@ -83,7 +85,7 @@ def admit(
     is_flag=True,
     help="a name Argo does not define in `when` or `stopStrategy` is an error, not a warning",
 )
-@global_options(output=False, all_namespaces=False, selector=False)
+@global_options(output=False, all_namespaces=False, selector=False, store=False, namespace=False)
 def lint(files: tuple[str, ...], strict: bool) -> None:
     """Validate manifests (files, directories, - for stdin): every bad file is named, one
     line per problem, and the exit is 1 when any is bad."""
@@ -115,17 +117,21 @@ def apply(files: tuple[str, ...], force: bool) -> None:
     takes the file's values. An unchanged file changes nothing and says `unchanged`."""
     obj = _obj()
     manifests = admit(files, obj.namespace)
-    names: list[str] = []
+    machine = obj.output in ("json", "yaml")
+    items: list[dict[str, Any]] = []
 
-    def applied(m: CronWorkflowManifest, result: Applied) -> None:
-        names.append(f"{KIND}/{m.metadata.name}")
-        if obj.output != "name":
-            click.echo(f"{names[-1]} {result.what}")
+    with obj.operations(notice=True, settle_each=machine) as ops:
 
-    with obj.operations(notice=True) as ops:
+        def applied(m: CronWorkflowManifest, result: Applied) -> None:
+            name = f"{KIND}/{m.metadata.name}"
+            if machine:  # the object as it now is, as `kubectl apply -o json`
+                items.append(ops.status(m.metadata.namespace, m.metadata.name).as_object())
+            else:
+                click.echo(name if obj.output == "name" else f"{name} {result.what}")
+
         apply_all(ops, manifests, applied, force=force)
-    if obj.output == "name":
-        click.echo("\n".join(names))
+    if machine:
+        emit(View(one_or_list(items, listed=len(items) != 1), [], []), obj.output)
 
 
 def apply_all(

@@ -12,12 +12,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from cronsource.adapters.application.inputs import FieldError
 from cronsource.adapters.application.objects import backfill_result
 from cronsource.adapters.entrypoints.cli.context import (
+    KIND,
     Ctx,
     _obj,
     err_console,
     fail,
     global_options,
     parse_time,
+    time_help,
 )
 from cronsource.adapters.entrypoints.cli.output import View, emit
 from cronsource.adapters.entrypoints.cli.registry import cli, name_argument
@@ -57,8 +59,8 @@ def backfill_summary(ref: str, plan: BackfillPlan, dry_run: bool, pending_after:
 
 @cli.command()
 @name_argument()
-@click.option("--start", required=True, help="RFC 3339: ticks at or after it")
-@click.option("--end", required=True, help="RFC 3339: ticks at or before it")
+@click.option("--start", required=True, help=time_help("ticks at or after it"))
+@click.option("--end", required=True, help=time_help("ticks at or before it"))
 @click.option(
     "--overlap",
     type=click.Choice(OVERLAPS),
@@ -95,9 +97,7 @@ def backfill(
     """Run the ticks in [start, end] that never fired (skipped ones, and ticks before the
     CronWorkflow existed); ticks not decided yet are left to the scheduler."""
     obj = _obj()
-    s, e = parse_time(start, "--start"), parse_time(end, "--end")
-    if e < s:
-        fail(f"--end {end} is before --start {start}")
+    parse_time(start, "--start"), parse_time(end, "--end")  # bad text: refused before the store
     if parallel is not None and overlap in ("Forbid", "Replace"):
         fail(f"--parallel applies to --overlap Allow or Queue, not {overlap}")
     ref = f"{obj.ns}/{name}"
@@ -106,9 +106,18 @@ def backfill(
             agg = ops.find(obj.ns, name)
         except NotFound as ex:
             fail(str(ex))
+        zone = agg.spec_model.timezone or None  # a date alone: midnight in its zone
+        s, e = parse_time(start, "--start", zone), parse_time(end, "--end", zone)
+        if e < s:
+            fail(f"--end {end} is before --start {start}")
         if cancel:
             n = ops.cancel_backfill(obj.ns, name)
-            click.echo(f"backfill {ref}: {n} queued ticks cancelled")
+            line = f"backfill {ref}: {n} queued ticks cancelled"
+            data = {"namespace": obj.ns, "name": name, "cancelled": n}
+            if obj.output in ("json", "yaml"):
+                emit(View(data, [], []), obj.output)
+            else:
+                click.echo(f"{KIND}/{name}" if obj.output == "name" else line)
             return
         pending_after = (
             f"; ticks after {rfc3339(agg.decided_until)} are not decided yet (the scheduler"
@@ -125,9 +134,9 @@ def backfill(
             if ex.field == "end":  # more ticks than --max-ticks
                 fail(f"--start/--end: {ex.message} (--max-ticks {max_ticks})")
             fail(f"--{ex.field}: {ex.message}")
-        if dry_run or not plan.runs:
-            data = backfill_result(name, plan, True)
-            _backfill_out(obj, data, backfill_summary(ref, plan, True, pending_after), name)
+        if dry_run or not plan.runs:  # nothing to start: the plan is the whole answer
+            data = backfill_result(name, plan, dry_run)
+            _backfill_out(obj, data, backfill_summary(ref, plan, dry_run, pending_after), name)
             return
         with Progress(
             TextColumn("backfill {task.description}"),
@@ -158,6 +167,8 @@ def _backfill_out(obj: Ctx, data: dict[str, Any], summary: str, name: str) -> No
     machine = obj.output in ("json", "yaml", "name")
     click.echo(summary, err=machine)  # the count first: before a long table
     rows = [[i["scheduledTime"], i["workflow"], i["action"]] for i in data["items"]]
+    if not rows and obj.output in ("table", "wide"):
+        return  # the summary said it all: no table of headers only
     emit(
         View(
             data,

@@ -21,7 +21,7 @@ from cronsource.adapters.clock import SYSTEM_CLOCK
 from cronsource.adapters.infrastructure.store.check import StoreUnavailable, check_store, describe
 from cronsource.adapters.infrastructure.store.config import StoreConfig, StoreURLError
 from cronsource.adapters.runtime.engine import Engine
-from cronsource.domain.timestamps import TimestampError, parse_timestamp
+from cronsource.domain.timestamps import TIME_RULE, TimestampError, user_time
 
 OUTPUTS = ("table", "wide", "json", "yaml", "name")
 
@@ -53,13 +53,20 @@ def fail(message: str, code: int = 1) -> NoReturn:
     sys.exit(code)
 
 
-def parse_time(value: str, flag: str) -> datetime:
-    """RFC 3339 between 1970 and 2199 (domain/timestamps.py, as the HTTP API: cron arithmetic
-    near year 9999 overflows, and no schedule question needs it)."""
+def parse_time(value: str, flag: str, zone: str | None = None) -> datetime:
+    """A time flag by the one rule of every entrypoint (domain/timestamps.py `user_time`:
+    RFC 3339, or a date alone, midnight in `zone`, else UTC), or one `error:` line."""
     try:
-        return parse_timestamp(value, flag, naive_is_utc=True)
+        return user_time(value, flag, zone)
     except TimestampError as e:
         fail(str(e))
+
+
+def time_help(what: str, *, named: bool = True) -> str:
+    """A time flag's `--help`: what it selects, then the rule, with the zone a date alone is
+    read in (the named CronWorkflow's, or UTC)."""
+    zone = "in the CronWorkflow's time zone" if named else "UTC"
+    return f"{what}; {TIME_RULE} {zone}"
 
 
 def read_input(path: str, code: int = 1) -> bytes:
@@ -145,12 +152,16 @@ class Ctx:
             engine.close()
 
     @contextmanager
-    def operations(self, *, notice: bool = False) -> Iterator[Operations]:
+    def operations(
+        self, *, notice: bool = False, settle_each: bool = False
+    ) -> Iterator[Operations]:
         """The facade (adapters/application/operations.py) over `engine()`: every command
         goes through it, as HTTP and the Python library do. Its commands do not wait for the
-        read model one by one; `engine()` waits once, for all of them, before the exit."""
+        read model one by one; `engine()` waits once, for all of them, before the exit.
+        `settle_each`: they do, for a command that prints each object as it now is (`-o
+        json`)."""
         with self.engine(notice=notice) as engine:
-            yield Operations(engine, settle_each=False)
+            yield Operations(engine, settle_each=settle_each)
 
 
 def _obj() -> Ctx:
@@ -167,9 +178,17 @@ def _setter(attr: str) -> Callable[[click.Context, click.Parameter, Any], None]:
 
 
 def global_options(
-    *, output: bool = True, all_namespaces: bool = True, selector: bool = True
+    *,
+    output: bool = True,
+    all_namespaces: bool = True,
+    selector: bool = True,
+    store: bool = True,
+    namespace: bool = True,
 ) -> Callable[[Any], Any]:
-    """The global flags on a command too, so they may follow it (`get hello -n team-a`)."""
+    """The global flags on a command too, so they may follow it (`get hello -n team-a`).
+    `store`/`namespace` False: the command does not use it, so its `--help` does not offer
+    it; it is still accepted (hidden), as the group accepts it before any command, so a
+    script that passes `-n` to every command keeps working."""
 
     def deco(f: Any) -> Any:
         opts = [
@@ -178,6 +197,7 @@ def global_options(
                 envvar="CRONSOURCE_STORE",
                 expose_value=False,
                 callback=_setter("store"),
+                hidden=not store,
                 help="sqlite:///PATH (default ./cronsource.db), postgresql://USER@HOST/DB, memory:",
             ),
             click.option(
@@ -185,6 +205,7 @@ def global_options(
                 "--namespace",
                 expose_value=False,
                 callback=_setter("namespace"),
+                hidden=not namespace,
                 help="namespace (default: default)",
             ),
         ]

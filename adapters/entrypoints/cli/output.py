@@ -5,16 +5,86 @@ json|yaml|name` for machines, and the few cell formats several commands share.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TextIO, cast
 
 import click
 import yaml
 from rich.console import Console
 from rich.table import Table
+
+
+class _ReaderMayLeave:
+    """sys.stdout or sys.stderr for a command whose reader may go away (`| head -1`).
+
+    Python ignores SIGPIPE, so a write to a closed pipe raises BrokenPipeError, which used to
+    end a command with `error: BrokenPipeError: [Errno 32] Broken pipe`. kubectl ends such a
+    command quietly, with exit 0. Here the first write that finds the reader gone points the
+    descriptor at /dev/null and the command goes on to its end without printing: a
+    `suspend -l team=a | head -1` still suspends every CronWorkflow it selected rather than
+    stopping after the first, and its exit is the command's own (0 when it succeeded).
+    Commands that only read and would go on reading for nobody ask `reader_gone()`."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.reader_gone = False
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except BrokenPipeError:
+            self._to_devnull()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._to_devnull()
+
+    def _to_devnull(self) -> None:
+        self.reader_gone = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, self._stream.fileno())
+        finally:
+            os.close(devnull)
+        try:  # what the buffer still holds goes to /dev/null now, not to a later error
+            self._stream.flush()
+        except (OSError, ValueError):
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def tolerate_closed_readers() -> None:
+    """From here on a closed stdout or stderr ends the output quietly (`_ReaderMayLeave`);
+    the console script calls it first, before any command prints."""
+    if not isinstance(sys.stdout, _ReaderMayLeave) and sys.stdout is not None:
+        sys.stdout = cast(TextIO, _ReaderMayLeave(sys.stdout))
+    if not isinstance(sys.stderr, _ReaderMayLeave) and sys.stderr is not None:
+        sys.stderr = cast(TextIO, _ReaderMayLeave(sys.stderr))
+
+
+def reader_gone() -> bool:
+    """Whether whoever read stdout has closed it: a command that would keep reading the store
+    only to print stops (`export -o -` of a large log into `head`)."""
+    return bool(getattr(sys.stdout, "reader_gone", False))
+
+
+def stdout_gone_quietly() -> None:
+    """For a BrokenPipeError that got past `_ReaderMayLeave` (a write to `sys.stdout.buffer`):
+    the descriptor to /dev/null, so the exit flush raises nothing either."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.__stdout__.fileno() if sys.__stdout__ else 1)
+    finally:
+        os.close(devnull)
 
 
 def _plain(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -39,6 +109,19 @@ class View:
     names: list[str] = field(default_factory=list)
     title: str = ""
     empty: str = ""
+
+
+def no_resources(namespace: str | None) -> str:
+    """kubectl's words when a list or a selection matches nothing (exit 0); None: -A."""
+    return f"No resources found in {namespace} namespace." if namespace else "No resources found"
+
+
+def one_or_list(items: list[dict[str, Any]], *, listed: bool) -> dict[str, Any]:
+    """What `-o json|yaml` prints for the objects a command touched, as `kubectl apply -o
+    json`: the object itself for one named object, else a `List` of them."""
+    if len(items) == 1 and not listed:
+        return items[0]
+    return {"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items}
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = "") -> None:

@@ -20,12 +20,14 @@ from cronsource.adapters.entrypoints.cli.context import (
     global_options,
     now,
     parse_time,
+    time_help,
 )
 from cronsource.adapters.entrypoints.cli.output import (
     View,
     ago,
     detail_cell,
     emit,
+    no_resources,
     print_table,
     ticks_cell,
 )
@@ -82,6 +84,7 @@ def _list_view(rows: list[StatusRow], obj: Ctx) -> View:
                 str(len(st.get("active") or [])),
                 f"{last} ({ago(last_t, t0)})" if last else "-",
                 f"{rfc3339(nxt)} ({ago(nxt, t0)})" if nxt else "-",
+                _conditions_cell(st),
             ]
         )
         wide.append(
@@ -100,8 +103,8 @@ def _list_view(rows: list[StatusRow], obj: Ctx) -> View:
         "ACTIVE",
         "LAST RUN",
         "NEXT RUN",
+        "CONDITIONS",
     ]
-    where = "any namespace" if show_ns else f"namespace {obj.ns}"
     return View(
         data={
             "apiVersion": "argoproj.io/v1alpha1",
@@ -114,9 +117,15 @@ def _list_view(rows: list[StatusRow], obj: Ctx) -> View:
         wide_headers=["CONCURRENCY", "SUCCEEDED", "FAILED", "LABELS"],
         wide_rows=wide,
         names=[f"{KIND}/{c.name}" for c in rows],
-        empty=f"No CronWorkflows found in {where}"
-        + (f" matching -l {obj.selector!r}." if obj.selector else "."),
+        empty=no_resources(None if show_ns else obj.ns),
     )
+
+
+def _conditions_cell(status: dict[str, Any]) -> str:
+    """The conditions that hold (SpecError, SubmissionError, ...), so a CronWorkflow that
+    cannot run shows in `list`, not only in `get`: the types, `-` when none."""
+    held = [c["type"] for c in status.get("conditions") or [] if c.get("status") == "True"]
+    return ",".join(held) or "-"
 
 
 def _list(obj: Ctx) -> None:
@@ -245,8 +254,16 @@ def _events_view(events: list[dict[str, Any]], with_cron: bool, empty: str) -> V
 
 @cli.command()
 @name_argument(required=False)
-@click.option("--since", default=None, help="RFC 3339: events at or after it")
-@click.option("--until", default=None, help="RFC 3339: events at or before it")
+@click.option(
+    "--since",
+    default=None,
+    help=time_help("events at or after it") + " (UTC without NAME)",
+)
+@click.option(
+    "--until",
+    default=None,
+    help=time_help("events at or before it") + " (UTC without NAME)",
+)
 @click.option("--type", "types", multiple=True, help="event type, e.g. ScheduleFired (repeatable)")
 @click.option("--reason", "reasons", multiple=True, help="skip reason, e.g. Suspended (repeatable)")
 @global_options()
@@ -260,10 +277,9 @@ def history(
     """The audit log of one CronWorkflow (or, without NAME, of the namespace): every fire
     and skip, and why."""
     obj = _obj()
-    s = parse_time(since, "--since") if since else None
-    u = parse_time(until, "--until") if until else None
-    if s and u and u < s:
-        fail(f"--until {until} is before --since {since}")
+    for value, flag in ((since, "--since"), (until, "--until")):
+        if value:
+            parse_time(value, flag)  # bad text: refused before the store is opened
     want_types = tuple(_event_type(t) for t in types)
     want_reasons = {_reason(r) for r in reasons}
     with obj.operations() as ops:
@@ -271,6 +287,11 @@ def history(
         ns = None if obj.all_namespaces and not name else obj.ns
         if name and not ops.ever_existed(obj.ns, name):
             fail(f"cronworkflow {obj.ns}/{name} not found (never applied in namespace {obj.ns})")
+        zone = ops.time_zone(obj.ns, name) if name else None
+        s = parse_time(since, "--since", zone) if since else None
+        u = parse_time(until, "--until", zone) if until else None
+        if s and u and u < s:
+            fail(f"--until {until} is before --since {since}")
         rows = ops.history(ns, name, since=s, until=u, types=want_types)
         kept_from = ops.kept_from()
         if kept_from is not None and (s is None or s < kept_from):
@@ -286,14 +307,15 @@ def history(
 
 @cli.command()
 @name_argument()
-@click.option("--at", "at_", required=True, help="RFC 3339 time of the tick in question")
+@click.option("--at", "at_", required=True, help=time_help("the tick in question"))
 @global_options(all_namespaces=False, selector=False)
 def why(name: str, at_: str) -> None:
     """Why did (or didn't) it run at T: the decision covering T (fired, skipped and why,
     pending, not a tick) and the event behind it (the query of GET .../decision)."""
     obj = _obj()
-    t = parse_time(at_, "--at")
+    parse_time(at_, "--at")  # bad text: refused before the store is opened
     with obj.operations() as ops:
+        t = parse_time(at_, "--at", ops.time_zone(obj.ns, name))
         try:
             d = ops.why(obj.ns, name, t)
         except NotFound:

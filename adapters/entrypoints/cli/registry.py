@@ -17,7 +17,12 @@ from click.shell_completion import CompletionItem, get_completion_class
 from cronsource.adapters.application.operations import Operations
 from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.entrypoints.cli.context import Ctx, _obj, fail, global_options
-from cronsource.adapters.entrypoints.cli.output import View, emit
+from cronsource.adapters.entrypoints.cli.output import (
+    View,
+    emit,
+    stdout_gone_quietly,
+    tolerate_closed_readers,
+)
 from cronsource.adapters.infrastructure.store.check import StoreUnavailable, check_store, describe
 from cronsource.adapters.infrastructure.store.config import StoreConfig
 
@@ -33,7 +38,12 @@ class CronsourceGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
+        except (
+            click.exceptions.ClickException,
+            click.exceptions.Exit,
+            click.Abort,
+            BrokenPipeError,  # the reader left: main() ends quietly, as kubectl
+        ):
             raise
         except Exception as e:
             if os.environ.get("CRONSOURCE_DEBUG"):
@@ -109,7 +119,7 @@ def name_argument(required: bool = True, many: bool = False) -> Callable[[Any], 
 
 
 @cli.command()
-@global_options(all_namespaces=False, selector=False)
+@global_options(all_namespaces=False, selector=False, namespace=False)
 def version() -> None:
     """The version of cronsource and its libraries; with --store, whether it is migrated."""
     obj = _obj()
@@ -141,7 +151,9 @@ def completion(shell: str) -> None:
 
 
 def main() -> None:
-    """The entry point: click's usage errors become one `error:` line too."""
+    """The entry point: click's usage errors become one `error:` line too, and a reader that
+    closes stdout (`| head -1`) ends the output quietly (output.py `tolerate_closed_readers`)."""
+    tolerate_closed_readers()
     try:
         code = cli.main(prog_name="cronsource", standalone_mode=False)
         if isinstance(code, int) and code:
@@ -163,3 +175,6 @@ def main() -> None:
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)
+    except BrokenPipeError:
+        stdout_gone_quietly()
+        sys.exit(0)

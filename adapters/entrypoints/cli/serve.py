@@ -25,7 +25,7 @@ from cronsource.adapters.infrastructure.store.check import StoreUnavailable, che
     help="as `run --retain`, applied while no `run` projects this store",
 )
 @click.option("-v", "--verbose", is_flag=True, help="debug logs and access logs")
-@global_options(output=False, all_namespaces=False, selector=False)
+@global_options(output=False, all_namespaces=False, selector=False, namespace=False)
 def serve(host: str, port: int, token_file: str | None, retain: str | None, verbose: bool) -> None:
     """HTTP API, metrics, health checks and the status page (docs/http-api.md)."""
     from cronsource.adapters.entrypoints.http import ServeError

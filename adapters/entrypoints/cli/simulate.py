@@ -129,7 +129,7 @@ def simulate_tables(result: dict[str, Any], zones: dict[str, str]) -> None:
 
 @cli.command()
 @click.argument("scenario", type=click.Path(allow_dash=True))
-@global_options(all_namespaces=False, selector=False)
+@global_options(all_namespaces=False, selector=False, namespace=False)
 def simulate(scenario: str) -> None:
     """Run the real engine on a virtual clock (docs/simulate.md)."""
     from cronsource.adapters.application.documents import DocumentError, load_yaml

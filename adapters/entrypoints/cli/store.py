@@ -14,14 +14,22 @@ import click
 from cronsource.adapters.application.loggaps import Gap, find_gaps, repair_gaps
 from cronsource.adapters.application.operations import Operations
 from cronsource.adapters.bootstrap import migrate
-from cronsource.adapters.entrypoints.cli.context import _obj, fail, global_options, now, parse_time
+from cronsource.adapters.entrypoints.cli.context import (
+    _obj,
+    fail,
+    global_options,
+    now,
+    parse_time,
+    time_help,
+)
+from cronsource.adapters.entrypoints.cli.output import reader_gone
 from cronsource.adapters.entrypoints.cli.registry import cli
 from cronsource.adapters.infrastructure.store.check import StoreUnavailable, check_store
 from cronsource.projections.readmodel import rfc3339
 
 
 @cli.command(name="migrate")
-@global_options(output=False, all_namespaces=False, selector=False)
+@global_options(output=False, all_namespaces=False, selector=False, namespace=False)
 def migrate_cmd() -> None:
     """Create or upgrade the store schema (PostgreSQL: once, before replicas start)."""
     obj = _obj()
@@ -48,7 +56,9 @@ def _holes(gaps: list[Gap]) -> str:
 
 
 @cli.command(name="export")
-@click.option("--before", required=True, help="RFC 3339: events that happened before it")
+@click.option(
+    "--before", required=True, help=time_help("events that happened before it", named=False)
+)
 @click.option(
     "-o",
     "--output-file",
@@ -57,7 +67,7 @@ def _holes(gaps: list[Gap]) -> str:
     type=click.Path(dir_okay=False, writable=True),
     help="JSON Lines file to write (gzip when it ends in .gz; - for stdout)",
 )
-@global_options(output=False, all_namespaces=False, selector=False)
+@global_options(output=False, all_namespaces=False, selector=False, namespace=False)
 def export_cmd(before: str, output_file: str) -> None:
     """Write the audit log's events before a time as JSON Lines, one event a line, in log
     order: for teams that keep their audit elsewhere before `run --retain` removes it.
@@ -83,8 +93,8 @@ def export_cmd(before: str, output_file: str) -> None:
                 for r in rows:
                     out.write(json.dumps({"position": r.notification_id, **r.as_event()}) + "\n")
                 written += len(rows)
-                if len(rows) < 5000:
-                    break
+                if len(rows) < 5000 or (out is sys.stdout and reader_gone()):
+                    break  # the end, or nobody reads on (`export -o - | head`)
                 after = rows[-1].notification_id
         finally:
             if out is not sys.stdout:
@@ -98,7 +108,7 @@ def export_cmd(before: str, output_file: str) -> None:
     is_flag=True,
     help="Record each missing version as lost (a VersionsLost event), so the stream replays.",
 )
-@global_options(output=False, all_namespaces=False, selector=False)
+@global_options(output=False, all_namespaces=False, selector=False, namespace=False)
 def check_cmd(repair: bool) -> None:
     """Find streams with missing versions in the log.
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import sys
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import click
 
@@ -19,43 +21,73 @@ from cronsource.adapters.entrypoints.cli.context import (
     fail,
     global_options,
 )
+from cronsource.adapters.entrypoints.cli.output import View, emit, no_resources, one_or_list
 from cronsource.adapters.entrypoints.cli.reads import selected
 from cronsource.adapters.entrypoints.cli.registry import cli, name_argument
+from cronsource.domain.cronworkflow import manual_workflow_name
 from cronsource.domain.service import NotFound
 
 
 def _targets(ops: Operations, obj: Ctx, names: Sequence[str]) -> list[tuple[str, str]]:
     """(namespace, name) of each CronWorkflow named, or selected by `-l` (with -A: in any
-    namespace); unknown names are reported and make the exit 1 after the others ran."""
+    namespace). A selection that matches nothing is no error, as in kubectl: the caller says
+    `No resources found` and exits 0. A name that does not exist is, in `_each`."""
     if not names and not obj.selector:
         fail("give one or more names, or -l SELECTOR")
     if obj.selector:
         rows = selected(ops, obj, None if obj.all_namespaces else obj.ns)
-        if not rows:
-            fail(f"no CronWorkflow matches -l {obj.selector!r}")
         return [(c.namespace, c.name) for c in rows]
     return [(obj.ns, n) for n in names]
 
 
+@dataclass
+class Done:
+    """What a command did to one CronWorkflow: the line people read, and the object `-o
+    json|yaml` prints (None when `_each` should print the CronWorkflow as it is now)."""
+
+    message: str
+    data: dict[str, Any] | None = None
+    name: str = ""
+
+
 def _each(
-    names: Sequence[str], do: Callable[[Operations, str, str], str], *, notice: bool = False
+    names: Sequence[str],
+    do: Callable[[Operations, str, str], Done],
+    *,
+    notice: bool = False,
 ) -> None:
     """`do(ops, namespace, name)` for each target; an unknown one is an `error:` line and
-    makes the exit 1 after the others ran."""
+    makes the exit 1 after the others ran. The output is kubectl's: one line per object for
+    people; `-o name` its name; `-o json|yaml` every object once all are done (one object
+    for one name, a `List` for several or for a selection)."""
     obj = _obj()
-    missing = done = 0
-    with obj.operations() as ops:
-        for ns, name in _targets(ops, obj, names):
+    machine = obj.output in ("json", "yaml")
+    missing = 0
+    items: list[dict[str, Any]] = []
+    with obj.operations(settle_each=machine) as ops:
+        targets = _targets(ops, obj, names)
+        for ns, name in targets:
             try:
-                message = do(ops, ns, name)
+                done = do(ops, ns, name)
+                if machine:
+                    items.append(done.data or ops.status(ns, name).as_object())
             except NotFound as e:
                 click.echo(f"error: {e}", err=True)
                 missing += 1
                 continue
-            done += 1
-            click.echo(f"{KIND}/{name}" if obj.output == "name" else message)
-        if notice and done and obj.unscheduled(ops):
+            if obj.output == "name":
+                click.echo(done.name or f"{KIND}/{name}")
+            elif not machine:
+                click.echo(done.message)
+        if not targets:
+            click.echo(no_resources(None if obj.all_namespaces else obj.ns), err=True)
+        if notice and len(targets) > missing and obj.unscheduled(ops):
             click.echo(NOTHING_RUNS, err=True)  # an unknown name alone stays one error line
+    if machine and (items or not missing):
+        emit(
+            View(one_or_list(items, listed=bool(obj.selector) or len(names) != 1), [], []),
+            obj.output,
+        )
     if missing:
         sys.exit(1)
 
@@ -66,9 +98,11 @@ def _each(
 def suspend(names: tuple[str, ...]) -> None:
     """Suspend: no tick runs until resumed (several names, or -l)."""
 
-    def do(ops: Operations, ns: str, name: str) -> str:
+    def do(ops: Operations, ns: str, name: str) -> Done:
         was_running, _ = ops.suspend(ns, name, by="cli")
-        return f"{KIND}/{name} {'suspended' if was_running else 'unchanged (already suspended)'}"
+        return Done(
+            f"{KIND}/{name} {'suspended' if was_running else 'unchanged (already suspended)'}"
+        )
 
     _each(names, do)
 
@@ -79,9 +113,9 @@ def suspend(names: tuple[str, ...]) -> None:
 def resume(names: tuple[str, ...]) -> None:
     """Resume: the ticks of the suspension are decided, at most one runs."""
 
-    def do(ops: Operations, ns: str, name: str) -> str:
+    def do(ops: Operations, ns: str, name: str) -> Done:
         was_suspended, _ = ops.resume(ns, name, by="cli")
-        return f"{KIND}/{name} {'resumed' if was_suspended else 'unchanged (not suspended)'}"
+        return Done(f"{KIND}/{name} {'resumed' if was_suspended else 'unchanged (not suspended)'}")
 
     _each(names, do)
 
@@ -90,11 +124,14 @@ def resume(names: tuple[str, ...]) -> None:
 @name_argument(required=False, many=True)
 @global_options()
 def delete(names: tuple[str, ...]) -> None:
-    """Delete; the history stays queryable (alias rm)."""
+    """Delete; the history stays queryable (alias rm). `-o json|yaml` prints each
+    CronWorkflow as it was just before it was deleted."""
+    machine = _obj().output in ("json", "yaml")
 
-    def do(ops: Operations, ns: str, name: str) -> str:
+    def do(ops: Operations, ns: str, name: str) -> Done:
+        last = ops.status(ns, name).as_object() if machine else None
         ops.delete(ns, name)
-        return f"{KIND}/{name} deleted"
+        return Done(f"{KIND}/{name} deleted", last)
 
     _each(names, do)
 
@@ -106,17 +143,26 @@ def delete(names: tuple[str, ...]) -> None:
 )
 @global_options()
 def trigger(names: tuple[str, ...], request_id: str | None) -> None:
-    """Run now (a manual fire)."""
+    """Run now (a manual fire). `-o name` prints the Workflow's name (`workflow.argoproj.io/
+    NAME`, as `kubectl create job --from` does), `-o json|yaml` what the HTTP API answers:
+    workflow, requestId, triggered."""
     rid = request_id or uuid.uuid4().hex
 
-    def do(ops: Operations, ns: str, name: str) -> str:
+    def do(ops: Operations, ns: str, name: str) -> Done:
         wf, _ = ops.trigger(ns, name, rid)
+        workflow = wf or manual_workflow_name(name, rid)
+        data = {"workflow": workflow, "requestId": rid, "triggered": wf is not None}
+        shown = f"workflow.argoproj.io/{workflow}"
         if wf is None:
-            return f"request {rid} already triggered"
+            return Done(f"request {rid} already triggered", data, shown)
         if _obj().unscheduled(ops):
             # Recorded, and created only when a `run` dispatches it (a manual run has no
             # deadline: docs/scheduling.md), so it is not "triggered" yet.
-            return f"workflow {wf} queued: nothing creates it until `cronsource run` runs"
-        return f"workflow {wf} triggered"
+            return Done(
+                f"workflow {wf} queued: nothing creates it until `cronsource run` runs",
+                data,
+                shown,
+            )
+        return Done(f"workflow {wf} triggered", data, shown)
 
     _each(names, do, notice=True)

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cronsource.domain.durations import parse_duration
 from cronsource.domain.manifest import ManifestError, parse_manifest
-from cronsource.domain.timestamps import TimestampError, parse_timestamp
+from cronsource.domain.timestamps import TimestampError, user_time
 
 
 class ScenarioError(ValueError):
@@ -29,12 +29,14 @@ MAX_STEPS = 3_000_000
 
 
 def _aware(v: Any) -> Any:
-    """A scenario time, read as every entrypoint reads one (domain/timestamps.py): an offset
-    is required, and the bounds hold (cron arithmetic near year 9999 overflows)."""
+    """A scenario time, read by the rule of every entrypoint (domain/timestamps.py
+    `user_time`): RFC 3339, or a date alone, midnight UTC (a scenario holds many
+    CronWorkflows, so no one zone is meant); the bounds hold (cron arithmetic near year
+    9999 overflows)."""
     if isinstance(v, datetime):  # YAML reads an unquoted time as a datetime
         v = v.isoformat()
     try:
-        return parse_timestamp(v, "time")
+        return user_time(v, "time")
     except TimestampError as e:
         raise ValueError(e.reason) from None
 

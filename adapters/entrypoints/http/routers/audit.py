@@ -26,6 +26,7 @@ from cronsource.adapters.entrypoints.http.timeline import timeline, window_bound
 from cronsource.adapters.infrastructure.readside.queries import Queries as ReadQueries
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.domain.service import NotFound
+from cronsource.domain.timestamps import is_date
 from cronsource.projections.readmodel import rfc3339
 
 BASE = "/namespaces/{namespace}/cronworkflows/{name}"
@@ -80,9 +81,16 @@ def decision(
     name: Name,
     ops: Ops,
     queries: Queries,
-    at: Annotated[str, Query(description="RFC 3339 time of the tick in question")],
+    at: Annotated[
+        str,
+        Query(
+            description="The tick in question: RFC 3339, or a date alone (midnight in the"
+            " CronWorkflow's time zone)"
+        ),
+    ],
 ) -> dict[str, Any]:
-    return ops.why(namespace, name, parse_time(at, "at"))
+    zone = ops.time_zone(namespace, name) if is_date(at) else None
+    return ops.why(namespace, name, parse_time(at, "at", zone))
 
 
 def _timeline(

@@ -27,6 +27,7 @@ from cronsource.adapters.entrypoints.http.replies import answer, current, log_co
 from cronsource.adapters.infrastructure.logs import scheduling_fields
 from cronsource.adapters.infrastructure.readside.queries import Queries as ReadQueries
 from cronsource.domain.cronworkflow import manual_workflow_name
+from cronsource.domain.timestamps import is_date
 
 log = logging.getLogger("cronsource.http")
 
@@ -134,7 +135,8 @@ def trigger(
 def backfill(
     namespace: Namespace, name: Name, body: BackfillRequest, ops: Ops, settings: Settings
 ) -> dict[str, Any]:
-    s, e = parse_time(body.start, "start"), parse_time(body.end, "end")
+    zone = ops.time_zone(namespace, name) if is_date(body.start) or is_date(body.end) else None
+    s, e = parse_time(body.start, "start", zone), parse_time(body.end, "end", zone)
     check_backfill(s, e, body.overlap, body.parallel, shown=(body.start, body.end))
     plan = ops.backfill(
         namespace,

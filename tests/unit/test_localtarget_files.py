@@ -1,0 +1,78 @@
+"""The local target's files (adapters/infrastructure/localtarget.py): a Workflow is JSON in a
+`.json` file, as its name says (it was JSON in a `.yaml` file), and the `.yaml` files an
+earlier version wrote stay Workflows: followed to their end, listed, deleted, and never
+created a second time."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from cronsource.adapters.infrastructure.localtarget import ANNOTATION_CREATED, LocalTarget
+from cronsource.projections.dispatch import ANNOTATION_SCHEDULED, Creation
+
+AT = datetime(2026, 5, 4, 10, tzinfo=UTC)
+
+
+def _workflow(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Workflow",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "ownerReferences": [{"kind": "CronWorkflow", "name": "hello", "uid": "u-1"}],
+            "annotations": {ANNOTATION_SCHEDULED: "2026-05-04T10:00:00Z"},
+        },
+        "spec": {"entrypoint": "main"},
+    }
+
+
+def test_a_workflow_is_written_as_json_in_a_json_file(tmp_path: Path) -> None:
+    target = LocalTarget(tmp_path, run_duration=timedelta(seconds=30))
+    assert target.create_many([Creation(_workflow("hello-1"), "id", "schedule")], AT) == [None]
+    files = sorted(p.name for p in (tmp_path / "default").iterdir())
+    assert files == ["hello-1.json"]
+    doc = json.loads((tmp_path / "default" / "hello-1.json").read_text())
+    assert doc["metadata"]["name"] == "hello-1" and doc["kind"] == "Workflow"
+    assert target.exists("default", "hello-1")
+
+
+def _legacy(tmp_path: Path, name: str) -> Path:
+    """A Workflow file as an earlier version wrote it: JSON inside `<name>.yaml`."""
+    wf = _workflow(name)
+    wf["metadata"]["annotations"][ANNOTATION_CREATED] = AT.isoformat()
+    path = tmp_path / "default" / f"{name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(wf) + "\n")
+    return path
+
+
+def test_an_earlier_versions_yaml_file_is_still_that_workflow(tmp_path: Path) -> None:
+    legacy = _legacy(tmp_path, "hello-1")
+    target = LocalTarget(tmp_path, run_duration=timedelta(seconds=30))
+    assert target.exists("default", "hello-1")
+    assert target.created(_workflow("hello-1"), cron_id="id")
+    # A dispatch replayed after the upgrade finds it: success, and no second file.
+    assert target.create_many([Creation(_workflow("hello-1"), "id", "schedule")], AT) == [None]
+    assert not (tmp_path / "default" / "hello-1.json").exists()
+    assert [m["name"] for m in target.workflows()] == ["hello-1"]
+    # The run watcher follows it to its end rather than calling it deleted by hand.
+    assert target.observe("default", "hello-1", AT + timedelta(seconds=10)) is None
+    done = target.observe("default", "hello-1", AT + timedelta(seconds=31))
+    assert done is not None and done.phase == "Succeeded"
+    target.delete("default", "hello-1", AT)
+    assert not legacy.exists() and not target.exists("default", "hello-1")
+
+
+def test_someone_elses_yaml_file_of_the_name_is_a_conflict(tmp_path: Path) -> None:
+    legacy = _legacy(tmp_path, "hello-1")
+    doc = json.loads(legacy.read_text())
+    doc["metadata"]["ownerReferences"][0]["uid"] = "someone-else"
+    legacy.write_text(json.dumps(doc))
+    target = LocalTarget(tmp_path)
+    [error] = target.create_many([Creation(_workflow("hello-1"), "id", "schedule")], AT)
+    assert error is not None and "is not ours" in str(error)
+    assert not (tmp_path / "default" / "hello-1.json").exists()
