@@ -22,6 +22,7 @@ from eventsourcing.persistence import StoredEvent
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cronsource.adapters.application.explain import explain
 from cronsource.adapters.bootstrap import bootstrap
 from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.decisions import failure_streak, runs_that_pause
@@ -268,6 +269,15 @@ def test_the_audit_row_names_the_runs() -> None:
     row = audit_row(ev, svc.load(cron_id), 1)
     assert row.type == "PausedAfterFailures"
     assert row.detail["workflows"] == [name] and row.detail["threshold"] == 1
+
+
+def test_why_says_a_tick_of_the_pause_waits_for_the_resume() -> None:
+    svc = service()
+    cron_id = create(svc, breaker(1))
+    name = run_minute(svc, cron_id, 1, "Failed")
+    out = explain(svc.load(cron_id), at("10:03:00"), [])
+    assert out["outcome"] == "Pending"
+    assert f"paused after 1 consecutive failed runs ({name})" in out["explanation"]
 
 
 # --------------------------------------------------------------------------- admission
