@@ -30,6 +30,7 @@ from cronsource.domain.manifest import ManifestError, scheduling_options
 from cronsource.domain.service import CronService
 from cronsource.projections.readmodel import audit_row, paused_runs, status_of
 from tests.instants import at
+from tests.unit.test_adoption import adopt, cluster_object
 from tests.unit.test_aggregate import (
     child,
     decisions,
@@ -278,6 +279,19 @@ def test_why_says_a_tick_of_the_pause_waits_for_the_resume() -> None:
     out = explain(svc.load(cron_id), at("10:03:00"), [])
     assert out["outcome"] == "Pending"
     assert f"paused after 1 consecutive failed runs ({name})" in out["explanation"]
+
+
+def test_a_stale_paused_condition_on_an_object_taken_over_again_is_not_shown() -> None:
+    """Handed back to Argo and taken over again, an object may still carry our condition
+    (Argo leaves conditions it does not know); the new stream is not paused, so neither is
+    its status, while Argo's own conditions are kept as adoption keeps them."""
+    stale = {"type": "PausedAfterFailures", "status": "True", "message": "paused after 2 ..."}
+    argo = {"type": "SubmissionError", "status": "True", "message": "quota"}
+    obj = cluster_object({"lastScheduledTime": "2026-05-04T09:59:00Z", "conditions": [stale, argo]})
+    svc, cron_id, _ = adopt(obj, at("10:00:20"))
+    status = status_of(svc.load(cron_id))
+    assert [c["type"] for c in status["conditions"]] == ["SubmissionError"]
+    assert paused_runs(status) is None
 
 
 # --------------------------------------------------------------------------- admission
