@@ -27,12 +27,15 @@ from cronsource.domain.backfill import BackfillPlan, BackfillTooLarge, start_fro
 from cronsource.domain.decisions import (
     DEFAULT_LATE_TOLERANCE,
     Fire,
+    HoldReason,
     Outcome,
     RunState,
     Skip,
     SkipReason,
     TickPolicy,
     decide_ticks,
+    failure_streak,
+    runs_that_pause,
 )
 from cronsource.domain.expressions import (
     NOW_VARIABLE,
@@ -54,10 +57,13 @@ from cronsource.domain.lastapplied import (
 )
 from cronsource.domain.manifest import (
     ANNOTATION_DST_POLICY,
+    ANNOTATION_PAUSE_AFTER_FAILURES,
+    ANNOTATION_PAUSE_RESET_ON_SPEC_CHANGE,
     CronWorkflowManifest,
     CronWorkflowSpec,
     ManifestError,
     parse_manifest,
+    pause_threshold,
     scheduling_options,
 )
 from cronsource.domain.schedule import (
@@ -206,6 +212,8 @@ _SNAPSHOT_FIELDS = (
     "backfill_parallel",
     "backfill_running",
     "adopted",
+    "failure_streak",
+    "failure_pause",
 )
 
 
@@ -240,9 +248,10 @@ class CronWorkflow(Aggregate):
     TOPIC = "cronsource:CronWorkflow/v1"
     #: The version of the snapshot state (`snapshot_state`). 1: the state before the resume
     #: rule moved to the scheduler, the last-applied record and runs not started (no
-    #: `suspension_end`, `suspension_reason`, `last_applied`, `not_started`); 2: today's.
+    #: `suspension_end`, `suspension_reason`, `last_applied`, `not_started`); 2: before the
+    #: pause after failures (no `failure_streak`, `failure_pause`); 3: today's.
     #: Each step has an `upcast_vN_vN+1`.
-    class_version = 2
+    class_version = 3
     Snapshot = CronWorkflowSnapshot
 
     def snapshot_state(self) -> dict[str, Any]:
@@ -266,6 +275,8 @@ class CronWorkflow(Aggregate):
         # has no `adopted`: none was.
         d.setdefault("adopted", None)
         d["_compiled"] = None
+        # Lists in JSON and in the state alike; a copy, so no snapshot shares one.
+        d["failure_streak"] = list(d["failure_streak"])
 
     @staticmethod
     def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -276,6 +287,17 @@ class CronWorkflow(Aggregate):
         state.setdefault("last_applied", None)
         state.setdefault("not_started", None)
         state.setdefault("adopted", None)
+
+    @staticmethod
+    def upcast_v2_v3(state: dict[str, Any]) -> None:
+        """A snapshot of before the pause after failures: no streak and no pause. Exact, as
+        the streak counts only runs that ended while `cronsource.io/pause-after-failures`
+        was set (decisions.failure_streak), which no admission of that time took as one.
+        (An object that carried the annotation unchecked then counts from its first run
+        after the snapshot, where a replay of its whole stream would count the earlier
+        ones: at worst a pause comes later, never one that a replay would not make.)"""
+        state.setdefault("failure_streak", [])
+        state.setdefault("failure_pause", None)
 
     # ------------------------------------------------------------------ creation
 
@@ -339,6 +361,13 @@ class CronWorkflow(Aggregate):
         #: status conditions it had: {"conditions": [...], "lastScheduledTime": ISO text or
         #: None}; None when nothing was. Plain JSON, so a snapshot stores it as it is.
         self.adopted: dict[str, Any] | None = None
+        #: The consecutive runs that ended Failed or Error, oldest first, at most as many as
+        #: `cronsource.io/pause-after-failures` says (decisions.failure_streak); replaced,
+        #: never mutated in place, so copies may share it.
+        self.failure_streak: list[str] = []
+        #: The runs whose failures paused this CronWorkflow (the pause after failures); None
+        #: while it is not paused. `resume` clears it.
+        self.failure_pause: list[str] | None = None
         self._compiled: tuple[tuple[Any, ...], CompiledSchedule] | None = None
 
     def __deepcopy__(self, memo: dict[int, Any]) -> CronWorkflow:
@@ -501,8 +530,26 @@ class CronWorkflow(Aggregate):
 
     @property
     def is_live(self) -> bool:
-        """Live ticks are decided; a suspended, stopped, rejected or deleted one waits."""
-        return not (self.deleted or self.suspended or self.stopped or self.spec_error)
+        """Live ticks are decided; a suspended, stopped, paused (after failures), rejected or
+        deleted one waits."""
+        return not (
+            self.deleted
+            or self.suspended
+            or self.stopped
+            or self.spec_error
+            or self.failure_pause is not None
+        )
+
+    def _hold_reason(self) -> HoldReason | Literal["SpecError"]:
+        """Why the ticks of a CronWorkflow that is not live wait: the skip reason they get
+        when they are closed without running."""
+        if self.stopped:
+            return "Stopped"
+        if self.suspended:
+            return "Suspended"
+        if self.failure_pause is not None:
+            return "PausedAfterFailures"
+        return "SpecError"
 
     def next_due(self) -> datetime | None:
         """When this CronWorkflow next needs a decision; None while nothing can be decided.
@@ -580,7 +627,7 @@ class CronWorkflow(Aggregate):
                 at,
                 self.policy(late_tolerance),
                 RunState(tuple(self.active), self.last_finished_at),
-                suspension=cast(Literal["Suspended", "Stopped"], self.suspension_reason),
+                suspension=cast(HoldReason, self.suspension_reason),
                 when=when,
                 run_name=lambda t: workflow_name(self.name, t),
                 superseded=superseded or bool(rest),
@@ -679,8 +726,9 @@ class CronWorkflow(Aggregate):
     def resume(self, at: datetime, by: str = "", note: str = "") -> list[Fire]:
         """Resume: records only itself. The scheduler then decides the ticks of the
         suspension by the resume rule (`tick`): at most one run, a catch-up within the
-        deadline. Returns no fires (kept for the callers that add up a command's fires)."""
-        if self.deleted or not (self.suspended or self.stopped):
+        deadline. Returns no fires (kept for the callers that add up a command's fires).
+        A pause after failures is lifted too, and its count starts again."""
+        if self.deleted or not (self.suspended or self.stopped or self.failure_pause is not None):
             return []
         self._resumed(at=at, by=by, note=note, timestamp=at)
         return []
@@ -800,6 +848,7 @@ class CronWorkflow(Aggregate):
         #7182): old ticks are never caught up and the change itself starts nothing.
         `suspend` None leaves the suspension as it is."""
         fires: list[Fire] = []
+        spec_changed = _without_suspend(spec) != _without_suspend(self.spec)
         changed = (spec, labels, annotations) != (self.spec, self.labels, self.annotations)
         if changed or self.spec_error:
             reset = _schedule_key(spec, annotations) != _schedule_key(self.spec, self.annotations)
@@ -810,8 +859,8 @@ class CronWorkflow(Aggregate):
             elif reset:
                 if self.is_live:
                     self._close_superseded(at, late_tolerance)
-                elif self.suspended or self.stopped:
-                    self._close_ticks(at, "Stopped" if self.stopped else "Suspended")
+                else:
+                    self._close_ticks(at, self._hold_reason())
             self._spec_updated(
                 spec=spec,
                 labels=labels,
@@ -821,6 +870,8 @@ class CronWorkflow(Aggregate):
                 last_applied=last_applied,
                 timestamp=at,
             )
+            if spec_changed:
+                self._reset_failures_on_spec_change(at)
         elif last_applied is not None and last_applied != self.last_applied:
             # Only the record changes (the first apply onto a CronWorkflow without one, or a
             # file now saying what another writer already set): kept, so the next apply
@@ -841,6 +892,24 @@ class CronWorkflow(Aggregate):
         elif not suspend and self.suspended:
             fires += self.resume(at, by="spec", note="spec.suspend is false")
         return fires
+
+    def _reset_failures_on_spec_change(self, at: datetime) -> None:
+        """With `cronsource.io/pause-reset-on-spec-change: "true"` (as the new spec's
+        annotations say), a changed spec is presumed to be the fix: the pause after failures
+        is lifted and the count starts again, as a resume does (docs/user-guide.md)."""
+        if not scheduling_options(self.annotations).pause_reset_on_spec_change:
+            return
+        if self.failure_pause is None and not self.failure_streak:
+            return
+        unpaused = self.failure_pause is not None
+        self._failure_count_reset(
+            at=at,
+            by="spec",
+            note=f"the spec changed ({ANNOTATION_PAUSE_RESET_ON_SPEC_CHANGE})"
+            + (": the pause after failures is lifted" if unpaused else ""),
+            unpaused=unpaused,
+            timestamp=at,
+        )
 
     def _close_superseded(self, at: datetime, late_tolerance: timedelta) -> None:
         """The ticks of the old schedule that no scheduler decided before it changed: they
@@ -893,6 +962,7 @@ class CronWorkflow(Aggregate):
         )
         self._prune_history(at)
         self._check_stop(at)
+        self._check_failures(at)
         fires = self.tick(at) if self.is_live else []
         self._start_queued(at)
         return fires
@@ -935,10 +1005,7 @@ class CronWorkflow(Aggregate):
             if self.is_live:
                 self.tick(at, late_tolerance, until=scheduled_time - _TICK, superseded=True)
             else:
-                self._close_ticks(
-                    scheduled_time,
-                    "Stopped" if self.stopped else "Suspended" if self.suspended else "SpecError",
-                )
+                self._close_ticks(scheduled_time, self._hold_reason())
         self._run_recovered(
             scheduled_time=scheduled_time,
             workflow_name=workflow,
@@ -1002,6 +1069,20 @@ class CronWorkflow(Aggregate):
         doomed += [f[0] for f in bad[: max(0, len(bad) - keep_bad)]]
         if doomed:
             self._history_pruned(workflow_names=doomed, timestamp=at)
+
+    def _check_failures(self, at: datetime) -> None:
+        """After a run completes: N consecutive failures pause the CronWorkflow
+        (`cronsource.io/pause-after-failures`), naming the N runs. Already paused, later
+        failures change nothing but the streak."""
+        if self.deleted or self.failure_pause is not None:
+            return
+        runs = runs_that_pause(
+            self.failure_streak, scheduling_options(self.annotations).pause_after_failures
+        )
+        if runs is not None:
+            self._paused_after_failures(
+                workflows=list(runs), threshold=len(runs), at=at, timestamp=at
+            )
 
     def _check_stop(self, at: datetime) -> None:
         """After a run completes, as Argo's reconcileActiveWfs: met stops; a failure to
@@ -1191,9 +1272,11 @@ class CronWorkflow(Aggregate):
         # them by the resume rule. (A resume written by an older cronsource decided them at
         # once, so there are none left then.)
         self.suspension_end = at
-        self.suspension_reason = "Stopped" if self.stopped else "Suspended"
+        self.suspension_reason = self._hold_reason()
         self.suspended = False
         self.stopped = False
+        self.failure_pause = None
+        self.failure_streak = []
 
     @event("RunCompleted", topic="cronsource:RunCompleted/v1")
     def _run_completed(
@@ -1202,6 +1285,12 @@ class CronWorkflow(Aggregate):
         self.active.pop(workflow_name, None)
         self.backfill_running.discard(workflow_name)
         self.finished.append((workflow_name, phase, finished_at))
+        self.failure_streak = failure_streak(
+            self.failure_streak,
+            workflow_name,
+            phase,
+            pause_threshold(self.annotations.get(ANNOTATION_PAUSE_AFTER_FAILURES)),
+        )
         if phase == "Succeeded":
             self.succeeded += 1
         else:
@@ -1324,6 +1413,25 @@ class CronWorkflow(Aggregate):
             if last_scheduled_time is None
             else last_scheduled_time.isoformat(),
         }
+
+    @event("PausedAfterFailures", topic="cronsource:PausedAfterFailures/v1")
+    def _paused_after_failures(
+        self, workflows: list[str], threshold: int, at: datetime, timestamp: datetime
+    ) -> None:
+        self.failure_pause = list(workflows)
+
+    @event("FailureCountReset", topic="cronsource:FailureCountReset/v1")
+    def _failure_count_reset(
+        self, at: datetime, by: str, note: str, unpaused: bool, timestamp: datetime
+    ) -> None:
+        self.failure_streak = []
+        if self.failure_pause is None:
+            return
+        self.failure_pause = None
+        if not (self.suspended or self.stopped or self.spec_error):
+            # As a resume: the ticks of the pause are decided by the resume rule (`tick`).
+            self.suspension_end = at
+            self.suspension_reason = "PausedAfterFailures"
 
     @event("Stopped", topic="cronsource:Stopped/v1")
     def _stopped(self, reason: str, timestamp: datetime) -> None:

@@ -22,7 +22,11 @@ SkipReason = Literal[
     "CatchupLimit",
     "SpecError",
     "ScheduleChanged",
+    "PausedAfterFailures",
 ]
+#: What holds a CronWorkflow's ticks until it runs again: its ticks of that time are decided
+#: when it does, by the resume rule, and skipped for this reason.
+HoldReason = Literal["Suspended", "Stopped", "PausedAfterFailures"]
 Trigger = Literal["schedule", "catchup", "manual", "backfill"]
 ConcurrencyPolicy = Literal["Allow", "Forbid", "Replace"]
 
@@ -98,7 +102,7 @@ def decide_ticks(
     policy: TickPolicy,
     runs: RunState,
     *,
-    suspension: Literal["Suspended", "Stopped"] | None = None,
+    suspension: HoldReason | None = None,
     when: bool | str = True,
     run_name: Callable[[datetime], str] = lambda t: t.isoformat(),
     superseded: bool = False,
@@ -211,3 +215,32 @@ def decide_ticks(
     decisions += _fold(run, message)
     last = decided[-1][0] if decided else None
     return Outcome(decisions, last, waiting)
+
+
+# ---------------------------------------------------------------- pause after failures
+#
+# A circuit breaker (`cronsource.io/pause-after-failures: "N"`): after N consecutive runs end
+# Failed or Error the CronWorkflow pauses, and no tick runs until `resume` (or a spec change,
+# with `cronsource.io/pause-reset-on-spec-change: "true"`). Argo's stopStrategy counts totals
+# and stops for good (argoproj/argo-workflows #5659, #7291); Temporal's schedules have
+# `pause_on_failure`. Runs count in the order their ends are recorded, whatever started them.
+
+
+def failure_streak(
+    streak: Sequence[str], workflow: str, phase: str, threshold: int | None
+) -> list[str]:
+    """The consecutive failed runs after `workflow` ended with `phase`: a success ends the
+    streak, a failure (Failed, Error) adds to it. Only the last `threshold` are kept, all a
+    pause names; without a threshold nothing is counted, so a breaker set later counts
+    from then (and a snapshot taken before breakers existed needs no history to be exact)."""
+    if threshold is None or phase == "Succeeded":
+        return []
+    return [*streak, workflow][-threshold:]
+
+
+def runs_that_pause(streak: Sequence[str], threshold: int | None) -> tuple[str, ...] | None:
+    """The runs that pause the CronWorkflow now: the last `threshold` of the streak once it
+    is that long; None while it is shorter or no breaker is set."""
+    if threshold is None or len(streak) < threshold:
+        return None
+    return tuple(streak[-threshold:])

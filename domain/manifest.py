@@ -8,6 +8,7 @@ because that is what the user wrote in YAML.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Annotated, Any, Literal
@@ -56,6 +57,14 @@ ANNOTATION_CATCHUP_POLICY = "cronsource.io/catchup-policy"
 ANNOTATION_MAX_CATCHUP = "cronsource.io/max-catchup"
 ANNOTATION_RUN_DURATION = "cronsource.io/simulate-run-duration"
 ANNOTATION_RUN_PHASE = "cronsource.io/simulate-run-phase"
+#: Pause after this many consecutive runs ended Failed or Error (a circuit breaker; `resume`
+#: clears it). docs/user-guide.md, "Pause after failures".
+ANNOTATION_PAUSE_AFTER_FAILURES = "cronsource.io/pause-after-failures"
+#: "true": a change of the spec clears that pause and the count, as `resume` does.
+ANNOTATION_PAUSE_RESET_ON_SPEC_CHANGE = "cronsource.io/pause-reset-on-spec-change"
+#: The largest threshold: the aggregate keeps the names of that many failed runs, and a
+#: breaker that waits for more consecutive failures than this is a typo, not a policy.
+MAX_PAUSE_AFTER_FAILURES = 1000
 DEFAULT_MAX_CATCHUP = 10
 
 RunPhase = Literal["Succeeded", "Failed", "Error"]
@@ -172,7 +181,42 @@ class ObjectMeta(_OpenMeta):
             "Error",
         ):
             raise ValueError(f"{ANNOTATION_RUN_PHASE} must be Succeeded, Failed or Error")
+        if (n := v.get(ANNOTATION_PAUSE_AFTER_FAILURES)) is not None and (
+            pause_threshold(n) is None
+        ):
+            raise ValueError(
+                f"{ANNOTATION_PAUSE_AFTER_FAILURES} must be a whole number from 1 to"
+                f" {MAX_PAUSE_AFTER_FAILURES} (value: {_shown_value(n)})"
+            )
+        if (r := v.get(ANNOTATION_PAUSE_RESET_ON_SPEC_CHANGE)) is not None and r not in (
+            "true",
+            "false",
+        ):
+            raise ValueError(
+                f"{ANNOTATION_PAUSE_RESET_ON_SPEC_CHANGE} must be 'true' or 'false'"
+                f" (value: {_shown_value(r)})"
+            )
         return v
+
+
+def _shown_value(v: str) -> str:
+    """An annotation's value for a message: quoted, and never echoed in full (256 KiB may
+    reach us)."""
+    shown = repr(v)
+    return shown if len(shown) <= 80 else shown[:70] + "...'"
+
+
+_WHOLE_NUMBER = re.compile(r"[0-9]{1,9}")
+
+
+def pause_threshold(value: str | None) -> int | None:
+    """`cronsource.io/pause-after-failures` as a number, or None when unset or not one
+    admission takes (a stored value an older cronsource admitted unchecked is no breaker).
+    ASCII digits only: `str.isdigit` takes `²`, which `int` refuses."""
+    if value is None or not _WHOLE_NUMBER.fullmatch(value):
+        return None
+    n = int(value)
+    return n if 1 <= n <= MAX_PAUSE_AFTER_FAILURES else None
 
 
 class StopStrategy(_Model):
@@ -442,6 +486,10 @@ class SchedulingOptions:
     max_catchup: int = DEFAULT_MAX_CATCHUP
     run_duration: timedelta | None = None
     run_phase: RunPhase | None = None
+    #: Pause after this many consecutive failed runs; None: never.
+    pause_after_failures: int | None = None
+    #: A spec change clears the pause and the count of failures.
+    pause_reset_on_spec_change: bool = False
 
 
 def scheduling_options(annotations: dict[str, str]) -> SchedulingOptions:
@@ -453,4 +501,6 @@ def scheduling_options(annotations: dict[str, str]) -> SchedulingOptions:
         max_catchup=int(annotations.get(ANNOTATION_MAX_CATCHUP, DEFAULT_MAX_CATCHUP)),
         run_duration=parse_duration(dur) if dur else None,
         run_phase=phase if phase in ("Succeeded", "Failed", "Error") else None,  # type: ignore[arg-type]
+        pause_after_failures=pause_threshold(annotations.get(ANNOTATION_PAUSE_AFTER_FAILURES)),
+        pause_reset_on_spec_change=annotations.get(ANNOTATION_PAUSE_RESET_ON_SPEC_CHANGE) == "true",
     )

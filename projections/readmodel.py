@@ -9,6 +9,7 @@ shows is exactly the state the scheduler decides on, never a second reducer that
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -138,6 +139,8 @@ def status_of(agg: CronWorkflow) -> dict[str, Any]:
                 f" {not_started['message']}",
             }
         )
+    if agg.failure_pause is not None:
+        conditions.append(paused_condition(agg.failure_pause))
     conditions += _adopted_conditions(agg, {c["type"] for c in conditions})
     status: dict[str, Any] = {
         "active": [
@@ -161,6 +164,33 @@ def status_of(agg: CronWorkflow) -> dict[str, Any]:
     return status
 
 
+#: The condition of a CronWorkflow paused after failures (`cronsource.io/pause-after-failures`).
+#: Argo's CronWorkflowStatus conditions are free-form `type`/`status`/`message` entries, so the
+#: object stays valid for Argo's CRD and `kubectl get -o yaml` shows it; the phase stays
+#: Active (Argo knows no other phase but Stopped, which is for good).
+PAUSED_CONDITION = "PausedAfterFailures"
+_PAUSED_MESSAGE = re.compile(r"paused after (\d+) consecutive failed runs: ([^;]*);")
+
+
+def paused_condition(runs: Sequence[str]) -> dict[str, Any]:
+    return {
+        "type": PAUSED_CONDITION,
+        "status": "True",
+        "message": f"paused after {len(runs)} consecutive failed runs: {', '.join(runs)};"
+        " no tick runs until it is resumed (cronsource resume)",
+    }
+
+
+def paused_runs(status: dict[str, Any]) -> list[str] | None:
+    """The runs whose failures paused the CronWorkflow, read back from its condition (the
+    one place the read model keeps them); None when it is not paused after failures."""
+    for c in status.get("conditions") or []:
+        if c.get("type") == PAUSED_CONDITION and c.get("status") == "True":
+            m = _PAUSED_MESSAGE.match(str(c.get("message", "")))
+            return m.group(2).split(", ") if m else []
+    return None
+
+
 def _adopted_conditions(agg: CronWorkflow, shown: set[str]) -> list[dict[str, Any]]:
     """The conditions Argo's controller had set when cronsource took the object over, shown
     until the first tick fires here, as Argo clears them at its next run (operator.go `run`
@@ -171,6 +201,9 @@ def _adopted_conditions(agg: CronWorkflow, shown: set[str]) -> list[dict[str, An
     last = agg.last_scheduled_time
     if (None if last is None else last.isoformat()) != adopted.get("lastScheduledTime"):
         return []
+    # Ours is derived from this stream's own state: one left on an object handed back to Argo
+    # and taken over again says nothing of this stream.
+    shown = shown | {PAUSED_CONDITION}
     return [dict(c) for c in adopted["conditions"] if c.get("type") not in shown]
 
 
@@ -234,6 +267,9 @@ _DETAIL_FIELDS = {
     "active_workflows": "active",
     "stopped": "stopped",
     "unreadable": "unreadable",
+    "workflows": "workflows",
+    "threshold": "threshold",
+    "unpaused": "unpaused",
 }
 
 

@@ -111,6 +111,12 @@ def explain(
         out["outcome"] = "Pending"
         if agg.suspended:
             out["explanation"] = "not decided yet: suspended, the tick is decided on resume"
+        elif agg.failure_pause is not None:
+            out["explanation"] = (
+                f"not decided yet: paused after {len(agg.failure_pause)} consecutive failed"
+                f" runs ({', '.join(agg.failure_pause)}); the tick is decided on resume, as"
+                " PausedAfterFailures unless it runs as the catch-up"
+            )
         elif agg.spec_error:
             out["explanation"] = f"not decided yet: the spec was rejected ({agg.spec_error})"
         else:

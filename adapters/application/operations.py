@@ -334,10 +334,11 @@ class Operations:
         note: str = "",
         expected: int | None = None,
     ) -> tuple[bool, int]:
-        """Resume; returns (whether it was suspended or stopped before, the new version)."""
+        """Resume; returns (whether it was suspended, stopped or paused after failures
+        before, the new version)."""
 
         def do(a: CronWorkflow, at: datetime) -> bool:
-            was = a.suspended or a.stopped
+            was = a.suspended or a.stopped or a.failure_pause is not None
             a.resume(at, by=by, note=note)
             return was
 

@@ -313,9 +313,24 @@ class _EngineCollector(Collector):
             "Live CronWorkflows, by namespace",
             labels=["namespace"],
         )
-        for ns, n in self.engine.view.live_by_namespace():
+        live = self.engine.view.live_by_namespace()
+        for ns, n in live:
             counts.add_metric([ns], float(n))
         yield counts
+        paused = GaugeMetricFamily(
+            "cronsource_cronworkflows_paused_after_failures",
+            "Live CronWorkflows paused after consecutive failed runs"
+            " (cronsource.io/pause-after-failures), by namespace; resume clears it",
+            labels=["namespace"],
+        )
+        # Every namespace with live CronWorkflows has a series (0 when none is paused), so an
+        # alert on `> 0` sees the series before the first pause.
+        by_ns = dict.fromkeys((ns for ns, _ in live), 0) | dict(
+            self.engine.view.paused_by_namespace()
+        )
+        for ns, n in sorted(by_ns.items()):
+            paused.add_metric([ns], float(n))
+        yield paused
 
     def _ownership(self) -> Iterable[Metric]:
         """Replica ownership. On PostgreSQL from pg_locks (every replica's session advisory

@@ -449,3 +449,43 @@ def test_status_page_asks_for_the_token_then_shows_the_table(pg_url: str, browse
             assert page.locator("#login").is_hidden()
     finally:
         engine.close()
+
+
+def test_a_cronworkflow_paused_after_failures_shows_paused_until_resumed(
+    pg_url: str, browser: Any
+) -> None:
+    """Issue 23 item 1: the page shows a pause after failures as a `Paused` badge (its tooltip
+    and the detail page name the runs), offers Resume, and the resume clears it."""
+    engine = pg_engine(pg_url)
+    body = manifest("flaky", "* * * * *")
+    body["metadata"]["annotations"] = {"cronsource.io/pause-after-failures": "2"}
+    svc = engine.service
+    cron_id, _ = svc.apply(parse_manifest(body), T0)
+    runs = []
+    for m in (1, 2):
+        t = T0 + timedelta(minutes=m)
+        svc.tick([cron_id], t)
+        runs.append(f"flaky-{int(t.timestamp())}")
+        svc.run_completed(cron_id, runs[-1], "Failed", t + timedelta(seconds=5), t)
+    engine.projector.catch_up()
+    app = create_app(engine, ServeSettings(), VirtualClock(T0 + timedelta(minutes=3)))
+    try:
+        with serving(app) as base:
+            page = browser.new_page()
+            page.goto(base + "/")
+            page.wait_for_selector("body[data-state=ready]", timeout=20_000)
+            badge = page.locator("#crons tr.cw[data-name='default/flaky'] .badge")
+            assert badge.inner_text() == "Paused"
+            assert ", ".join(runs) in (badge.get_attribute("title") or "")
+            page.goto(base + "/#/namespaces/default/cronworkflows/flaky")
+            page.wait_for_selector("#detail[data-name='default/flaky']", timeout=20_000)
+            page.wait_for_selector("body[data-state=ready]")
+            assert page.inner_text("#detail-state") == "Paused"
+            assert "paused after 2 consecutive failed runs" in page.inner_text("#paused")
+            assert page.locator("#resume").is_visible() and page.locator("#suspend").is_hidden()
+            page.click("#resume")
+            page.wait_for_selector("#detail-state.Active", timeout=20_000)
+            assert page.locator("#paused").count() == 0
+            assert svc.load(cron_id).failure_pause is None
+    finally:
+        engine.close()

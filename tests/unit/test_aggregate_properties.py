@@ -14,6 +14,11 @@ ever created and checks, from the log alone:
    schedule undecided; nothing runs while suspended and a resume runs at most one tick;
 4. workflow names are unique per stream, `<name>-<unix seconds>` for non-manual fires, and a
    manual name is one no tick can take;
+5b. (the pause after failures, issue 23 item 1) a CronWorkflow with
+   `cronsource.io/pause-after-failures: "N"` pauses right after the run end that makes N in a
+   row Failed/Error, naming exactly those N; nothing of its schedule runs while paused; its
+   ticks are skipped as PausedAfterFailures only while paused or as ticks of a lifted pause;
+   a resume or a FailureCountReset starts the count again;
 6. a save computed on stale state is rejected and leaves no event behind: the log holds the
    winner's events, then only what the loser re-decided on fresh state.
 
@@ -90,7 +95,16 @@ SPECS = st.fixed_dictionaries(
     },
 )
 ANNOTATIONS = st.sampled_from(
-    [{}, {}, {"cronsource.io/catchup-policy": "All", "cronsource.io/max-catchup": "2"}]
+    [
+        {},
+        {},
+        {"cronsource.io/catchup-policy": "All", "cronsource.io/max-catchup": "2"},
+        {"cronsource.io/pause-after-failures": "2"},
+        {
+            "cronsource.io/pause-after-failures": "1",
+            "cronsource.io/pause-reset-on-spec-change": "true",
+        },
+    ]
 )
 
 
@@ -143,6 +157,13 @@ class StreamAudit:
     finished: list[tuple[str, str, datetime]] = field(default_factory=list)
     prune_due: bool = False
     replaced: set[str] = field(default_factory=set)
+    # The pause after failures, from the events alone: the threshold the last spec set, the
+    # failed runs in a row since the last success, resume or reset, whether it is paused, and
+    # whether the last run end made a pause due (it must be the next change recorded).
+    threshold: int | None = None
+    streak: list[str] = field(default_factory=list)
+    paused: bool = False
+    pause_due: bool = False
 
     def _compile(self, spec: dict[str, Any], annotations: dict[str, str], anchor: datetime) -> None:
         self.spec = CronWorkflowSpec.model_validate(spec)
@@ -164,6 +185,8 @@ class StreamAudit:
         assert not self.deleted, f"{kind} appended to a deleted stream"
         if kind != "HistoryPruned":
             self.check_history_limits()
+        if self.pause_due and kind not in ("HistoryPruned", "Stopped", "PausedAfterFailures"):
+            raise AssertionError(f"{kind} recorded where the pause after failures was due")
         handler = getattr(self, f"_on_{kind}", None)
         if handler is not None:
             handler(ev)
@@ -171,10 +194,12 @@ class StreamAudit:
     def _on_CronWorkflowCreated(self, ev: Any) -> None:
         assert self.version == 1
         self.cron = ev.name
+        self.threshold = scheduling_options(ev.annotations).pause_after_failures
         self._compile(ev.spec, ev.annotations, ev.timestamp)
         self.cursor = ev.timestamp
 
     def _on_SpecUpdated(self, ev: Any) -> None:
+        self.threshold = scheduling_options(ev.annotations).pause_after_failures
         if ev.reset_baseline:
             # Invariant 3 across a schedule change: the old schedule's ticks before the change
             # were all decided (none dropped), and none of them will ever be decided again.
@@ -212,6 +237,7 @@ class StreamAudit:
             return
         assert trigger in ("schedule", "catchup"), trigger
         assert not (self.suspended or self.stopped), f"tick {t} ran while suspended/stopped"
+        assert not self.paused, f"tick {t} ran while paused after failures"
         assert t == self.next_tick(), (
             f"fired {t}, but the next undecided tick is {self.next_tick()}"
         )
@@ -252,16 +278,18 @@ class StreamAudit:
         assert ticks and ticks[-1] == last, f"skip range ends at a non-tick {last}"
         assert len(ticks) == count, f"skip range {first}..{last} says {count}, has {len(ticks)}"
         assert last <= ev.at
-        if ev.reason in ("Suspended", "Stopped"):
-            # While suspended or stopped (a schedule change closes those ticks), or ticks of
-            # the last suspension, which the scheduler decides after the resume.
+        if ev.reason in ("Suspended", "Stopped", "PausedAfterFailures"):
+            # While suspended, stopped or paused (a schedule change closes those ticks), or
+            # ticks of the last suspension, which the scheduler decides after the resume.
             assert (
                 self.suspended
                 or self.stopped
+                or self.paused
                 or (self.resumed_at is not None and last < self.resumed_at)
             ), f"{ev.reason} skip of {first}..{last} outside a suspension"
         else:
-            assert not (self.suspended or self.stopped), f"{ev.reason} skip while suspended"
+            held = self.suspended or self.stopped or self.paused
+            assert not held, f"{ev.reason} skip while suspended"
         self.cursor = last
 
     def _on_RunCompleted(self, ev: Any) -> None:
@@ -269,6 +297,24 @@ class StreamAudit:
         self.active.remove(ev.workflow_name)
         self.finished.append((ev.workflow_name, ev.phase, ev.finished_at))
         self.prune_due = True
+        if self.threshold is None or ev.phase == "Succeeded":
+            self.streak = []
+        else:
+            self.streak.append(ev.workflow_name)
+            self.pause_due = not self.paused and len(self.streak) >= self.threshold
+
+    def _on_PausedAfterFailures(self, ev: Any) -> None:
+        assert self.pause_due, "paused without N failures in a row just ended"
+        assert self.threshold is not None and ev.threshold == self.threshold
+        assert ev.workflows == self.streak[-self.threshold :], (ev.workflows, self.streak)
+        self.paused, self.pause_due = True, False
+
+    def _on_FailureCountReset(self, ev: Any) -> None:
+        assert ev.unpaused == self.paused
+        if self.paused and not (self.suspended or self.stopped):
+            self.resumed_at = ev.timestamp
+            self.runs_since_resume = 0
+        self.streak, self.paused = [], False
 
     def _on_RunVanished(self, ev: Any) -> None:
         if ev.workflow_name in self.active:
@@ -307,7 +353,8 @@ class StreamAudit:
         self.stopped = True
 
     def _on_Resumed(self, ev: Any) -> None:
-        self.suspended = self.stopped = False
+        self.suspended = self.stopped = self.paused = False
+        self.streak = []
         self.resumed_at = ev.timestamp
         self.runs_since_resume = 0
 

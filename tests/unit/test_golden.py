@@ -56,6 +56,9 @@ KEY_FIELDS = (
     "phase",
     "workflow_names",
     "by",
+    "workflows",
+    "threshold",
+    "unpaused",
 )
 
 

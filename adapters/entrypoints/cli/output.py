@@ -195,7 +195,9 @@ def detail_cell(e: dict[str, Any]) -> str:
         return f"phase={e.get('phase')}" + (
             f" finished={e['finishedAt']}" if e.get("finishedAt") else ""
         )
-    if t in ("Suspended", "Resumed"):
+    if t == "PausedAfterFailures":
+        return f"after {e.get('threshold')} failed runs: " + ",".join(e.get("workflows") or [])
+    if t in ("Suspended", "Resumed", "FailureCountReset"):
         parts = [f"by={e['by']}" if e.get("by") else "", e.get("note") or ""]
         return " ".join(p for p in parts if p) or "-"
     if t == "BackfillQueued":

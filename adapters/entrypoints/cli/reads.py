@@ -34,7 +34,7 @@ from cronsource.adapters.entrypoints.cli.output import (
 from cronsource.adapters.entrypoints.cli.registry import _complete_names, cli, name_argument
 from cronsource.domain.service import NotFound
 from cronsource.domain.timestamps import parse_timestamp
-from cronsource.projections.readmodel import StatusRow, rfc3339
+from cronsource.projections.readmodel import StatusRow, paused_runs, rfc3339
 
 
 def check_namespace(ops: Operations, obj: Ctx) -> None:
@@ -65,6 +65,17 @@ def _schedules(spec: dict[str, Any]) -> str:
     return ", ".join(spec.get("schedules") or [spec.get("schedule", "")])
 
 
+def _suspended_cell(spec: dict[str, Any], status: dict[str, Any]) -> str:
+    """`true`/`false` as `argo cron list` shows them, and a pause after failures beside
+    them (`cronsource.io/pause-after-failures`: not a suspension, but nothing runs either)."""
+    cell = str(spec.get("suspend", False)).lower()
+    runs = paused_runs(status)
+    if runs is None:
+        return cell
+    paused = f"paused after {len(runs)} failures"
+    return paused if cell == "false" else f"{cell}, {paused}"
+
+
 def _list_view(rows: list[StatusRow], obj: Ctx) -> View:
     t0 = now()
     show_ns = obj.all_namespaces
@@ -80,7 +91,7 @@ def _list_view(rows: list[StatusRow], obj: Ctx) -> View:
                 c.name,
                 _schedules(spec),
                 spec.get("timezone") or "UTC",
-                str(spec.get("suspend", False)).lower(),
+                _suspended_cell(spec, st),
                 str(len(st.get("active") or [])),
                 f"{last} ({ago(last_t, t0)})" if last else "-",
                 f"{rfc3339(nxt)} ({ago(nxt, t0)})" if nxt else "-",
@@ -170,7 +181,7 @@ def _get_view(c: StatusRow) -> View:
         *_resolved_row(spec, st),
         ["Timezone", spec.get("timezone") or "UTC"],
         ["Concurrency", spec.get("concurrencyPolicy", "Allow")],
-        ["Suspended", str(spec.get("suspend", False)).lower()],
+        ["Suspended", _suspended_cell(spec, st)],
         ["Phase", st.get("phase", "")],
         ["LastScheduledTime", st.get("lastScheduledTime") or "-"],
         ["NextScheduledTime", f"{rfc3339(nxt)} ({ago(nxt, t0)})" if nxt else "-"],

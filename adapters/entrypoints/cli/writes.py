@@ -111,11 +111,14 @@ def suspend(names: tuple[str, ...]) -> None:
 @name_argument(required=False, many=True)
 @global_options()
 def resume(names: tuple[str, ...]) -> None:
-    """Resume: the ticks of the suspension are decided, at most one runs."""
+    """Resume: the ticks of the suspension (or of a pause after failures) are decided, at
+    most one runs; a pause after failures counts again from zero."""
 
     def do(ops: Operations, ns: str, name: str) -> Done:
-        was_suspended, _ = ops.resume(ns, name, by="cli")
-        return Done(f"{KIND}/{name} {'resumed' if was_suspended else 'unchanged (not suspended)'}")
+        was_held, _ = ops.resume(ns, name, by="cli")
+        return Done(
+            f"{KIND}/{name} {'resumed' if was_held else 'unchanged (not suspended or paused)'}"
+        )
 
     _each(names, do)
 

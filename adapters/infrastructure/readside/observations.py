@@ -19,7 +19,7 @@ from cronsource.adapters.infrastructure.readside.rows import (
     audit_from_row,
     dt,
 )
-from cronsource.projections.readmodel import AuditRow
+from cronsource.projections.readmodel import PAUSED_CONDITION, AuditRow, paused_runs
 
 
 @dataclass(frozen=True)
@@ -244,6 +244,22 @@ class Observations:
             " GROUP BY namespace ORDER BY namespace"
         )
         return [(r[0], int(r[1])) for r in rows]
+
+    def paused_by_namespace(self) -> list[tuple[str, int]]:
+        """Live CronWorkflows paused after failures, per namespace (those that have any), by
+        namespace. The text match finds the few candidates (the condition type in the status
+        JSON); the condition itself, parsed, decides, so a label or name that happens to
+        contain the word is not counted."""
+        rows = self._query(
+            "SELECT namespace, status FROM cronsource_status WHERE deleted = 0"
+            " AND status LIKE ? ORDER BY namespace",
+            (f"%{PAUSED_CONDITION}%",),
+        )
+        counts: dict[str, int] = {}
+        for ns, status in rows:
+            if paused_runs(json.loads(status)) is not None:
+                counts[ns] = counts.get(ns, 0) + 1
+        return sorted(counts.items())
 
     # ------------------------------------------------------------------ PostgreSQL locks
 

@@ -108,6 +108,8 @@ CHANGES = (
     "Suspended",
     "Resumed",
     "Stopped",
+    "PausedAfterFailures",
+    "FailureCountReset",
     "CronWorkflowDeleted",
 )
 #: The events that end a run, and the phase each leaves it in (RunCompleted carries its own).

@@ -111,7 +111,15 @@
     const conds = (cw.status.conditions || []).map((c) => c.type);
     if (conds.includes("SpecError")) return "SpecError";
     if (cw.status.phase === "Stopped") return "Stopped";
-    return cw.spec.suspend ? "Suspended" : "Active";
+    if (cw.spec.suspend) return "Suspended";
+    // cronsource.io/pause-after-failures: phase stays Active (Argo's), the condition says it.
+    return conds.includes("PausedAfterFailures") ? "Paused" : "Active";
+  }
+
+  /** The condition's message of a CronWorkflow paused after failures (it names the runs). */
+  function pausedMessage(cw) {
+    const c = (cw.status.conditions || []).find((c) => c.type === "PausedAfterFailures");
+    return c ? c.message : "";
   }
 
   function primary(c) {
@@ -207,7 +215,7 @@
       el("td", {}, el("a", { class: "name", href: detailHash(cw.metadata.namespace, cw.metadata.name), text: cw.metadata.name })),
       el("td", {}, el("code", { text: schedulesOf(spec) })),
       el("td", { text: spec.timezone || "UTC" }),
-      el("td", {}, el("span", { class: "badge " + st, text: st })),
+      el("td", {}, el("span", { class: "badge " + st, text: st, title: pausedMessage(cw) || undefined })),
       el("td", { class: "last" }, when(s.lastScheduledTime)),
       el("td", { class: "next" }, nextRun(cw)),
       el("td", { text: String((s.active || []).length) }),
@@ -287,10 +295,11 @@
       ...fact("Last run", when(cw.status.lastScheduledTime)),
       ...fact("Next run", nextRun(cw)),
       ...fact("Runs", document.createTextNode(`${(cw.status.active || []).length} active, ${cw.status.succeeded || 0} succeeded, ${cw.status.failed || 0} failed`)),
+      ...(pausedMessage(cw) ? fact("Paused after failures", el("span", { id: "paused", text: pausedMessage(cw) })) : []),
       ...fact("Version", document.createTextNode(cw.metadata.resourceVersion)));
     $("#actions").hidden = !(token || !asked);
     $("#suspend").hidden = st !== "Active";
-    $("#resume").hidden = st !== "Suspended" && st !== "Stopped";
+    $("#resume").hidden = st !== "Suspended" && st !== "Stopped" && st !== "Paused";
     axis($("#detail-axis"), tl);
     $("#detail-timeline").replaceChildren(timeline((tl.items[0] || {}).cells || [], tl));
     $("#next-zone").textContent = `(${next.timezone})`;
