@@ -10,7 +10,6 @@ one set of tests over both.
 from __future__ import annotations
 
 import re
-import time
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -32,6 +31,7 @@ from cronsource.adapters.application.models import (
     NextTimes,
     Triggered,
 )
+from cronsource.adapters.clock import SYSTEM_CLOCK
 from cronsource.domain.lastapplied import DEFAULT_MANAGER
 from cronsource.errors import (
     AlreadyExists,
@@ -281,15 +281,15 @@ class Client:
     def wait(self, timeout: float = 10.0) -> bool:
         """Wait until the server's read side has caught up with its log (every call here
         already answers after its own write shows); True when it has."""
-        deadline = time.monotonic() + timeout
+        deadline = SYSTEM_CLOCK.monotonic() + timeout
         while True:
             r = self._request("GET", "/readyz")
             lag = (r.json() or {}).get("lag") or {}
             if r.status_code == 200 and not lag.get("readmodel"):
                 return True
-            if time.monotonic() >= deadline:
+            if SYSTEM_CLOCK.monotonic() >= deadline:
                 return False
-            time.sleep(0.05)
+            SYSTEM_CLOCK.wait(0.05)
 
     # ------------------------------------------------------------------ the rest
 

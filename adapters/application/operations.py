@@ -13,33 +13,28 @@ in adapters/infrastructure/readside/queries.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
 
-from cronsource.adapters.application.explain import explain, removed_before
+from cronsource.adapters.application.audit import AuditReads
 from cronsource.adapters.application.inputs import (
     FieldError,
     check_backfill,
-    check_range,
-    event_filter,
 )
-from cronsource.adapters.application.objects import event_object, next_fire_times
+from cronsource.adapters.application.objects import next_fire_times
 from cronsource.adapters.application.presence import schedulers_running
 from cronsource.adapters.application.selectors import parse_label_selector, select
 from cronsource.adapters.clock import Clock
-from cronsource.adapters.infrastructure.readside.queries import EventFilter
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.domain.backfill import BackfillPlan, BackfillTooLarge, HistoryRemoved, Overlap
 from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.lastapplied import DEFAULT_MANAGER
 from cronsource.domain.manifest import CronWorkflowManifest
 from cronsource.domain.service import AlreadyExists, Applied, Conflict, NotFound, StaleVersion
-from cronsource.domain.timestamps import is_date
-from cronsource.projections.readmodel import AuditRow, StatusRow, status_row
+from cronsource.projections.readmodel import StatusRow, status_row
 
 T = TypeVar("T")
 
@@ -55,7 +50,7 @@ def _ts(t: datetime) -> float:
 # ---------------------------------------------------------------------- commands
 
 
-class Operations:
+class Operations(AuditReads):
     """Commands over the engine as the API offers them.
 
     Without an expected version a command behaves as the CLI's: on a lost race the service
@@ -410,84 +405,6 @@ class Operations:
     def ever_existed(self, namespace: str, name: str) -> bool:
         return self.engine.view.ever_existed(namespace, name)
 
-    def kept_from(self) -> datetime | None:
-        """Since when the audit is complete (None: nothing was ever removed by retention)."""
-        return self.engine.view.kept_from()
-
-    def history(
-        self,
-        namespace: str | None,
-        name: str | None,
-        *,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        types: tuple[str, ...] = (),
-    ) -> list[AuditRow]:
-        """The audit of one CronWorkflow, a namespace (None: every one), in [since, until]."""
-        check_range(since, until)
-        return self.engine.view.audit(namespace, name, since=since, until=until, types=types)
-
-    def events(self, page: EventFilter) -> list[AuditRow]:
-        """One page of the audit log."""
-        check_range(page.since, page.until)
-        self.refresh()
-        return self.engine.view.events(page)
-
-    def events_page(
-        self,
-        namespace: str | None,
-        name: str | None,
-        *,
-        since: str | None = None,
-        until: str | None = None,
-        types: Sequence[str] = (),
-        reasons: Sequence[str] = (),
-        after: int = 0,
-        limit: int = 100,
-    ) -> EventsPage:
-        """One page of the audit log as a request gives it (times as RFC 3339 text, types and
-        reasons by name, each checked: FieldError names the first that is wrong). With a
-        `name`, a CronWorkflow that never existed is NotFound rather than an empty page."""
-        zone = (
-            self.time_zone(namespace, name)
-            if name is not None and namespace is not None and (is_date(since) or is_date(until))
-            else None
-        )
-        page = event_filter(namespace, name, since, until, types, reasons, after, limit, zone)
-        rows = self.events(page)
-        if name is not None and namespace is not None and not rows:
-            if not self.ever_existed(namespace, name):
-                raise NotFound(f"cronworkflow {namespace}/{name} not found")
-        kept_from = self.kept_from()
-        removed = (
-            removed_before(kept_from)
-            if kept_from is not None and (page.since is None or page.since < kept_from)
-            else None
-        )
-        return EventsPage(
-            items=[event_object(r) for r in rows],
-            next_after=rows[-1].notification_id if len(rows) == page.limit else None,
-            removed=removed,
-        )
-
-    def audit_until(self, until: datetime, after: int, limit: int) -> list[AuditRow]:
-        """Audit rows of events before `until`, after log position `after` (export)."""
-        return self.engine.view.audit(until=until, after_position=after, limit=limit)
-
-    def why(self, namespace: str, name: str, at: datetime) -> dict[str, Any]:
-        """Why did (or didn't) it run at `at`: the decision covering it and its event."""
-        self.refresh()
-        queries = self.engine.view
-        rows = queries.decisions_at(namespace, name, at)
-        kept_from = queries.kept_from()
-        try:
-            agg: CronWorkflow | None = self.service.find(namespace, name)
-        except NotFound:
-            if not queries.ever_existed(namespace, name):
-                raise
-            agg = None
-        return explain(agg, at, rows, kept_from)
-
     def next_times(
         self, namespace: str, name: str, count: int, at: datetime | None = None
     ) -> tuple[str, list[dict[str, str | None]]]:
@@ -495,13 +412,3 @@ class Operations:
         agg = self.find(namespace, name)
         items = next_fire_times(agg, at or self.clock.now(), count)
         return agg.spec_model.timezone or "UTC", items
-
-
-@dataclass(frozen=True)
-class EventsPage:
-    """A page of the audit log: the events as objects, the position to page on from (None:
-    the last page), and the note that history before some time was removed, if it was."""
-
-    items: list[dict[str, Any]]
-    next_after: int | None
-    removed: str | None

@@ -4,13 +4,11 @@ The client, the target and the status writer they use are infrastructure
 (cronsource.adapters.infrastructure.kube)."""
 
 from cronsource.adapters.runtime.kube.sync import KubeSync
-from cronsource.adapters.runtime.kube.watch import (
-    LABEL_INSTANCE,
-    CronWorkflowWatcher,
+from cronsource.adapters.runtime.kube.watch import LABEL_INSTANCE, CronWorkflowWatcher, manifest_of
+from cronsource.adapters.runtime.kube.workflows import (
     DispatchProgress,
     ViewProgress,
     WorkflowWatcher,
-    manifest_of,
 )
 
 __all__ = [

@@ -15,11 +15,8 @@ from cronsource.adapters.infrastructure.kube.port import WF, KubeApi
 from cronsource.adapters.infrastructure.kube.seen import SeenMetadata
 from cronsource.adapters.infrastructure.kube.status import StatusWriter
 from cronsource.adapters.infrastructure.kube.target import KubeTarget
-from cronsource.adapters.runtime.kube.watch import (
-    CronWorkflowWatcher,
-    ViewProgress,
-    WorkflowWatcher,
-)
+from cronsource.adapters.runtime.kube.watch import CronWorkflowWatcher
+from cronsource.adapters.runtime.kube.workflows import ViewProgress, WorkflowWatcher
 from cronsource.adapters.runtime.recovery import recover_lost_runs
 from cronsource.projections.dispatch import LABEL_CRON
 

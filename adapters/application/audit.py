@@ -1,0 +1,125 @@
+"""The audit half of the facade (`Operations` inherits it): history, pages of the event log with
+the removal note, the decision covering an instant, and the export's reads. A part of its own
+because the audit is the product's other face, read by people and tools as much as commands
+write it; the rules of its requests (times, types, reasons) are inputs.py's."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from cronsource.adapters.application.explain import explain, removed_before
+from cronsource.adapters.application.inputs import check_range, event_filter
+from cronsource.adapters.application.objects import event_object
+from cronsource.adapters.infrastructure.readside.queries import EventFilter
+from cronsource.adapters.runtime.engine import Engine
+from cronsource.domain.cronworkflow import CronWorkflow
+from cronsource.domain.service import NotFound
+from cronsource.domain.timestamps import is_date
+from cronsource.projections.readmodel import AuditRow
+
+
+@dataclass(frozen=True)
+class EventsPage:
+    """A page of the audit log: the events as objects, the position to page on from (None:
+    the last page), and the note that history before some time was removed, if it was."""
+
+    items: list[dict[str, Any]]
+    next_after: int | None
+    removed: str | None
+
+
+class AuditReads:
+    """Reads of the audit over `engine`'s read model; `refresh`, `time_zone` and
+    `ever_existed` are the facade's."""
+
+    engine: Engine
+
+    def refresh(self) -> None:
+        raise NotImplementedError
+
+    def time_zone(self, namespace: str, name: str) -> str | None:
+        raise NotImplementedError
+
+    def ever_existed(self, namespace: str, name: str) -> bool:
+        raise NotImplementedError
+
+    def kept_from(self) -> datetime | None:
+        """Since when the audit is complete (None: nothing was ever removed by retention)."""
+        return self.engine.view.kept_from()
+
+    def history(
+        self,
+        namespace: str | None,
+        name: str | None,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        types: tuple[str, ...] = (),
+    ) -> list[AuditRow]:
+        """The audit of one CronWorkflow, a namespace (None: every one), in [since, until]."""
+        check_range(since, until)
+        return self.engine.view.audit(namespace, name, since=since, until=until, types=types)
+
+    def events(self, page: EventFilter) -> list[AuditRow]:
+        """One page of the audit log."""
+        check_range(page.since, page.until)
+        self.refresh()
+        return self.engine.view.events(page)
+
+    def events_page(
+        self,
+        namespace: str | None,
+        name: str | None,
+        *,
+        since: str | None = None,
+        until: str | None = None,
+        types: Sequence[str] = (),
+        reasons: Sequence[str] = (),
+        after: int = 0,
+        limit: int = 100,
+    ) -> EventsPage:
+        """One page of the audit log as a request gives it (times as RFC 3339 text, types and
+        reasons by name, each checked: FieldError names the first that is wrong). With a
+        `name`, a CronWorkflow that never existed is NotFound rather than an empty page."""
+        zone = (
+            self.time_zone(namespace, name)
+            if name is not None and namespace is not None and (is_date(since) or is_date(until))
+            else None
+        )
+        page = event_filter(namespace, name, since, until, types, reasons, after, limit, zone)
+        rows = self.events(page)
+        if name is not None and namespace is not None and not rows:
+            if not self.ever_existed(namespace, name):
+                raise NotFound(f"cronworkflow {namespace}/{name} not found")
+        kept_from = self.kept_from()
+        removed = (
+            removed_before(kept_from)
+            if kept_from is not None and (page.since is None or page.since < kept_from)
+            else None
+        )
+        return EventsPage(
+            items=[event_object(r) for r in rows],
+            next_after=rows[-1].notification_id if len(rows) == page.limit else None,
+            removed=removed,
+        )
+
+    def audit_until(self, until: datetime, after: int, limit: int) -> list[AuditRow]:
+        """Audit rows of events before `until`, after log position `after` (export)."""
+        return self.engine.view.audit(until=until, after_position=after, limit=limit)
+
+    def why(self, namespace: str, name: str, at: datetime) -> dict[str, Any]:
+        """Why did (or didn't) it run at `at`: the decision covering it and its event."""
+        self.refresh()
+        queries = self.engine.view
+        rows = queries.decisions_at(namespace, name, at)
+        kept_from = queries.kept_from()
+        try:
+            agg: CronWorkflow | None = self.engine.service.find(namespace, name)
+        except NotFound:
+            if not queries.ever_existed(namespace, name):
+                raise
+            agg = None
+        return explain(agg, at, rows, kept_from)
