@@ -91,7 +91,7 @@ def test_run_pauses_after_two_failed_runs_and_the_cli_shows_it_until_resume(
         deadline = time.monotonic() + 90
         while not (failed and _paused(_get(store))):
             assert time.monotonic() < deadline, f"not paused; failed {failed}"
-            runs = sorted(q.stem for q in (wf_dir / "default").glob("flaky-*.yaml"))
+            runs = sorted(q.stem for q in (wf_dir / "default").glob("flaky-*.json"))
             for name in runs[:2]:
                 if name not in failed:
                     (wf_dir / "default" / f"{name}.phase").write_text("Failed\n")
