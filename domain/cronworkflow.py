@@ -244,6 +244,16 @@ class CronWorkflowSnapshot(Snapshot):
         return agg
 
 
+def decision_wait(concurrency: str, deadline: timedelta | None, running: bool) -> timedelta:
+    """How long after its tick the next tick is decided (`next_due` minus the tick): Forbid
+    with a starting deadline and a run active waits up to the deadline for the run to end;
+    everything else is decided at its tick. Shared with the read side, which shows the tick
+    (`status.nextScheduledTime`) and the decision time (`status.nextDecisionTime`) apart."""
+    if concurrency == "Forbid" and deadline and running:
+        return deadline
+    return timedelta(0)
+
+
 class CronWorkflow(Aggregate):
     TOPIC = "cronsource:CronWorkflow/v1"
     #: The version of the snapshot state (`snapshot_state`). 1: the state before the resume
@@ -561,9 +571,7 @@ class CronWorkflow(Aggregate):
             return None
         first = self.schedule.next_after(self.decided_until)
         pol = self.policy()
-        if pol.concurrency == "Forbid" and pol.deadline and self.active:
-            return first + pol.deadline
-        return first
+        return first + decision_wait(pol.concurrency, pol.deadline, bool(self.active))
 
     def _variables(self, at: datetime) -> dict[str, object]:
         """`cronworkflow.*` for `when` and `stopStrategy`, and `now()` as the decision time."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -46,6 +46,7 @@ T = TypeVar("T")
 #: How often a patch reads and patches again when another write lands between its read and
 #: its write, before it answers Conflict (try again).
 PATCH_ATTEMPTS = 5
+_USEC = timedelta(microseconds=1)
 
 
 def _ts(t: datetime) -> float:
@@ -474,23 +475,34 @@ class Operations:
         """Audit rows of events before `until`, after log position `after` (export)."""
         return self.engine.view.audit(until=until, after_position=after, limit=limit)
 
-    def why(self, namespace: str, name: str, at: datetime) -> dict[str, Any]:
-        """Why did (or didn't) it run at `at`: the decision covering it and its event."""
+    def why(
+        self, namespace: str, name: str, at: datetime, wall: datetime | None = None
+    ) -> dict[str, Any]:
+        """Why did (or didn't) it run at `at`: the decision covering it and its event.
+
+        `wall` is the wall-clock time as written (inputs.written_wall): when it is a slot of
+        the schedule that its zone skips (02:30 on a spring-forward night), the answer is
+        about the tick that ran for it, at the end of the gap, not about the instant `at`.
+        """
         self.refresh()
         queries = self.engine.view
-        rows = queries.decisions_at(namespace, name, at)
-        kept_from = queries.kept_from()
         try:
             agg: CronWorkflow | None = self.service.find(namespace, name)
         except NotFound:
             if not queries.ever_existed(namespace, name):
                 raise
             agg = None
-        return explain(agg, at, rows, kept_from)
+        shift = None
+        if agg is not None and wall is not None and agg.schedule.next_after(at - _USEC) != at:
+            shift = agg.schedule.gap_shift(wall)
+            if shift is not None:
+                at = shift.tick
+        rows = queries.decisions_at(namespace, name, at)
+        return explain(agg, at, rows, queries.kept_from(), shift=shift)
 
     def next_times(
         self, namespace: str, name: str, count: int, at: datetime | None = None
-    ) -> tuple[str, list[dict[str, str | None]]]:
+    ) -> tuple[str, list[dict[str, Any]]]:
         """(the CronWorkflow's zone, its next `count` fire times after `at` (now))."""
         agg = self.find(namespace, name)
         items = next_fire_times(agg, at or self.clock.now(), count)
