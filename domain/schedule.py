@@ -681,7 +681,9 @@ class CompiledSchedule:
         moved it, for a time that is not a tick, and for UTC or fixed-offset zones."""
         u = _as_utc(tick, "tick")
         for ticker in self._tickers:
-            if isinstance(ticker, _CronTicker) and ticker.next_after(u - _SECOND) == u:
+            if not isinstance(ticker, _CronTicker) or not ticker.once or ticker.zone is UTC:
+                continue  # nothing moves: the cheap answer for most schedules
+            if ticker.next_after(u - _SECOND) == u:
                 shift = ticker.dst_shift(u)
                 if shift is not None:
                     return shift

@@ -26,6 +26,7 @@ from cronsource.domain.cronworkflow import (
     decision_wait,
     workflow_name,
 )
+from cronsource.domain.schedule import ScheduleError
 from cronsource.domain.service import event_type
 
 
@@ -295,7 +296,20 @@ _DETAIL_FIELDS = {
     "workflows": "workflows",
     "threshold": "threshold",
     "unpaused": "unpaused",
+    # What a `when` (ScheduleSkipped WhenFalse) or stop strategy (Stopped) read.
+    "expression": "expression",
+    "values": "values",
 }
+
+
+def _dst_of(agg: CronWorkflow, tick: datetime) -> dict[str, str] | None:
+    """What DST did to a decided tick (domain DstShift), from the schedule as it was when the
+    tick was decided: the projection's aggregate is at that event."""
+    try:
+        shift = agg.schedule.dst_shift(tick)
+    except ScheduleError:  # pragma: no cover - a stored schedule compiled when it was admitted
+        return None
+    return None if shift is None else shift.as_dict()
 
 
 def audit_row(ev: Any, agg: CronWorkflow, notification_id: int) -> AuditRow:
@@ -305,6 +319,18 @@ def audit_row(ev: Any, agg: CronWorkflow, notification_id: int) -> AuditRow:
         if key in d and d[key] not in (None, "", []):
             v = d[key]
             detail[out] = rfc3339(v) if isinstance(v, datetime) else v
+    tick = d.get("scheduled_time")
+    if (
+        "scheduled_time" in d
+        and isinstance(tick, datetime)
+        and d.get("trigger") != "manual"
+        and ("trigger" in d or "count" in d)  # a fire or a skip: a decided tick
+    ):
+        # Derived, not stored in the event: `history`, `why` and simulate say that this tick
+        # was moved out of a DST gap or is the one run of a repeated wall time.
+        dst = _dst_of(agg, tick)
+        if dst is not None:
+            detail["dst"] = dst
     return AuditRow(
         notification_id=notification_id,
         cron_id=str(agg.id),

@@ -15,6 +15,11 @@ from cronsource.projections.readmodel import AuditRow, rfc3339
 _TICK = timedelta(microseconds=1)
 
 
+def _values(detail: dict[str, Any]) -> str:
+    values = detail.get("values") or {}
+    return ", ".join(f"{k}={v}" for k, v in values.items()) or "no variables"
+
+
 def removed_before(kept_from: datetime) -> str:
     """The one line `history`, `why` and the HTTP audit queries say for a time before the
     retained window (`run --retain`)."""
@@ -107,6 +112,10 @@ def _explain(
             out["explanation"] = f"skipped: {s.reason}, decided at {rfc3339(s.at)} for {span}" + (
                 f": {message}" if message else ""
             )
+            expression = s.detail.get("expression")
+            if expression:
+                # Recorded since ScheduleSkipped v2: what `when` saw when it said false.
+                out["explanation"] += f"; when {expression!r} read {_values(s.detail)}"
         return out
     if kept_from is not None and t < kept_from:
         out["outcome"] = "Removed"
