@@ -72,7 +72,7 @@ from cronsource.domain.schedule import (
     needs_anchor,
     resolve_schedules,
 )
-from cronsource.domain.whentemplate import evaluate_when
+from cronsource.domain.whentemplate import evaluate_when, values_read
 
 #: uuid5 namespace of cronsource stream ids; never change it (ids are stored everywhere).
 STREAM_NAMESPACE = UUID("6f2d1a52-6c1e-4a55-9d0e-2b8f3c1a7e10")
@@ -242,6 +242,16 @@ class CronWorkflowSnapshot(Snapshot):
         agg = cast(CronWorkflow, super().mutate(None))
         agg.restore_from_snapshot()
         return agg
+
+
+def decision_wait(concurrency: str, deadline: timedelta | None, running: bool) -> timedelta:
+    """How long after its tick the next tick is decided (`next_due` minus the tick): Forbid
+    with a starting deadline and a run active waits up to the deadline for the run to end;
+    everything else is decided at its tick. Shared with the read side, which shows the tick
+    (`status.nextScheduledTime`) and the decision time (`status.nextDecisionTime`) apart."""
+    if concurrency == "Forbid" and deadline and running:
+        return deadline
+    return timedelta(0)
 
 
 class CronWorkflow(Aggregate):
@@ -561,9 +571,7 @@ class CronWorkflow(Aggregate):
             return None
         first = self.schedule.next_after(self.decided_until)
         pol = self.policy()
-        if pol.concurrency == "Forbid" and pol.deadline and self.active:
-            return first + pol.deadline
-        return first
+        return first + decision_wait(pol.concurrency, pol.deadline, bool(self.active))
 
     def _variables(self, at: datetime) -> dict[str, object]:
         """`cronworkflow.*` for `when` and `stopStrategy`, and `now()` as the decision time."""
@@ -614,6 +622,7 @@ class CronWorkflow(Aggregate):
         when = self._before_fire(ticks, at)
         if when is None:
             return []
+        read = None if when is True else self._when_read(ticks, at)
         fires: list[Fire] = []
         end = self.suspension_end
         held = [t for t in ticks if end is not None and t < end]
@@ -632,7 +641,7 @@ class CronWorkflow(Aggregate):
                 run_name=lambda t: workflow_name(self.name, t),
                 superseded=superseded or bool(rest),
             )
-            fires = self._record(outcome, at)
+            fires = self._record(outcome, at, read)
             if outcome.waiting or not rest:
                 return fires
             ticks = rest
@@ -648,7 +657,7 @@ class CronWorkflow(Aggregate):
             run_name=lambda t: workflow_name(self.name, t),
             superseded=superseded,
         )
-        return fires + self._record(outcome, at)
+        return fires + self._record(outcome, at, read)
 
     def _before_fire(self, ticks: list[datetime], at: datetime) -> bool | str | None:
         """Argo's order before a fire (workflow/cron/operator.go `run`): the stop strategy,
@@ -659,13 +668,27 @@ class CronWorkflow(Aggregate):
         now = max(at, ticks[-1] + NOW_AFTER_TICK)  # the instant `now()` reads
         stop = self._stop_verdict(now)
         if stop is True:
-            self._stopped(reason=self._stop_reason(), timestamp=at)
+            self._stopped(reason=self._stop_reason(), values=self._stop_read(now), timestamp=at)
             self._skipped_range(Skip(ticks[0], ticks[-1], len(ticks), "Stopped"), at)
             return None
         if isinstance(stop, str):
             self._skipped_range(Skip(ticks[0], ticks[-1], len(ticks), "SpecError", stop), at)
             return None
         return self._when(now)
+
+    def _when_read(self, ticks: list[datetime], at: datetime) -> tuple[str, dict[str, str]]:
+        """`spec.when` and the values of the variables it read, as `_before_fire` evaluated
+        it: what a WhenFalse skip records so that `why` and `history` can show them."""
+        now = max(at, ticks[-1] + NOW_AFTER_TICK)
+        src = self.spec_model.when or ""
+        return src, values_read(src, self._variables(now))
+
+    def _stop_read(self, at: datetime) -> dict[str, str] | None:
+        """The values the stop strategy read when it was met (recorded on Stopped)."""
+        strategy = self.spec_model.stop_strategy
+        if strategy is None or not strategy.source:
+            return None
+        return values_read(strategy.source, self._variables(at)) or None
 
     def _stop_verdict(self, at: datetime) -> bool | str:
         """Whether `stopStrategy` is met now: True, False, or the message of its failure."""
@@ -684,7 +707,9 @@ class CronWorkflow(Aggregate):
         strategy = self.spec_model.stop_strategy
         return f"stopStrategy met: {strategy.source if strategy else ''}"
 
-    def _record(self, outcome: Outcome, at: datetime) -> list[Fire]:
+    def _record(
+        self, outcome: Outcome, at: datetime, read: tuple[str, dict[str, str]] | None = None
+    ) -> list[Fire]:
         fires: list[Fire] = []
         for d in outcome.decisions:
             if isinstance(d, Fire):
@@ -701,10 +726,12 @@ class CronWorkflow(Aggregate):
                 )
                 fires.append(d)
             else:
-                self._skipped_range(d, at)
+                self._skipped_range(d, at, read if d.reason == "WhenFalse" else None)
         return fires
 
-    def _skipped_range(self, d: Skip, at: datetime) -> None:
+    def _skipped_range(
+        self, d: Skip, at: datetime, read: tuple[str, dict[str, str]] | None = None
+    ) -> None:
         self._skipped(
             scheduled_time=d.first,
             last_scheduled_time=d.last,
@@ -712,6 +739,8 @@ class CronWorkflow(Aggregate):
             reason=d.reason,
             message=d.message,
             at=at,
+            expression=read[0] if read else "",
+            values=(read[1] or None) if read else None,
             timestamp=at,
         )
 
@@ -1088,7 +1117,7 @@ class CronWorkflow(Aggregate):
         """After a run completes, as Argo's reconcileActiveWfs: met stops; a failure to
         evaluate changes nothing here (the next tick skips with the message)."""
         if self._stop_verdict(at) is True:
-            self._stopped(reason=self._stop_reason(), timestamp=at)
+            self._stopped(reason=self._stop_reason(), values=self._stop_read(at), timestamp=at)
 
     # ------------------------------------------------------------------ manual and backfill
 
@@ -1229,7 +1258,10 @@ class CronWorkflow(Aggregate):
         message: str,
         at: datetime,
         timestamp: datetime,
+        expression: str = "",
+        values: dict[str, str] | None = None,
     ) -> None:
+        # v2: `expression` and `values`, what a WhenFalse skip's `when` read (upcast below).
         self.decided_until = max(self.decided_until, last_scheduled_time)
         if reason == "WhenFalse" or (reason == "SpecError" and message):
             self.when_error = message or None
@@ -1434,7 +1466,10 @@ class CronWorkflow(Aggregate):
             self.suspension_reason = "PausedAfterFailures"
 
     @event("Stopped", topic="cronsource:Stopped/v1")
-    def _stopped(self, reason: str, timestamp: datetime) -> None:
+    def _stopped(
+        self, reason: str, timestamp: datetime, values: dict[str, str] | None = None
+    ) -> None:
+        # v2: `values`, what the stop strategy read when it was met (upcast below).
         self.stopped = True
 
     @event("Deleted", topic="cronsource:CronWorkflowDeleted/v1")
@@ -1466,6 +1501,24 @@ _SPEC_EVENTS: tuple[type[Any], ...] = (
 for _spec_event in _SPEC_EVENTS:
     _spec_event.class_version = 2
     _spec_event.upcast_v1_v2 = staticmethod(_upcast_without_last_applied)
+
+
+def _upcast_skip_without_values(state: dict[str, Any]) -> None:
+    state["expression"] = ""
+    state["values"] = None
+
+
+def _upcast_stop_without_values(state: dict[str, Any]) -> None:
+    state["values"] = None
+
+
+# Version 2 of ScheduleSkipped records the `when` expression and the values it read (a
+# WhenFalse skip), version 2 of Stopped the values its stop strategy read: `why` and `history`
+# show what the expression saw. Older events have neither, and show the skip as before.
+CronWorkflow.ScheduleSkipped.class_version = 2  # type: ignore[attr-defined]
+CronWorkflow.ScheduleSkipped.upcast_v1_v2 = staticmethod(_upcast_skip_without_values)  # type: ignore[attr-defined]
+CronWorkflow.Stopped.class_version = 2  # type: ignore[attr-defined]
+CronWorkflow.Stopped.upcast_v1_v2 = staticmethod(_upcast_stop_without_values)  # type: ignore[attr-defined]
 
 # A snapshot is read by processes that never took one: its topic must resolve from the start
 # (the library registers an explicit TOPIC only when a snapshot is first taken).

@@ -35,7 +35,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
-from typing import Any, Final, Protocol
+from typing import Any, Final, Literal, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter  # type: ignore[import-untyped]
@@ -521,6 +521,83 @@ class _CronTicker:
                 return change
             start, inclusive = change, True
 
+    def dst_shift(self, tick: datetime) -> DstShift | None:
+        """What DST did to `tick`, a tick of this ticker: moved out of a gap, or the one run
+        of a repeated wall time. None for a tick DST did not touch, and always under policy
+        "argo" or for an elapsed-time expression (those follow real time: nothing moves)."""
+        if not self.once:
+            return None
+        zone = self.zone
+        before, after = _offset((tick - _SECOND).astimezone(zone)), _offset(tick.astimezone(zone))
+        if after > before:
+            # `tick` is a spring-forward instant: the walls [tick+before, tick+after) never
+            # happen; the first of them this expression names is the run moved here.
+            gap_start = (tick + before).replace(tzinfo=None)
+            wall = _match_after(self.croniter_expr, gap_start, inclusive=True)
+            if wall < (tick + after).replace(tzinfo=None):
+                return DstShift("gap", tick, wall, _zone_name(zone))
+        local = tick.astimezone(zone)
+        naive = local.replace(tzinfo=None)
+        if local.fold == 0 and _offset(naive.replace(tzinfo=zone, fold=1)) != _offset(local):
+            return DstShift("fold", tick, naive, _zone_name(zone))
+        return None
+
+    def gap_shift(self, wall: datetime) -> DstShift | None:
+        """The tick that stands for the wall time `wall` (naive) when `wall` names a slot
+        of this expression that the zone skips; None if it exists or is not a slot."""
+        if not self.once or _match_after(self.croniter_expr, wall, inclusive=True) != wall:
+            return None
+        zone = self.zone
+        early = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)  # read with the new offset
+        late = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)  # read with the old one
+        if late.astimezone(zone).replace(tzinfo=None) == wall:
+            return None  # it exists
+        change = _first_offset_change(zone, early, late)
+        if change is None:  # pragma: no cover - a missing wall always lies in a gap
+            return None
+        return DstShift("gap", change, wall, _zone_name(zone))
+
+
+def _zone_name(zone: tzinfo) -> str:
+    return getattr(zone, "key", None) or "UTC"
+
+
+@dataclass(frozen=True)
+class DstShift:
+    """What DST did to one tick of a wall-clock schedule under policy "once" (docs/scheduling.md):
+
+    - "gap": the schedule names `wall`, which the zone skips that day (spring forward), so
+      the run happens at `tick`, the instant the gap ends;
+    - "fold": `wall` occurs twice that day (fall back) and the schedule runs once, at its
+      first occurrence, `tick`.
+
+    The computation only: entrypoints render it (`note` is the words they share).
+    """
+
+    kind: Literal["gap", "fold"]
+    tick: datetime  # aware UTC
+    wall: datetime  # naive: the wall-clock slot the schedule names
+    zone: str
+
+    @property
+    def note(self) -> str:
+        """`02:30 does not exist on 2027-03-14` / `01:30 occurs twice on 2026-11-01, runs
+        once`: the words `next`, `why`, `history` and simulate put beside the tick."""
+        hm, day = self.wall.strftime("%H:%M"), self.wall.date().isoformat()
+        if self.kind == "gap":
+            return f"{hm} does not exist on {day}"
+        return f"{hm} occurs twice on {day}, runs once"
+
+    def as_dict(self) -> dict[str, str]:
+        """The `dst` field of the JSON outputs."""
+        return {
+            "kind": self.kind,
+            "wall": self.wall.strftime("%H:%M"),
+            "date": self.wall.date().isoformat(),
+            "zone": self.zone,
+            "note": self.note,
+        }
+
 
 def _expression_tuple(expressions: Sequence[str]) -> tuple[str, ...]:
     # A lone string is a sequence too: one expression would silently become one per character.
@@ -598,6 +675,32 @@ class CompiledSchedule:
         that a long outage can be walked without building the whole list.
         """
         return self._ticks(_as_utc(after, "after"), _as_utc(until, "until"))
+
+    def dst_shift(self, tick: datetime) -> DstShift | None:
+        """What DST did to `tick` (a tick of this schedule): see DstShift. None when nothing
+        moved it, for a time that is not a tick, and for UTC or fixed-offset zones."""
+        u = _as_utc(tick, "tick")
+        for ticker in self._tickers:
+            if not isinstance(ticker, _CronTicker) or not ticker.once or ticker.zone is UTC:
+                continue  # nothing moves: the cheap answer for most schedules
+            if ticker.next_after(u - _SECOND) == u:
+                shift = ticker.dst_shift(u)
+                if shift is not None:
+                    return shift
+        return None
+
+    def gap_shift(self, wall: datetime) -> DstShift | None:
+        """When the naive wall time `wall` is a slot of this schedule that its zone skips
+        (02:30 on a spring-forward night), the tick that runs for it; else None. `why` asks
+        this for a time written in a gap, which names no real instant of the zone."""
+        if wall.tzinfo is not None:
+            raise ValueError(f"wall must be a naive wall-clock time, got {wall!r}")
+        for ticker in self._tickers:
+            if isinstance(ticker, _CronTicker):
+                shift = ticker.gap_shift(wall)
+                if shift is not None:
+                    return shift
+        return None
 
     def _ticks(self, after: datetime, until: datetime) -> Iterator[datetime]:
         heads = [ticker.next_after(after) for ticker in self._tickers]

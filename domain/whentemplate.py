@@ -29,9 +29,19 @@ from cronsource.domain.expressions import (
     evaluate_bool,
     validate_expression,
 )
+from cronsource.domain.expressions.errors import checked_source
+from cronsource.domain.expressions.evaluator import NOW_VARIABLE
 from cronsource.domain.expressions.names import UnknownName, unknown_names
+from cronsource.domain.expressions.parser import compile_expression
+from cronsource.domain.expressions.syntax import Call, Member, Name, Node, children
 
-__all__ = ["evaluate_when", "render_when", "unknown_when_names", "validate_when"]
+__all__ = [
+    "evaluate_when",
+    "render_when",
+    "unknown_when_names",
+    "validate_when",
+    "values_read",
+]
 
 #: The variables a simple tag can name: Argo substitutes only string values.
 _STRING_TAGS: Final = ("cronworkflow.name", "cronworkflow.namespace")
@@ -160,3 +170,60 @@ def evaluate_when(source: str, variables: Mapping[str, object]) -> bool:
     if "{{" not in source:
         return evaluate_bool(source, variables)
     return evaluate_bool(render_when(source, variables), variables)
+
+
+def _read_paths(tree: Node) -> Iterator[str]:
+    """The variables an expression reads, as written (`cronworkflow.labels.app`), outermost
+    member paths only; `now()` for the decision time."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Member) and node.path:
+            yield node.path
+            stack.append(node.key)
+            continue
+        if isinstance(node, Name):
+            yield node.name
+        if isinstance(node, Call) and node.function == "now":
+            yield "now()"
+        stack.extend(reversed(children(node)))
+
+
+def _sources(source: str) -> list[str]:
+    if "{{" not in source:
+        return [source]
+    try:
+        return [t[1:] if t.startswith("=") else t.strip() for tag, t in _pieces(source) if tag]
+    except ExpressionError:
+        return []
+
+
+def values_read(source: str, variables: Mapping[str, object]) -> dict[str, str]:
+    """Each variable `source` (a `when` or `stopStrategy` expression) reads, with its value
+    as Go's JSON writes it (`"nightly"`, `3`, `"2026-05-04T09:00:00Z"`, `null`), in order:
+    what the ScheduleSkipped (WhenFalse) and Stopped events record, so that `why` and
+    `history` can show what the expression saw. Best effort: a path that does not evaluate
+    on its own is left out, never an error."""
+    out: dict[str, str] = {}
+    for src in _sources(source):
+        try:
+            tree = compile_expression(checked_source(src))
+        except ValueError:
+            continue
+        for path in _read_paths(tree):
+            if path in out:
+                continue
+            if path == "now()":
+                value = variables.get(NOW_VARIABLE)
+            else:
+                try:
+                    value = evaluate(path, variables)
+                except ExpressionError:
+                    continue
+            if callable(value):
+                continue
+            try:
+                out[path] = _go_json(value)
+            except ExpressionError:
+                continue
+    return out

@@ -13,14 +13,20 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 from uuid import UUID
 
 from eventsourcing.persistence import Tracking
 
 from cronsource.domain.cronhash import resolved_schedules
-from cronsource.domain.cronworkflow import VERSIONS_LOST, CronWorkflow, workflow_name
+from cronsource.domain.cronworkflow import (
+    VERSIONS_LOST,
+    CronWorkflow,
+    decision_wait,
+    workflow_name,
+)
+from cronsource.domain.schedule import ScheduleError
 from cronsource.domain.service import event_type
 
 
@@ -74,14 +80,34 @@ class StatusRow:
     metadata: dict[str, Any]
     version: int
 
+    @property
+    def next_tick(self) -> datetime | None:
+        """The next tick to be decided: what `argo cron get` calls NextScheduledTime. It is
+        `next_due` (the due index: when it will be decided) less the wait of Forbid with a
+        starting deadline behind an active run (`decision_wait`); None while nothing can be
+        decided (suspended, stopped, paused, deleted)."""
+        if self.next_due is None:
+            return None
+        d = self.spec.get("startingDeadlineSeconds")
+        wait = decision_wait(
+            self.spec.get("concurrencyPolicy") or "Allow",
+            timedelta(seconds=d) if isinstance(d, int | float) and d > 0 else None,
+            bool(self.status.get("active")),
+        )
+        return self.next_due - wait
+
     def as_object(self) -> dict[str, Any]:
         """Argo's CronWorkflow object (the shape of `cronsource get -o json` and of the HTTP
-        API), plus `metadata.resourceVersion` (the aggregate version `If-Match` takes) and
-        `status.nextScheduledTime` (from the due index; null while nothing can be decided)."""
+        API), plus `metadata.resourceVersion` (the aggregate version `If-Match` takes),
+        `status.nextScheduledTime` (the next tick, as `argo cron get` shows it) and
+        `status.nextDecisionTime` (when the scheduler will decide it: later than the tick only
+        for Forbid with a starting deadline behind an active run); both null while nothing
+        can be decided. Neither is written to Kubernetes: Argo's status has no such field."""
         metadata = dict(self.metadata)
         metadata["resourceVersion"] = str(self.version)
         status = dict(self.status)
-        status["nextScheduledTime"] = rfc3339(self.next_due)
+        status["nextScheduledTime"] = rfc3339(self.next_tick)
+        status["nextDecisionTime"] = rfc3339(self.next_due)
         return {
             "apiVersion": "argoproj.io/v1alpha1",
             "kind": "CronWorkflow",
@@ -270,7 +296,20 @@ _DETAIL_FIELDS = {
     "workflows": "workflows",
     "threshold": "threshold",
     "unpaused": "unpaused",
+    # What a `when` (ScheduleSkipped WhenFalse) or stop strategy (Stopped) read.
+    "expression": "expression",
+    "values": "values",
 }
+
+
+def _dst_of(agg: CronWorkflow, tick: datetime) -> dict[str, str] | None:
+    """What DST did to a decided tick (domain DstShift), from the schedule as it was when the
+    tick was decided: the projection's aggregate is at that event."""
+    try:
+        shift = agg.schedule.dst_shift(tick)
+    except ScheduleError:  # pragma: no cover - a stored schedule compiled when it was admitted
+        return None
+    return None if shift is None else shift.as_dict()
 
 
 def audit_row(ev: Any, agg: CronWorkflow, notification_id: int) -> AuditRow:
@@ -280,6 +319,18 @@ def audit_row(ev: Any, agg: CronWorkflow, notification_id: int) -> AuditRow:
         if key in d and d[key] not in (None, "", []):
             v = d[key]
             detail[out] = rfc3339(v) if isinstance(v, datetime) else v
+    tick = d.get("scheduled_time")
+    if (
+        "scheduled_time" in d
+        and isinstance(tick, datetime)
+        and d.get("trigger") != "manual"
+        and ("trigger" in d or "count" in d)  # a fire or a skip: a decided tick
+    ):
+        # Derived, not stored in the event: `history`, `why` and simulate say that this tick
+        # was moved out of a DST gap or is the one run of a repeated wall time.
+        dst = _dst_of(agg, tick)
+        if dst is not None:
+            detail["dst"] = dst
     return AuditRow(
         notification_id=notification_id,
         cron_id=str(agg.id),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from cronsource.adapters.application.explain import explain, removed_before
@@ -19,6 +19,9 @@ from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.service import NotFound
 from cronsource.domain.timestamps import is_date
 from cronsource.projections.readmodel import AuditRow
+
+#: One microsecond: `at` is a tick when the next tick after just before it is `at` itself.
+_USEC = timedelta(microseconds=1)
 
 
 @dataclass(frozen=True)
@@ -110,16 +113,27 @@ class AuditReads:
         """Audit rows of events before `until`, after log position `after` (export)."""
         return self.engine.view.audit(until=until, after_position=after, limit=limit)
 
-    def why(self, namespace: str, name: str, at: datetime) -> dict[str, Any]:
-        """Why did (or didn't) it run at `at`: the decision covering it and its event."""
+    def why(
+        self, namespace: str, name: str, at: datetime, wall: datetime | None = None
+    ) -> dict[str, Any]:
+        """Why did (or didn't) it run at `at`: the decision covering it and its event.
+
+        `wall` is the wall-clock time as written (inputs.written_wall): when it is a slot of
+        the schedule that its zone skips (02:30 on a spring-forward night), the answer is
+        about the tick that ran for it, at the end of the gap, not about the instant `at`.
+        """
         self.refresh()
         queries = self.engine.view
-        rows = queries.decisions_at(namespace, name, at)
-        kept_from = queries.kept_from()
         try:
             agg: CronWorkflow | None = self.engine.service.find(namespace, name)
         except NotFound:
             if not queries.ever_existed(namespace, name):
                 raise
             agg = None
-        return explain(agg, at, rows, kept_from)
+        shift = None
+        if agg is not None and wall is not None and agg.schedule.next_after(at - _USEC) != at:
+            shift = agg.schedule.gap_shift(wall)
+            if shift is not None:
+                at = shift.tick
+        rows = queries.decisions_at(namespace, name, at)
+        return explain(agg, at, rows, queries.kept_from(), shift=shift)

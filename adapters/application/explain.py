@@ -5,12 +5,19 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from cronsource.adapters.application.objects import event_object
 from cronsource.domain.cronworkflow import CronWorkflow
+from cronsource.domain.schedule import DstShift
 from cronsource.projections.readmodel import AuditRow, rfc3339
 
 _TICK = timedelta(microseconds=1)
+
+
+def _values(detail: dict[str, Any]) -> str:
+    values = detail.get("values") or {}
+    return ", ".join(f"{k}={v}" for k, v in values.items()) or "no variables"
 
 
 def removed_before(kept_from: datetime) -> str:
@@ -22,7 +29,33 @@ def removed_before(kept_from: datetime) -> str:
     )
 
 
+def dst_words(shift: DstShift) -> str:
+    """`03:00 EDT (02:30 does not exist on 2027-03-14)`: the tick in its zone and what DST
+    did to it, as `why` says it."""
+    local = shift.tick.astimezone(ZoneInfo(shift.zone))
+    return f"{local:%H:%M} {local.tzname()} ({shift.note})"
+
+
 def explain(
+    agg: CronWorkflow | None,
+    t: datetime,
+    decisions: list[AuditRow],
+    kept_from: datetime | None = None,
+    shift: DstShift | None = None,
+) -> dict[str, Any]:
+    """Why the CronWorkflow did or did not run at `t`, and what DST did to that tick (`dst`):
+    `shift` is given when the time asked was a wall time inside a gap and `t` the tick that
+    ran for it; otherwise it is read from the live schedule."""
+    if shift is None and agg is not None:
+        shift = agg.schedule.dst_shift(t)
+    out = _explain(agg, t, decisions, kept_from)
+    if shift is not None:
+        out["dst"] = shift.as_dict()
+        out["explanation"] = f"DST: the tick at {dst_words(shift)}; {out['explanation']}"
+    return out
+
+
+def _explain(
     agg: CronWorkflow | None,
     t: datetime,
     decisions: list[AuditRow],
@@ -79,6 +112,10 @@ def explain(
             out["explanation"] = f"skipped: {s.reason}, decided at {rfc3339(s.at)} for {span}" + (
                 f": {message}" if message else ""
             )
+            expression = s.detail.get("expression")
+            if expression:
+                # Recorded since ScheduleSkipped v2: what `when` saw when it said false.
+                out["explanation"] += f"; when {expression!r} read {_values(s.detail)}"
         return out
     if kept_from is not None and t < kept_from:
         out["outcome"] = "Removed"

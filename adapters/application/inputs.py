@@ -16,7 +16,7 @@ from cronsource.domain.backfill import Overlap
 from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.decisions import SkipReason
 from cronsource.domain.service import topic_type
-from cronsource.domain.timestamps import TimestampError, user_time
+from cronsource.domain.timestamps import TimestampError, is_date, user_time
 from cronsource.projections.readmodel import rfc3339
 
 _TICK = timedelta(microseconds=1)
@@ -65,6 +65,20 @@ def parse_time(value: str, field: str, zone: str | None = None) -> datetime:
         return user_time(value, field, zone)
     except TimestampError as e:
         raise FieldError(field, e.reason) from None
+
+
+def written_wall(value: str) -> datetime | None:
+    """The wall-clock time a person wrote, offset dropped (`2027-03-14T02:30:00-05:00` is
+    02:30), for `why`: a time written inside a zone's spring-forward gap names a slot the
+    schedule moved, which the instant alone (03:30 EDT) no longer says. None for a date
+    alone or text that is no time."""
+    if is_date(value):
+        return None
+    try:
+        t = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return None
+    return t.replace(tzinfo=None)
 
 
 def event_filter(

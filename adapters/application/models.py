@@ -36,8 +36,16 @@ class CronWorkflowStatus(BaseModel):
     phase: str = Field(default="Active", description="Active, or Stopped")
     nextScheduledTime: str | None = Field(
         default=None,
-        description="RFC 3339, the next due tick (cronsource extension); null while nothing"
-        " can be decided",
+        description="RFC 3339, the next tick, as `argo cron get` shows NextScheduledTime"
+        " (cronsource extension: Argo's status has no such field); null while nothing can be"
+        " decided",
+    )
+    nextDecisionTime: str | None = Field(
+        default=None,
+        description="RFC 3339, when the scheduler will decide the next tick (cronsource"
+        " extension): the tick itself, or later for Forbid with a starting deadline while a"
+        " run is active (it waits for the run up to the deadline); null while nothing can be"
+        " decided",
     )
     resolvedSchedules: dict[str, str] | None = Field(
         default=None,
@@ -51,7 +59,8 @@ class CronWorkflowStatus(BaseModel):
 
 class CronWorkflowObject(BaseModel):
     """A CronWorkflow in Argo's shape; `metadata.resourceVersion` is the aggregate version,
-    `status.nextScheduledTime` the next due time (cronsource extension)."""
+    `status.nextScheduledTime` the next tick and `status.nextDecisionTime` when it will be
+    decided (cronsource extensions)."""
 
     model_config = ConfigDict(extra="allow")
     apiVersion: str
@@ -90,6 +99,17 @@ class EventList(BaseModel):
     )
 
 
+class DstNote(BaseModel):
+    """What DST did to a tick (domain.schedule.DstShift): `gap`, moved out of a wall time
+    the zone skips that day; `fold`, the one run of a wall time that occurs twice."""
+
+    kind: str = Field(description="gap or fold", examples=["gap"])
+    wall: str = Field(description="The wall-clock slot the schedule names", examples=["02:30"])
+    date: str = Field(examples=["2027-03-14"])
+    zone: str = Field(examples=["America/New_York"])
+    note: str = Field(examples=["02:30 does not exist on 2027-03-14"])
+
+
 class Decision(BaseModel):
     at: str
     outcome: str = Field(
@@ -101,11 +121,23 @@ class Decision(BaseModel):
     explanation: str
     decisions: list[Event]
     nextTick: str | None = None
+    dst: DstNote | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="Present when DST moved the tick out of a gap (a time asked inside the"
+        " gap is answered for that tick) or folded a repeated hour",
+    )
 
 
 class FireTime(BaseModel):
     local: str
     utc: str
+    dst: DstNote | None = Field(
+        default=None,
+        # Absent rather than null: only a tick DST moved or folded has one.
+        exclude_if=lambda v: v is None,
+        description="Present when DST moved this tick out of a gap or folded a repeated hour",
+    )
 
 
 class NextTimes(BaseModel):

@@ -48,13 +48,18 @@ def backfill_result(name: str, plan: BackfillPlan, dry_run: bool) -> dict[str, A
     }
 
 
-def next_fire_times(agg: CronWorkflow, now: datetime, count: int) -> list[dict[str, str | None]]:
+def next_fire_times(agg: CronWorkflow, now: datetime, count: int) -> list[dict[str, Any]]:
     """The next `count` fire times after now (or after the last decided tick, if later), in
-    the CronWorkflow's zone and in UTC; the same as `cronsource next`."""
+    the CronWorkflow's zone and in UTC; the same as `cronsource next`. A tick that DST moved
+    out of a gap, or the one run of a repeated wall time, carries `dst` (DstShift.as_dict)."""
     zone = ZoneInfo(agg.spec_model.timezone or "UTC")
     t = max(now, agg.decided_until)
     out = []
     for _ in range(count):
         t = agg.schedule.next_after(t)
-        out.append({"local": t.astimezone(zone).isoformat(), "utc": rfc3339(t)})
+        item: dict[str, Any] = {"local": t.astimezone(zone).isoformat(), "utc": rfc3339(t)}
+        shift = agg.schedule.dst_shift(t)
+        if shift is not None:
+            item["dst"] = shift.as_dict()
+        out.append(item)
     return out

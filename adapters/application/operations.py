@@ -407,7 +407,7 @@ class Operations(AuditReads):
 
     def next_times(
         self, namespace: str, name: str, count: int, at: datetime | None = None
-    ) -> tuple[str, list[dict[str, str | None]]]:
+    ) -> tuple[str, list[dict[str, Any]]]:
         """(the CronWorkflow's zone, its next `count` fire times after `at` (now))."""
         agg = self.find(namespace, name)
         items = next_fire_times(agg, at or self.clock.now(), count)

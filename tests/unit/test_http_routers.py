@@ -345,3 +345,33 @@ def test_status_page_router_answers_scheduler_health_and_child_workflows(
         ("2026-05-04T11:00:00Z", "Active")
     ]
     problem_of(client.get(f"{CW}/never/workflows"), 404)
+
+
+# ---------------------------------------------------------------------- DST named (issue 25)
+
+
+def test_next_and_decision_name_the_tick_dst_moved_and_the_object_both_next_times(
+    client: TestClient,
+) -> None:
+    created(client, "nightly", schedules=["30 2 * * *"], timezone="America/New_York")
+    items = client.get(f"{CW}/nightly/next", params={"count": 320}).json()["items"]
+    moved = [i for i in items if "dst" in i]
+    assert [i["utc"] for i in moved] == ["2027-03-14T07:00:00Z"]  # 03:00 EDT
+    assert moved[0]["dst"] == {
+        "kind": "gap",
+        "wall": "02:30",
+        "date": "2027-03-14",
+        "zone": "America/New_York",
+        "note": "02:30 does not exist on 2027-03-14",
+    }
+    # Asked at 02:30 that day (in either offset), the answer is that tick, not NotATick.
+    for asked in ("2027-03-14T02:30:00-05:00", "2027-03-14T02:30:00-04:00"):
+        d = client.get(f"{CW}/nightly/decision", params={"at": asked}).json()
+        assert (d["at"], d["outcome"], d["dst"]["kind"]) == (
+            "2027-03-14T07:00:00Z",
+            "Pending",
+            "gap",
+        )
+        assert "03:00 EDT (02:30 does not exist on 2027-03-14)" in d["explanation"]
+    status = client.get(f"{CW}/nightly").json()["status"]
+    assert status["nextScheduledTime"] == status["nextDecisionTime"] == "2026-05-05T06:30:00Z"

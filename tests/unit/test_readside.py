@@ -35,7 +35,8 @@ def _row(next_due: datetime | None, labels: dict[str, str] | None) -> StatusRow:
 
 def test_a_status_row_renders_argos_cronworkflow_object_byte_for_byte() -> None:
     """The HTTP API and `get -o json` print this: resourceVersion is the aggregate version
-    as a string, after the stored metadata; nextScheduledTime comes last in the status."""
+    as a string, after the stored metadata; nextScheduledTime and nextDecisionTime come last
+    in the status."""
     row = _row(T0 + timedelta(hours=16), {"team": "data"})
     assert json.dumps(row.as_object()) == (
         '{"apiVersion": "argoproj.io/v1alpha1", "kind": "CronWorkflow",'
@@ -43,14 +44,37 @@ def test_a_status_row_renders_argos_cronworkflow_object_byte_for_byte() -> None:
         ' "resourceVersion": "7"},'
         ' "spec": {"schedule": "0 2 * * *", "suspend": false},'
         ' "status": {"active": [], "lastScheduledTime": null, "phase": "Active",'
-        ' "nextScheduledTime": "2026-05-05T02:00:00Z"}}'
+        ' "nextScheduledTime": "2026-05-05T02:00:00Z",'
+        ' "nextDecisionTime": "2026-05-05T02:00:00Z"}}'
     )
     # Rendering copies: the row itself keeps what the view stored.
     assert "resourceVersion" not in row.metadata and "nextScheduledTime" not in row.status
 
 
 def test_a_status_row_with_nothing_due_renders_a_null_next_time() -> None:
-    assert _row(None, {}).as_object()["status"]["nextScheduledTime"] is None
+    status = _row(None, {}).as_object()["status"]
+    assert status["nextScheduledTime"] is None and status["nextDecisionTime"] is None
+
+
+def test_forbid_with_a_deadline_behind_a_run_shows_the_tick_and_the_decision_time_apart() -> None:
+    """Issue 25: `get` showed the decision time (tick + deadline) as NextScheduledTime, which
+    read as a wrong schedule. Given Forbid with a 600 s deadline and a run active, the due
+    index holds 02:10 for the 02:00 tick; the object says both, each under its own name."""
+    tick = T0 + timedelta(hours=16)
+    row = _row(tick + timedelta(minutes=10), {})
+    row = StatusRow(
+        **{
+            **row.__dict__,
+            "spec": {**row.spec, "concurrencyPolicy": "Forbid", "startingDeadlineSeconds": 600},
+            "status": {**row.status, "active": [{"name": "nightly-1"}]},
+        }
+    )
+    status = row.as_object()["status"]
+    assert status["nextScheduledTime"] == "2026-05-05T02:00:00Z"
+    assert status["nextDecisionTime"] == "2026-05-05T02:10:00Z"
+    # Without a run active the tick is decided at the tick.
+    idle = StatusRow(**{**row.__dict__, "status": {**row.status, "active": []}})
+    assert idle.next_tick == idle.next_due
 
 
 def test_a_status_row_renders_the_simulate_summary_with_labels_only() -> None:

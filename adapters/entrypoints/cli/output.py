@@ -181,6 +181,22 @@ def ticks_cell(e: dict[str, Any]) -> str:
     return f"{count} until {last}" if count > 1 and last else str(count)
 
 
+def dst_cell(e: dict[str, Any]) -> str:
+    """` (02:30 does not exist on 2027-03-14)`: what DST did to the event's tick, if anything."""
+    dst = e.get("dst")
+    return f" ({dst['note']})" if isinstance(dst, dict) and dst.get("note") else ""
+
+
+def values_cell(e: dict[str, Any]) -> str:
+    """` [when: <expr>; cronworkflow.failed=3, ...]`: the expression a WhenFalse skip
+    evaluated and the values of the variables it read (recorded since the event gained them)."""
+    expr, values = e.get("expression"), e.get("values")
+    if not expr:
+        return ""
+    seen = ", ".join(f"{k}={v}" for k, v in (values or {}).items())
+    return f" [{expr}" + (f"; {seen}" if seen else "") + "]"
+
+
 def detail_cell(e: dict[str, Any]) -> str:
     """What happened, in a word or two: trigger, reason, phase, who."""
     t = e["type"]
@@ -188,9 +204,14 @@ def detail_cell(e: dict[str, Any]) -> str:
         out = f"trigger={e.get('trigger', 'schedule')}"
         if e.get("replaced"):
             out += f" replaced={','.join(e['replaced'])}"
-        return out
+        return out + dst_cell(e)
     if t == "ScheduleSkipped":
-        return f"reason={e.get('reason')}" + (f": {e['message']}" if e.get("message") else "")
+        return (
+            f"reason={e.get('reason')}"
+            + (f": {e['message']}" if e.get("message") else "")
+            + values_cell(e)
+            + dst_cell(e)
+        )
     if t == "RunCompleted":
         return f"phase={e.get('phase')}" + (
             f" finished={e['finishedAt']}" if e.get("finishedAt") else ""
@@ -208,7 +229,12 @@ def detail_cell(e: dict[str, Any]) -> str:
         return f"reason={e.get('reason')}: {e.get('message')}"
     if t in ("SubmissionFailed", "SpecRejected", "Stopped"):
         transient = " (transient, retried)" if e.get("transient") else ""
-        return (e.get("message") or e.get("reason") or "-") + transient
+        seen = ", ".join(f"{k}={v}" for k, v in (e.get("values") or {}).items())
+        return (
+            (e.get("message") or e.get("reason") or "-")
+            + transient
+            + (f" [{seen}]" if seen else "")
+        )
     if t == "SpecUpdated":
         return f"generation={e.get('generation')}"
     if t == "StatusAdopted":

@@ -9,7 +9,12 @@ from typing import Any
 import click
 
 from cronsource.adapters.application.explain import removed_before
-from cronsource.adapters.application.inputs import EVENT_TYPES, SKIP_REASONS, FieldError
+from cronsource.adapters.application.inputs import (
+    EVENT_TYPES,
+    SKIP_REASONS,
+    FieldError,
+    written_wall,
+)
 from cronsource.adapters.application.operations import Operations
 from cronsource.adapters.entrypoints.cli.context import (
     KIND,
@@ -82,7 +87,7 @@ def _list_view(rows: list[StatusRow], obj: Ctx) -> View:
     table, wide = [], []
     for c in rows:
         spec, st = c.spec, c.status
-        nxt = c.next_due
+        nxt = c.next_tick
         last = st.get("lastScheduledTime")
         last_t = parse_timestamp(last, "lastScheduledTime", bounded=False) if last else None
         table.append(
@@ -173,7 +178,7 @@ def _resolved_row(spec: dict[str, Any], st: dict[str, Any]) -> list[list[str]]:
 def _get_view(c: StatusRow) -> View:
     spec, st = c.spec, c.status
     t0 = now()
-    nxt = c.next_due
+    nxt, due = c.next_tick, c.next_due
     rows = [
         ["Name", c.name],
         ["Namespace", c.namespace],
@@ -185,6 +190,9 @@ def _get_view(c: StatusRow) -> View:
         ["Phase", st.get("phase", "")],
         ["LastScheduledTime", st.get("lastScheduledTime") or "-"],
         ["NextScheduledTime", f"{rfc3339(nxt)} ({ago(nxt, t0)})" if nxt else "-"],
+        # When it will be decided: later than the tick only for Forbid with a deadline behind
+        # an active run, which waits for the run up to the deadline.
+        ["NextDecisionTime", f"{rfc3339(due)} ({ago(due, t0)})" if due else "-"],
         ["Active", ", ".join(a["name"] for a in st.get("active") or []) or "-"],
         ["Succeeded/Failed", f"{st.get('succeeded', 0)}/{st.get('failed', 0)}"],
     ]
@@ -328,7 +336,7 @@ def why(name: str, at_: str) -> None:
     with obj.operations() as ops:
         t = parse_time(at_, "--at", ops.time_zone(obj.ns, name))
         try:
-            d = ops.why(obj.ns, name, t)
+            d = ops.why(obj.ns, name, t, wall=written_wall(at_))
         except NotFound:
             fail(f"cronworkflow {obj.ns}/{name} not found")
     if obj.output in ("json", "yaml"):
@@ -360,7 +368,7 @@ def next_cmd(name: str, count: int) -> None:
             fail(str(e))
     rows = [
         [
-            d["local"] or "",
+            d["local"] + (f" ({d['dst']['note']})" if d.get("dst") else ""),
             d["utc"] or "",
             ago(parse_timestamp(d["utc"] or "", "utc", bounded=False), t0),
         ]

@@ -11,7 +11,14 @@ from zoneinfo import ZoneInfo
 import click
 
 from cronsource.adapters.entrypoints.cli.context import _obj, fail, global_options, read_input
-from cronsource.adapters.entrypoints.cli.output import View, emit, print_table, ticks_cell
+from cronsource.adapters.entrypoints.cli.output import (
+    View,
+    dst_cell,
+    emit,
+    print_table,
+    ticks_cell,
+    values_cell,
+)
 from cronsource.adapters.entrypoints.cli.registry import cli
 from cronsource.adapters.infrastructure.store.check import StoreUnavailable, check_store
 from cronsource.adapters.infrastructure.store.config import StoreURLError
@@ -58,11 +65,11 @@ def simulate_tables(result: dict[str, Any], zones: dict[str, str]) -> None:
         zone = zones.get(cw, "UTC")
         if e["type"] == "ScheduleFired":
             w = by_name.get(e["workflow"] or "", {})
-            decision = f"fired ({e.get('trigger', 'schedule')})"
+            decision = f"fired ({e.get('trigger', 'schedule')})" + dst_cell(e)
             fired[cw][e.get("trigger", "schedule")] += 1
             phase = w.get("phase", "-")
         else:
-            decision = f"skipped: {e.get('reason')}"
+            decision = f"skipped: {e.get('reason')}" + values_cell(e) + dst_cell(e)
             skipped[cw][e.get("reason") or "?"] += e.get("count", 1)
             phase = "-"
         rows.append(

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
-from cronsource.adapters.application.inputs import DNS, parse_time
+from cronsource.adapters.application.inputs import DNS, parse_time, written_wall
 from cronsource.adapters.application.models import Decision, EventList, Timeline
 from cronsource.adapters.application.operations import Operations
 from cronsource.adapters.clock import Clock as RuntimeClock
@@ -90,7 +90,7 @@ def decision(
     ],
 ) -> dict[str, Any]:
     zone = ops.time_zone(namespace, name) if is_date(at) else None
-    return ops.why(namespace, name, parse_time(at, "at", zone))
+    return ops.why(namespace, name, parse_time(at, "at", zone), wall=written_wall(at))
 
 
 def _timeline(
