@@ -1,0 +1,273 @@
+"""Buffered overlap (`cronsource.io/overlap: BufferOne | BufferAll`, issue 23 item 4).
+
+Given/when/then tests through CronService on the memory store: with Forbid, a tick that comes
+while a run is active waits (TickBuffered) and starts when the run ends, recorded as a fire
+with trigger `buffer` and its own scheduled time; BufferOne keeps the first waiting tick and
+skips later ones (BufferFull), BufferAll keeps up to `cronsource.io/max-buffer`;
+`startingDeadlineSeconds` bounds the wait (DeadlineExceeded). Plus admission, and the pure
+rule (domain/decisions.py `buffer_ticks`) as a hypothesis property.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cronsource.domain.decisions import TickPolicy, buffer_ticks
+from cronsource.domain.manifest import ManifestError
+from cronsource.domain.service import CronService
+from tests.instants import at
+from tests.unit.test_aggregate import child, decisions, manifest, of_type, service
+
+OVERLAP = "cronsource.io/overlap"
+MAX_BUFFER = "cronsource.io/max-buffer"
+
+
+def buffered(mode: str, max_buffer: int | None = None, **spec: Any) -> Any:
+    annotations = {OVERLAP: mode}
+    if max_buffer is not None:
+        annotations[MAX_BUFFER] = str(max_buffer)
+    spec.setdefault("concurrencyPolicy", "Forbid")
+    return manifest(annotations=annotations, **spec)
+
+
+def start_a_long_run(svc: CronService, m: Any) -> UUID:
+    """Created at 10:00:30; the tick of 10:01 fires and its run is still active."""
+    cron_id, outcome = svc.apply(m, at("10:00:30"))
+    assert outcome == "created"
+    svc.tick([cron_id], at("10:01:00"))
+    assert list(svc.load(cron_id).active) == [child(at("10:01:00"))]
+    return cron_id
+
+
+def tick_minutes(svc: CronService, cron_id: UUID, *minutes: int) -> None:
+    for m in minutes:
+        svc.tick([cron_id], at(f"10:{m:02d}:00"))
+
+
+def end(svc: CronService, cron_id: UUID, run: str, t: str) -> None:
+    svc.run_completed(cron_id, run, "Succeeded", at(t), at(t))
+
+
+def test_buffer_one_keeps_the_first_waiting_tick_and_skips_later_ones() -> None:
+    svc = service()
+    cron_id = start_a_long_run(svc, buffered("BufferOne"))
+
+    tick_minutes(svc, cron_id, 2, 3, 4)
+
+    [waits] = of_type(svc, cron_id, "TickBuffered")
+    assert waits.scheduled_time == at("10:02:00")
+    assert waits.behind == [child(at("10:01:00"))]
+    skips = of_type(svc, cron_id, "ScheduleSkipped")
+    assert [(s.scheduled_time, s.reason) for s in skips] == [
+        (at("10:03:00"), "BufferFull"),
+        (at("10:04:00"), "BufferFull"),
+    ]
+    assert "BufferOne" in skips[0].message
+    assert svc.load(cron_id).buffered == [at("10:02:00")]
+
+
+def test_the_waiting_tick_starts_when_the_run_ends_with_its_own_time() -> None:
+    svc = service()
+    cron_id = start_a_long_run(svc, buffered("BufferOne"))
+    tick_minutes(svc, cron_id, 2)
+
+    end(svc, cron_id, child(at("10:01:00")), "10:02:40")
+
+    [*_, last] = of_type(svc, cron_id, "ScheduleFired")
+    assert (last.scheduled_time, last.trigger) == (at("10:02:00"), "buffer")
+    assert last.workflow_name == child(at("10:02:00"))
+    agg = svc.load(cron_id)
+    assert agg.buffered == [] and list(agg.active) == [child(at("10:02:00"))]
+    assert agg.last_scheduled_time == at("10:02:00")
+
+
+def test_forbid_without_a_buffer_still_drops_the_tick() -> None:
+    svc = service()
+    cron_id = start_a_long_run(svc, manifest(concurrencyPolicy="Forbid"))
+    tick_minutes(svc, cron_id, 2)
+    end(svc, cron_id, child(at("10:01:00")), "10:02:40")
+    assert decisions(svc, cron_id) == [
+        "fire 10:01:00 schedule",
+        "skip 10:02:00..10:02:00 x1 ConcurrencyForbid",
+    ]
+
+
+def test_buffer_all_queues_every_tick_and_runs_them_one_at_a_time_oldest_first() -> None:
+    svc = service()
+    cron_id = start_a_long_run(svc, buffered("BufferAll"))
+    tick_minutes(svc, cron_id, 2, 3, 4)
+    assert svc.load(cron_id).buffered == [at(f"10:0{m}:00") for m in (2, 3, 4)]
+
+    end(svc, cron_id, child(at("10:01:00")), "10:04:10")
+    end(svc, cron_id, child(at("10:02:00")), "10:04:20")
+    end(svc, cron_id, child(at("10:03:00")), "10:04:30")
+
+    assert decisions(svc, cron_id) == [
+        "fire 10:01:00 schedule",
+        "fire 10:02:00 buffer",
+        "fire 10:03:00 buffer",
+        "fire 10:04:00 buffer",
+    ]
+    assert svc.load(cron_id).buffered == []
+
+
+def test_buffer_all_over_the_cap_is_a_skip_naming_the_cap() -> None:
+    svc = service()
+    cron_id = start_a_long_run(svc, buffered("BufferAll", max_buffer=2))
+    tick_minutes(svc, cron_id, 2, 3, 4, 5)
+
+    assert svc.load(cron_id).buffered == [at("10:02:00"), at("10:03:00")]
+    skips = of_type(svc, cron_id, "ScheduleSkipped")
+    assert [(s.scheduled_time, s.reason) for s in skips] == [
+        (at("10:04:00"), "BufferFull"),
+        (at("10:05:00"), "BufferFull"),
+    ]
+    assert "cronsource.io/max-buffer: 2" in skips[0].message
+
+
+def test_a_scheduler_down_for_a_while_folds_the_ticks_over_the_cap_into_one_skip() -> None:
+    svc = service()
+    cron_id = start_a_long_run(
+        svc, buffered("BufferAll", max_buffer=2, startingDeadlineSeconds=600)
+    )
+    tick_minutes(svc, cron_id, 6)  # 10:02..10:06 all within the deadline
+    assert decisions(svc, cron_id) == [
+        "fire 10:01:00 schedule",
+        "skip 10:04:00..10:06:00 x3 BufferFull",
+    ]
+    assert svc.load(cron_id).buffered == [at("10:02:00"), at("10:03:00")]
+
+
+def test_the_deadline_bounds_the_wait() -> None:
+    svc = service()
+    cron_id = start_a_long_run(svc, buffered("BufferOne", startingDeadlineSeconds=90))
+    tick_minutes(svc, cron_id, 2)
+    agg = svc.load(cron_id)
+    # The scheduler comes back when the wait ends (10:03:30), and the 10:03 tick before.
+    assert agg.next_due() == at("10:03:00")
+
+    svc.tick([cron_id], at("10:03:00"))  # BufferFull: 10:02 still waits
+    svc.tick([cron_id], at("10:03:30"))  # 10:02's deadline passes, the run still active
+
+    assert decisions(svc, cron_id) == [
+        "fire 10:01:00 schedule",
+        "skip 10:03:00..10:03:00 x1 BufferFull",
+        "skip 10:02:00..10:02:00 x1 DeadlineExceeded",
+    ]
+    assert svc.load(cron_id).buffered == []
+    # A run ending after the deadline starts nothing old.
+    end(svc, cron_id, child(at("10:01:00")), "10:03:40")
+    assert [d for d in decisions(svc, cron_id) if d.endswith("buffer")] == []
+
+
+def test_the_waiting_tick_runs_if_the_run_ends_within_the_deadline() -> None:
+    svc = service()
+    cron_id = start_a_long_run(svc, buffered("BufferOne", startingDeadlineSeconds=90))
+    tick_minutes(svc, cron_id, 2)
+    end(svc, cron_id, child(at("10:01:00")), "10:03:20")  # before 10:02 + 90 s
+    assert decisions(svc, cron_id)[-1] == "fire 10:02:00 buffer"
+
+
+def test_a_run_that_never_ends_keeps_the_buffer_within_the_cap() -> None:
+    svc = service()
+    cron_id = start_a_long_run(svc, buffered("BufferAll", max_buffer=3))
+    for m in range(2, 60):
+        svc.tick([cron_id], at(f"10:{m:02d}:00"))
+        assert len(svc.load(cron_id).buffered) <= 3
+    agg = svc.load(cron_id)
+    assert agg.decided_until == at("10:59:00")  # every tick decided: waiting or skipped
+    assert len(of_type(svc, cron_id, "TickBuffered")) == 3
+
+
+def test_a_schedule_change_closes_the_buffer() -> None:
+    svc = service()
+    cron_id = start_a_long_run(svc, buffered("BufferOne"))
+    tick_minutes(svc, cron_id, 2)
+    svc.apply(buffered("BufferOne", schedules=["*/5 * * * *"]), at("10:02:30"))
+    skips = of_type(svc, cron_id, "ScheduleSkipped")
+    assert (skips[0].scheduled_time, skips[0].reason) == (at("10:02:00"), "ScheduleChanged")
+    assert svc.load(cron_id).buffered == []
+
+
+def test_the_buffer_survives_a_snapshot() -> None:
+    svc = service()
+    cron_id = start_a_long_run(svc, buffered("BufferAll"))
+    tick_minutes(svc, cron_id, 2, 3)
+    agg = svc.load(cron_id)
+    state = agg.snapshot_state()
+    assert state["buffered"] == [at("10:02:00"), at("10:03:00")]
+    svc.take_snapshot(cron_id)
+    assert svc.load(cron_id).buffered == [at("10:02:00"), at("10:03:00")]
+
+
+def test_a_snapshot_of_before_the_buffer_upcasts_to_an_empty_one() -> None:
+    from cronsource.domain.cronworkflow import CronWorkflow
+
+    state: dict[str, Any] = {}
+    CronWorkflow.upcast_v3_v4(state)
+    assert state == {"buffered": []}
+
+
+# --------------------------------------------------------------------------- admission
+
+
+@pytest.mark.parametrize(
+    ("annotations", "spec", "expected"),
+    [
+        ({OVERLAP: "Sideways"}, {}, "cronsource.io/overlap must be BufferOne or BufferAll"),
+        ({OVERLAP: "BufferOne"}, {"concurrencyPolicy": "Allow"}, "needs concurrencyPolicy"),
+        ({OVERLAP: "BufferAll"}, {"concurrencyPolicy": "Replace"}, "Replace"),
+        ({OVERLAP: "BufferAll", MAX_BUFFER: "0"}, {}, "(value: '0')"),
+        ({OVERLAP: "BufferAll", MAX_BUFFER: "-1"}, {}, "(value: '-1')"),
+        ({OVERLAP: "BufferAll", MAX_BUFFER: "lots"}, {}, "(value: 'lots')"),
+        ({OVERLAP: "BufferAll", MAX_BUFFER: "1001"}, {}, "from 1 to 1000"),
+    ],
+)
+def test_admission_refuses_bad_buffer_settings_in_one_line(
+    annotations: dict[str, str], spec: dict[str, Any], expected: str
+) -> None:
+    spec.setdefault("concurrencyPolicy", "Forbid")
+    with pytest.raises(ManifestError) as e:
+        manifest(annotations=annotations, **spec)
+    [line] = e.value.problems
+    assert expected in line
+    assert ("cronsource.io/overlap" in line) or ("cronsource.io/max-buffer" in line)
+
+
+# --------------------------------------------------------------------------- the pure rule
+
+T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
+
+
+@given(
+    offsets=st.lists(st.integers(0, 3600), min_size=1, max_size=30, unique=True),
+    waiting=st.integers(0, 5),
+    cap=st.integers(1, 5),
+    deadline=st.sampled_from([None, 60, 600]),
+    late=st.integers(0, 4000),
+)
+def test_every_tick_gets_one_decision_and_the_buffer_never_exceeds_its_cap(
+    offsets: list[int], waiting: int, cap: int, deadline: int | None, late: int
+) -> None:
+    ticks = sorted(T0 + timedelta(seconds=o) for o in offsets)
+    now = ticks[-1] + timedelta(seconds=late)
+    pol = TickPolicy("Forbid", timedelta(seconds=deadline) if deadline else None)
+    out = buffer_ticks(ticks, now, pol, min(waiting, cap), "BufferAll", cap)
+
+    assert min(waiting, cap) + len(out.buffered) <= cap
+    covered = list(out.buffered)
+    for s in out.skipped:
+        inside = [t for t in ticks if s.first <= t <= s.last]
+        assert len(inside) == s.count and not set(inside) & set(out.buffered)
+        covered += inside
+    assert sorted(covered) == ticks  # exactly one decision each
+    for t in out.buffered:  # only a tick that could run now waits
+        assert (t == ticks[-1] and now - t < pol.late_tolerance) or (
+            deadline is not None and now < t + timedelta(seconds=deadline)
+        )
