@@ -116,10 +116,9 @@ OVERLAP = "cronsource.io/overlap"
 
 
 def manifest(name: str, spec: dict[str, Any], annotations: dict[str, str]) -> CronWorkflowManifest:
-    if spec.get("concurrencyPolicy") != "Forbid":
+    if OVERLAP in annotations:
         # Buffered overlap is admitted with Forbid only.
-        annotations = {k: v for k, v in annotations.items() if not k.startswith(OVERLAP)}
-        annotations.pop("cronsource.io/max-buffer", None)
+        spec = {**spec, "concurrencyPolicy": "Forbid"}
     return parse_manifest(
         {
             "apiVersion": "argoproj.io/v1alpha1",

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 from cronsource.domain.decisions import TickPolicy, buffer_ticks
 from cronsource.domain.manifest import ManifestError
-from cronsource.domain.service import CronService
+from cronsource.domain.service import CronService, event_type
 from tests.instants import at
-from tests.unit.test_aggregate import child, decisions, manifest, of_type, service
+from tests.unit.test_aggregate import child, decisions, events, manifest, of_type, service
 
 OVERLAP = "cronsource.io/overlap"
 MAX_BUFFER = "cronsource.io/max-buffer"
@@ -271,3 +271,100 @@ def test_every_tick_gets_one_decision_and_the_buffer_never_exceeds_its_cap(
         assert (t == ticks[-1] and now - t < pol.late_tolerance) or (
             deadline is not None and now < t + timedelta(seconds=deadline)
         )
+
+
+# --------------------------------------------------------------------------- the aggregate
+
+ACTIONS = st.lists(
+    st.one_of(
+        st.tuples(st.just("advance"), st.sampled_from([0, 1, 29, 30, 31, 59, 60, 61, 125, 900])),
+        st.tuples(st.just("complete"), st.integers(0, 3)),
+        st.tuples(st.just("vanish"), st.integers(0, 3)),
+        st.tuples(st.just("trigger"), st.integers(0, 3)),
+    ),
+    max_size=40,
+)
+
+
+@given(
+    actions=ACTIONS,
+    mode=st.sampled_from(["BufferOne", "BufferAll"]),
+    cap=st.integers(1, 4),
+    deadline=st.sampled_from([None, 45, 90, 600]),
+)
+def test_buffered_ticks_are_decided_once_never_twice_and_within_the_cap(
+    actions: list[tuple[str, int]], mode: str, cap: int, deadline: int | None
+) -> None:
+    """From the log alone, whatever the runs do: every tick from creation to the last decided
+    one has exactly one decision (a fire, a skip, or a wait in the buffer that ends in exactly
+    one fire from it or skip); no tick fires twice; at most the cap wait at once; a tick from
+    the buffer starts only with no run active, oldest first, within its deadline."""
+    svc = service()
+    spec: dict[str, Any] = {}
+    if deadline is not None:
+        spec["startingDeadlineSeconds"] = deadline
+    cron_id, _ = svc.apply(buffered(mode, cap if mode == "BufferAll" else None, **spec), T0)
+    limit = cap if mode == "BufferAll" else 1
+    now = T0
+    for i, (kind, n) in enumerate(actions):
+        agg = svc.load(cron_id)
+        if kind == "advance":
+            now += timedelta(seconds=n)
+            svc.tick([cron_id], now)
+        elif kind == "trigger":
+            svc.trigger(cron_id, now, f"r{i}")
+        elif agg.active:
+            run = sorted(agg.active)[n % len(agg.active)]
+            if kind == "complete":
+                svc.run_completed(cron_id, run, "Succeeded", now, now)
+            else:
+                svc.run_vanished(cron_id, run, now)
+        assert len(svc.load(cron_id).buffered) <= limit
+    svc.tick([cron_id], now)
+    if deadline is not None:  # after a decision at `now`, no tick waits past its deadline
+        assert all(now < t + timedelta(seconds=deadline) for t in svc.load(cron_id).buffered)
+
+    decided: dict[datetime, list[str]] = {}
+    waiting: list[datetime] = []
+    active: set[str] = set()
+    for e in events(svc, cron_id):
+        kind = event_type(e)
+        if kind == "TickBuffered":
+            assert active, "buffered with no run active"
+            waiting.append(e.scheduled_time)
+            assert len(waiting) <= limit
+            decided.setdefault(e.scheduled_time, []).append("wait")
+        elif kind == "ScheduleFired":
+            active.add(e.workflow_name)
+            if e.trigger == "manual":
+                continue
+            t = e.scheduled_time
+            if e.trigger == "buffer":
+                assert waiting and waiting[0] == t, "not the oldest waiting tick"
+                assert active == {e.workflow_name}, "started beside a run"
+                waiting.pop(0)
+                if deadline is not None:
+                    assert e.fired_at < t + timedelta(seconds=deadline)
+                assert decided.get(t) == ["wait"]
+            else:
+                assert t not in decided, f"{t} decided twice"
+            decided.setdefault(t, []).append("fire")
+        elif kind == "ScheduleSkipped":
+            if e.scheduled_time in waiting:
+                waiting.remove(e.scheduled_time)
+                decided[e.scheduled_time].append("skip")
+                continue
+            agg = svc.load(cron_id)
+            first = e.scheduled_time - timedelta(microseconds=1)
+            for t in agg.schedule.ticks_between(first, e.last_scheduled_time):
+                assert t not in decided, f"{t} decided twice"
+                decided[t] = ["skip"]
+        elif kind in ("RunCompleted", "RunVanished"):
+            active.discard(e.workflow_name)
+    agg = svc.load(cron_id)
+    expected = list(agg.schedule.ticks_between(T0, agg.decided_until))
+    assert sorted(decided) == expected
+    for t, ds in decided.items():
+        assert ds in (["fire"], ["skip"], ["wait", "fire"], ["wait", "skip"], ["wait"]), ds
+        assert ds != ["wait"] or t in agg.buffered
+    assert agg.buffered == waiting
