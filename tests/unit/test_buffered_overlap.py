@@ -10,14 +10,18 @@ rule (domain/decisions.py `buffer_ticks`) as a hypothesis property.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 import pytest
+from eventsourcing.persistence import StoredEvent
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.domain.decisions import TickPolicy, buffer_ticks
 from cronsource.domain.manifest import ManifestError
 from cronsource.domain.service import CronService, event_type
@@ -368,3 +372,61 @@ def test_buffered_ticks_are_decided_once_never_twice_and_within_the_cap(
         assert ds in (["fire"], ["skip"], ["wait", "fire"], ["wait", "skip"], ["wait"]), ds
         assert ds != ["wait"] or t in agg.buffered
     assert agg.buffered == waiting
+
+
+GOLDEN_V3 = Path(__file__).resolve().parents[1] / "golden" / "snapshot-v3.json"
+
+
+def test_a_snapshot_of_state_v3_loads_through_the_upcaster(tmp_path: Path) -> None:
+    """tests/golden/snapshot-v3.json was written by the code just before buffered overlap
+    (aggregate state v3: no buffer), with the events after it (the 10:30 run starts). The
+    load upcasts it to an empty buffer and replays those events; then the annotation
+    arrives, the 10:40 tick waits behind the 10:30 run and starts when it ends."""
+    golden = json.loads(GOLDEN_V3.read_text())
+    engine = bootstrap(f"sqlite:///{tmp_path}/g.db")
+    try:
+        svc = engine.service
+        snap = golden["snapshot"]
+        cron_id = UUID(snap["originator_id"])
+        assert svc.snapshots is not None
+        svc.snapshots.recorder.insert_events(
+            [
+                StoredEvent(
+                    cron_id, snap["originator_version"], snap["topic"], snap["state"].encode()
+                )
+            ]
+        )
+        recorder: Any = svc.recorder
+        recorder.insert_into_gaps(
+            [
+                StoredEvent(cron_id, e["originator_version"], e["topic"], e["state"].encode())
+                for e in golden["events_after"]
+            ]
+        )
+        want = golden["expect"]
+        agg = svc.load(cron_id)
+        assert agg.version == want["version"] and agg.buffered == []
+        assert sorted(agg.active) == want["active"]
+        assert agg.decided_until.isoformat() == want["decided_until"]
+        assert agg.succeeded == want["succeeded"]
+
+        t0 = datetime(2026, 6, 1, 10, 30, 30, tzinfo=UTC)
+        svc.apply(
+            manifest(
+                "golden3",
+                annotations={OVERLAP: "BufferOne"},
+                schedules=["*/10 * * * *"],
+                concurrencyPolicy="Forbid",
+                startingDeadlineSeconds=300,
+            ),
+            t0,
+        )
+        tick = datetime(2026, 6, 1, 10, 40, tzinfo=UTC)
+        svc.tick([cron_id], tick)
+        assert svc.load(cron_id).buffered == [tick]
+        end = tick + timedelta(seconds=30)
+        svc.run_completed(cron_id, want["active"][0], "Succeeded", end, end)
+        last = of_type(svc, cron_id, "ScheduleFired")[-1]
+        assert (last.scheduled_time, last.trigger) == (tick, "buffer")
+    finally:
+        engine.close()
