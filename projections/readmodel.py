@@ -270,6 +270,7 @@ _DETAIL_FIELDS = {
     "workflows": "workflows",
     "threshold": "threshold",
     "unpaused": "unpaused",
+    "behind": "behind",
 }
 
 

@@ -21,10 +21,13 @@ from eventsourcing.persistence import StoredEvent
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cronsource.adapters.application.explain import explain
 from cronsource.adapters.bootstrap import bootstrap
+from cronsource.adapters.entrypoints.cli.output import detail_cell
 from cronsource.domain.decisions import TickPolicy, buffer_ticks
 from cronsource.domain.manifest import ManifestError
 from cronsource.domain.service import CronService, event_type
+from cronsource.projections.readmodel import audit_row
 from tests.instants import at
 from tests.unit.test_aggregate import child, decisions, events, manifest, of_type, service
 
@@ -430,3 +433,28 @@ def test_a_snapshot_of_state_v3_loads_through_the_upcaster(tmp_path: Path) -> No
         assert (last.scheduled_time, last.trigger) == (tick, "buffer")
     finally:
         engine.close()
+
+
+# --------------------------------------------------------------------------- the edges
+
+
+def test_why_explains_a_tick_waiting_in_the_buffer() -> None:
+    svc = service()
+    cron_id = start_a_long_run(svc, buffered("BufferOne", startingDeadlineSeconds=90))
+    tick_minutes(svc, cron_id, 2)
+    out = explain(svc.load(cron_id), at("10:02:00"), [])
+    assert out["outcome"] == "Pending"
+    assert "waiting in the buffer (cronsource.io/overlap: BufferOne)" in out["explanation"]
+    assert child(at("10:01:00")) in out["explanation"]
+    assert "2026-05-04T10:03:30Z" in out["explanation"]  # the end of its wait
+
+
+def test_history_shows_what_a_waiting_tick_waits_for() -> None:
+    svc = service()
+    cron_id = start_a_long_run(svc, buffered("BufferOne"))
+    tick_minutes(svc, cron_id, 2)
+    agg = svc.load(cron_id)
+    [ev] = of_type(svc, cron_id, "TickBuffered")
+    row = audit_row(ev, agg, 1).as_event()
+    assert row["behind"] == [child(at("10:01:00"))]
+    assert detail_cell(row) == f"waits for {child(at('10:01:00'))}"
