@@ -26,7 +26,8 @@ from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.entrypoints.cli.output import detail_cell
 from cronsource.domain.decisions import TickPolicy, buffer_ticks
 from cronsource.domain.manifest import ManifestError
-from cronsource.domain.service import CronService, event_type
+from cronsource.domain.service import CronService, commit_deadline, event_type
+from cronsource.projections.dispatch import start_deadline
 from cronsource.projections.readmodel import audit_row
 from tests.instants import at
 from tests.unit.test_aggregate import child, decisions, events, manifest, of_type, service
@@ -458,3 +459,26 @@ def test_history_shows_what_a_waiting_tick_waits_for() -> None:
     row = audit_row(ev, agg, 1).as_event()
     assert row["behind"] == [child(at("10:01:00"))]
     assert detail_cell(row) == f"waits for {child(at('10:01:00'))}"
+
+
+def test_a_fire_from_the_buffer_is_held_to_its_deadline_by_the_dispatcher_and_the_commit() -> None:
+    """The dispatcher creates a buffered fire's Workflow only within startingDeadlineSeconds
+    of its tick, and a save of it is refused past that; without a deadline neither bounds it
+    (the tick waited as long as the run did)."""
+    svc = service()
+    with_deadline = start_a_long_run(svc, buffered("BufferOne", startingDeadlineSeconds=90))
+    agg = svc.load(with_deadline)
+    assert start_deadline(agg, "buffer", timedelta(seconds=30)) == timedelta(seconds=90)
+    svc.tick([with_deadline], at("10:02:00"))
+    agg = svc.load(with_deadline)
+    agg.run_completed(child(at("10:01:00")), "Succeeded", at("10:03:00"))
+    assert [e.trigger for e in agg.pending_events if event_type(e) == "ScheduleFired"] == ["buffer"]
+    assert commit_deadline([agg], timedelta(seconds=30)) == at("10:03:30")
+
+    other = service()
+    without = start_a_long_run(other, buffered("BufferOne"))
+    assert start_deadline(other.load(without), "buffer", timedelta(seconds=30)) is None
+    other.tick([without], at("10:02:00"))
+    agg = other.load(without)
+    agg.run_completed(child(at("10:01:00")), "Succeeded", at("10:30:00"))
+    assert commit_deadline([agg], timedelta(seconds=30)) is None
