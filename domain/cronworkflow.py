@@ -1205,8 +1205,9 @@ class CronWorkflow(Aggregate):
     def backfill_ticks(
         self, start: datetime, end: datetime, already_fired: Iterable[datetime]
     ) -> list[datetime]:
-        """Ticks in [start, end] that never fired; undecided ticks are left to the scheduler."""
-        done = set(already_fired)
+        """Ticks in [start, end] that never fired; undecided ticks, and ticks waiting in the
+        buffer (decided later), are left to the scheduler."""
+        done = set(already_fired) | set(self.buffered)
         end = min(end, self.decided_until)
         ticks = self.schedule.ticks_between(start - _TICK, end)
         return [t for t in ticks if t not in done]
@@ -1215,12 +1216,16 @@ class CronWorkflow(Aggregate):
         self, start: datetime, end: datetime, cap: int | None
     ) -> list[datetime]:
         """The ticks a backfill of [start, end] considers (domain/backfill.py): the current
-        schedule's, up to the decided watermark. More than `cap` raises BackfillTooLarge
-        before the rest are computed."""
+        schedule's, up to the decided watermark, but for those waiting in the buffer (the
+        scheduler starts or skips them). More than `cap` raises BackfillTooLarge before the
+        rest are computed."""
         upto = min(end, self.decided_until)
         if upto < start:
             return []
-        ticks = self.schedule.ticks_between(start - _TICK, upto)
+        ticks: Iterable[datetime] = self.schedule.ticks_between(start - _TICK, upto)
+        if self.buffered:
+            waiting = set(self.buffered)
+            ticks = (t for t in ticks if t not in waiting)
         if cap is None:
             return list(ticks)
         out = list(islice(ticks, cap + 1))

@@ -482,3 +482,16 @@ def test_a_fire_from_the_buffer_is_held_to_its_deadline_by_the_dispatcher_and_th
     agg = other.load(without)
     agg.run_completed(child(at("10:01:00")), "Succeeded", at("10:30:00"))
     assert commit_deadline([agg], timedelta(seconds=30)) is None
+
+
+def test_a_backfill_leaves_a_waiting_tick_to_the_buffer() -> None:
+    """A waiting tick is past the watermark but not decided yet: a backfill over it does not
+    run it, so it fires once, from the buffer."""
+    svc = service()
+    cron_id = start_a_long_run(svc, buffered("BufferOne"))
+    tick_minutes(svc, cron_id, 2)
+    done = svc.backfill(cron_id, at("10:01:30"), at("10:02:30"), at("10:02:40"))
+    assert at("10:02:00") not in done
+    end(svc, cron_id, child(at("10:01:00")), "10:02:50")
+    fires = [e.scheduled_time for e in of_type(svc, cron_id, "ScheduleFired")]
+    assert fires.count(at("10:02:00")) == 1
