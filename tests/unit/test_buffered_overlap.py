@@ -289,6 +289,7 @@ ACTIONS = st.lists(
         st.tuples(st.just("complete"), st.integers(0, 3)),
         st.tuples(st.just("vanish"), st.integers(0, 3)),
         st.tuples(st.just("trigger"), st.integers(0, 3)),
+        st.tuples(st.just("backfill"), st.integers(0, 600)),
     ),
     max_size=40,
 )
@@ -321,6 +322,8 @@ def test_buffered_ticks_are_decided_once_never_twice_and_within_the_cap(
             svc.tick([cron_id], now)
         elif kind == "trigger":
             svc.trigger(cron_id, now, f"r{i}")
+        elif kind == "backfill":
+            svc.backfill(cron_id, now - timedelta(seconds=n), now, now)
         elif agg.active:
             run = sorted(agg.active)[n % len(agg.active)]
             if kind == "complete":
@@ -334,6 +337,7 @@ def test_buffered_ticks_are_decided_once_never_twice_and_within_the_cap(
 
     decided: dict[datetime, list[str]] = {}
     waiting: list[datetime] = []
+    fired: set[datetime] = set()
     active: set[str] = set()
     for e in events(svc, cron_id):
         kind = event_type(e)
@@ -347,6 +351,12 @@ def test_buffered_ticks_are_decided_once_never_twice_and_within_the_cap(
             if e.trigger == "manual":
                 continue
             t = e.scheduled_time
+            assert t not in fired, f"{t} fired twice"
+            fired.add(t)
+            if e.trigger == "backfill":
+                # Only a tick before creation or decided (not one waiting) is backfilled.
+                assert t <= T0 or (t in decided and t not in waiting), f"backfill of {t}"
+                continue
             if e.trigger == "buffer":
                 assert waiting and waiting[0] == t, "not the oldest waiting tick"
                 assert active == {e.workflow_name}, "started beside a run"
