@@ -1093,7 +1093,7 @@ class CronWorkflow(Aggregate):
             return False
         if any(f[0] == workflow for f in self.finished):
             return False
-        ticks_rule = trigger in ("schedule", "catchup")
+        ticks_rule = trigger in ("schedule", "catchup", "buffer")
         if ticks_rule and scheduled_time > self.decided_until:
             if self.is_live:
                 self.tick(at, late_tolerance, until=scheduled_time - _TICK, superseded=True)
@@ -1431,10 +1431,13 @@ class CronWorkflow(Aggregate):
         timestamp: datetime,
     ) -> None:
         self.active[workflow_name] = scheduled_time
-        if trigger in ("schedule", "catchup"):
+        if trigger in ("schedule", "catchup", "buffer"):
             self.decided_until = max(self.decided_until, scheduled_time)
             if self.last_scheduled_time is None or scheduled_time > self.last_scheduled_time:
                 self.last_scheduled_time = scheduled_time
+            if self.buffered and scheduled_time in self.buffered:
+                # The waiting tick's run exists already (its fire was lost): it is decided.
+                self.buffered = [t for t in self.buffered if t != scheduled_time]
         elif trigger == "manual":
             self.manual_runs.add(workflow_name)
         elif trigger == "backfill":

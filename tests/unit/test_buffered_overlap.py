@@ -505,3 +505,20 @@ def test_a_backfill_leaves_a_waiting_tick_to_the_buffer() -> None:
     end(svc, cron_id, child(at("10:01:00")), "10:02:50")
     fires = [e.scheduled_time for e in of_type(svc, cron_id, "ScheduleFired")]
     assert fires.count(at("10:02:00")) == 1
+
+
+def test_a_recovered_run_of_a_waiting_tick_takes_it_out_of_the_buffer() -> None:
+    """A Workflow of a waiting tick exists with no fire in the log (a failover lost the fire
+    from the buffer; recovery names it by its tick, trigger schedule, as adapters/runtime/
+    recovery.py does): the recovery is that tick's decision, and the buffer never fires it."""
+    svc = service()
+    cron_id = start_a_long_run(svc, buffered("BufferOne"))
+    tick_minutes(svc, cron_id, 2)
+    agg = svc.load(cron_id)
+    recovered = agg.recover_run(
+        child(at("10:02:00")), at("10:02:00"), "schedule", at("10:02:50"), "lost", at("10:03:10")
+    )
+    svc.save(agg)
+    assert recovered and svc.load(cron_id).buffered == []
+    end(svc, cron_id, child(at("10:01:00")), "10:03:20")
+    assert [e.trigger for e in of_type(svc, cron_id, "ScheduleFired")] == ["schedule"]
