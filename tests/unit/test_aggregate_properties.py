@@ -7,7 +7,7 @@ instances on one store. After every step `StreamAudit` replays the new events of
 ever created and checks, from the log alone:
 
 1. at most one ScheduleFired per (stream, scheduled_time) for schedule/catchup/backfill fires;
-2. lastScheduledTime equals the latest schedule/catchup fire and never decreases;
+2. lastScheduledTime equals the latest schedule/catchup/buffer fire and never decreases;
 3. every tick of the schedule between the baseline (creation or the last schedule change) and
    the last decided tick has exactly one decision, a fire or a place in one ScheduleSkipped
    range whose count is right, in tick order; a schedule change leaves no tick of the old
