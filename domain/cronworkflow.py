@@ -33,7 +33,9 @@ from cronsource.domain.decisions import (
     Skip,
     SkipReason,
     TickPolicy,
+    buffer_ticks,
     decide_ticks,
+    expired_buffer,
     failure_streak,
     runs_that_pause,
 )
@@ -214,6 +216,7 @@ _SNAPSHOT_FIELDS = (
     "adopted",
     "failure_streak",
     "failure_pause",
+    "buffered",
 )
 
 
@@ -259,9 +262,10 @@ class CronWorkflow(Aggregate):
     #: The version of the snapshot state (`snapshot_state`). 1: the state before the resume
     #: rule moved to the scheduler, the last-applied record and runs not started (no
     #: `suspension_end`, `suspension_reason`, `last_applied`, `not_started`); 2: before the
-    #: pause after failures (no `failure_streak`, `failure_pause`); 3: today's.
+    #: pause after failures (no `failure_streak`, `failure_pause`); 3: before buffered
+    #: overlap (no `buffered`); 4: today's.
     #: Each step has an `upcast_vN_vN+1`.
-    class_version = 3
+    class_version = 4
     Snapshot = CronWorkflowSnapshot
 
     def snapshot_state(self) -> dict[str, Any]:
@@ -287,6 +291,7 @@ class CronWorkflow(Aggregate):
         d["_compiled"] = None
         # Lists in JSON and in the state alike; a copy, so no snapshot shares one.
         d["failure_streak"] = list(d["failure_streak"])
+        d["buffered"] = list(d["buffered"])
 
     @staticmethod
     def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -308,6 +313,12 @@ class CronWorkflow(Aggregate):
         ones: at worst a pause comes later, never one that a replay would not make.)"""
         state.setdefault("failure_streak", [])
         state.setdefault("failure_pause", None)
+
+    @staticmethod
+    def upcast_v3_v4(state: dict[str, Any]) -> None:
+        """A snapshot of before buffered overlap: no tick waits in a buffer (no admission of
+        that time took `cronsource.io/overlap`), so the buffer is empty, exactly."""
+        state.setdefault("buffered", [])
 
     # ------------------------------------------------------------------ creation
 
@@ -378,6 +389,10 @@ class CronWorkflow(Aggregate):
         #: The runs whose failures paused this CronWorkflow (the pause after failures); None
         #: while it is not paused. `resume` clears it.
         self.failure_pause: list[str] | None = None
+        #: The ticks waiting for the active run to end (buffered overlap,
+        #: `cronsource.io/overlap`), oldest first; each is decided later, fired from the
+        #: buffer or skipped. Replaced, never mutated in place, so copies may share it.
+        self.buffered: list[datetime] = []
         self._compiled: tuple[tuple[Any, ...], CompiledSchedule] | None = None
 
     def __deepcopy__(self, memo: dict[int, Any]) -> CronWorkflow:
@@ -569,9 +584,26 @@ class CronWorkflow(Aggregate):
         """
         if not self.is_live:
             return None
+        if self.buffered and not self.active:
+            return self.buffered[0]  # the run it waited for ended: it starts now
         first = self.schedule.next_after(self.decided_until)
         pol = self.policy()
-        return first + decision_wait(pol.concurrency, pol.deadline, bool(self.active))
+        due = first
+        held = self.suspension_end is not None and first < self.suspension_end
+        # With a buffer, a new tick is decided when it comes (it joins the buffer or is
+        # skipped); only a tick of a resumed suspension waits as without one.
+        if not self._buffering() or held:
+            due = first + decision_wait(pol.concurrency, pol.deadline, bool(self.active))
+        if self.buffered and pol.deadline:
+            due = min(due, self.buffered[0] + pol.deadline)  # the oldest one's wait ends
+        return due
+
+    def _buffering(self) -> bool:
+        """Buffered overlap applies: `cronsource.io/overlap` with Forbid."""
+        return (
+            self.spec_model.concurrency_policy == "Forbid"
+            and scheduling_options(self.annotations).overlap is not None
+        )
 
     def _variables(self, at: datetime) -> dict[str, object]:
         """`cronworkflow.*` for `when` and `stopStrategy`, and `now()` as the decision time."""
@@ -615,15 +647,17 @@ class CronWorkflow(Aggregate):
         """
         if not self.is_live:
             return []
+        fires: list[Fire] = []
+        if until is None and self.buffered:
+            fires += self._drain_buffer(at, late_tolerance)
         until = until or at
         ticks = list(self.schedule.ticks_between(self.decided_until, until))
         if not ticks:
-            return []
+            return fires
         when = self._before_fire(ticks, at)
         if when is None:
-            return []
+            return fires
         read = None if when is True else self._when_read(ticks, at)
-        fires: list[Fire] = []
         end = self.suspension_end
         held = [t for t in ticks if end is not None and t < end]
         if held:
@@ -641,11 +675,14 @@ class CronWorkflow(Aggregate):
                 run_name=lambda t: workflow_name(self.name, t),
                 superseded=superseded or bool(rest),
             )
-            fires = self._record(outcome, at, read)
+            fires += self._record(outcome, at, read)
             if outcome.waiting or not rest:
                 return fires
             ticks = rest
         pol = self.policy(late_tolerance)
+        if catch_up and when is True and (self.active or self.buffered) and self._buffering():
+            self._buffer(ticks, at, pol)
+            return fires
         if not catch_up:
             pol = TickPolicy(pol.concurrency, None, False, 1, pol.late_tolerance)
         outcome = decide_ticks(
@@ -658,6 +695,55 @@ class CronWorkflow(Aggregate):
             superseded=superseded,
         )
         return fires + self._record(outcome, at, read)
+
+    def _buffer(self, ticks: list[datetime], at: datetime, pol: TickPolicy) -> None:
+        """Buffered overlap: the ticks that come while a run is active (or ticks wait
+        already) join the buffer while it has room, or are skipped (decisions.buffer_ticks),
+        recorded in tick order."""
+        opts = scheduling_options(self.annotations)
+        assert opts.overlap is not None  # _buffering
+        out = buffer_ticks(ticks, at, pol, len(self.buffered), opts.overlap, opts.max_buffer)
+        entries: list[tuple[datetime, datetime | Skip]] = [(t, t) for t in out.buffered]
+        entries += [(s.first, s) for s in out.skipped]
+        entries.sort(key=lambda e: e[0])
+        for _, d in entries:
+            if isinstance(d, Skip):
+                self._skipped_range(d, at)
+            else:
+                self._tick_buffered(
+                    scheduled_time=d, at=at, behind=sorted(self.active), timestamp=at
+                )
+
+    def _drain_buffer(self, at: datetime, late_tolerance: timedelta) -> list[Fire]:
+        """The waiting ticks past their starting deadline are skipped (DeadlineExceeded);
+        then, with no run active, the oldest waiting tick starts (trigger `buffer`, its own
+        scheduled time): one at a time, as Forbid runs."""
+        deadline = self.policy(late_tolerance).deadline
+        for t in expired_buffer(self.buffered, at, deadline):
+            self._skipped_range(
+                Skip(
+                    t,
+                    t,
+                    1,
+                    "DeadlineExceeded",
+                    f"waited in the buffer for the active run past startingDeadlineSeconds:"
+                    f" {self.spec_model.starting_deadline_seconds}",
+                ),
+                at,
+            )
+        if self.active or not self.buffered:
+            return []
+        t = self.buffered[0]
+        self.trigger_event(
+            _SCHEDULE_FIRED,
+            scheduled_time=t,
+            workflow_name=workflow_name(self.name, t),
+            fired_at=at,
+            trigger="buffer",
+            replaced=[],
+            timestamp=at,
+        )
+        return [Fire(t, "buffer")]
 
     def _before_fire(self, ticks: list[datetime], at: datetime) -> bool | str | None:
         """Argo's order before a fire (workflow/cron/operator.go `run`): the stop strategy,
@@ -881,6 +967,8 @@ class CronWorkflow(Aggregate):
         changed = (spec, labels, annotations) != (self.spec, self.labels, self.annotations)
         if changed or self.spec_error:
             reset = _schedule_key(spec, annotations) != _schedule_key(self.spec, self.annotations)
+            if reset:
+                self._close_buffer(at, "ScheduleChanged")
             if self.spec_error:
                 # The ticks of the rejected period never ran and never will (even as a
                 # catch-up): close them now, whatever the new spec says.
@@ -956,6 +1044,12 @@ class CronWorkflow(Aggregate):
         if later:
             self._skipped_range(Skip(later[0], later[-1], len(later), "ScheduleChanged"), at)
 
+    def _close_buffer(self, at: datetime, reason: SkipReason) -> None:
+        """The waiting ticks are decided without running: the schedule they belong to was
+        replaced."""
+        for t in list(self.buffered):
+            self._skipped_range(Skip(t, t, 1, reason, "it waited in the buffer"), at)
+
     def _close_ticks(self, at: datetime, reason: SkipReason) -> None:
         """Skip every undecided tick before `at` for `reason`: the ticks of a suspension or a
         rejected spec, before a new spec changes what the ticks are."""
@@ -1029,7 +1123,7 @@ class CronWorkflow(Aggregate):
             return False
         if any(f[0] == workflow for f in self.finished):
             return False
-        ticks_rule = trigger in ("schedule", "catchup")
+        ticks_rule = trigger in ("schedule", "catchup", "buffer")
         if ticks_rule and scheduled_time > self.decided_until:
             if self.is_live:
                 self.tick(at, late_tolerance, until=scheduled_time - _TICK, superseded=True)
@@ -1141,8 +1235,9 @@ class CronWorkflow(Aggregate):
     def backfill_ticks(
         self, start: datetime, end: datetime, already_fired: Iterable[datetime]
     ) -> list[datetime]:
-        """Ticks in [start, end] that never fired; undecided ticks are left to the scheduler."""
-        done = set(already_fired)
+        """Ticks in [start, end] that never fired; undecided ticks, and ticks waiting in the
+        buffer (decided later), are left to the scheduler."""
+        done = set(already_fired) | set(self.buffered)
         end = min(end, self.decided_until)
         ticks = self.schedule.ticks_between(start - _TICK, end)
         return [t for t in ticks if t not in done]
@@ -1151,12 +1246,16 @@ class CronWorkflow(Aggregate):
         self, start: datetime, end: datetime, cap: int | None
     ) -> list[datetime]:
         """The ticks a backfill of [start, end] considers (domain/backfill.py): the current
-        schedule's, up to the decided watermark. More than `cap` raises BackfillTooLarge
-        before the rest are computed."""
+        schedule's, up to the decided watermark, but for those waiting in the buffer (the
+        scheduler starts or skips them). More than `cap` raises BackfillTooLarge before the
+        rest are computed."""
         upto = min(end, self.decided_until)
         if upto < start:
             return []
-        ticks = self.schedule.ticks_between(start - _TICK, upto)
+        ticks: Iterable[datetime] = self.schedule.ticks_between(start - _TICK, upto)
+        if self.buffered:
+            waiting = set(self.buffered)
+            ticks = (t for t in ticks if t not in waiting)
         if cap is None:
             return list(ticks)
         out = list(islice(ticks, cap + 1))
@@ -1247,6 +1346,11 @@ class CronWorkflow(Aggregate):
                 self.last_scheduled_time = scheduled_time
         elif trigger == "manual":
             self.manual_runs.add(workflow_name)
+        elif trigger == "buffer":
+            # A tick of the schedule that waited (buffered overlap): its own time counts.
+            self.buffered = [t for t in self.buffered if t != scheduled_time]
+            if self.last_scheduled_time is None or scheduled_time > self.last_scheduled_time:
+                self.last_scheduled_time = scheduled_time
 
     @event("ScheduleSkipped", topic="cronsource:ScheduleSkipped/v1")
     def _skipped(
@@ -1265,6 +1369,19 @@ class CronWorkflow(Aggregate):
         self.decided_until = max(self.decided_until, last_scheduled_time)
         if reason == "WhenFalse" or (reason == "SpecError" and message):
             self.when_error = message or None
+        if self.buffered and scheduled_time in self.buffered:
+            # A waiting tick decided at last without running (its deadline passed, or the
+            # schedule changed).
+            self.buffered = [t for t in self.buffered if t != scheduled_time]
+
+    @event("TickBuffered", topic="cronsource:TickBuffered/v1")
+    def _tick_buffered(
+        self, scheduled_time: datetime, at: datetime, behind: list[str], timestamp: datetime
+    ) -> None:
+        """A tick that came while `behind` ran waits in the buffer (buffered overlap): it is
+        past the watermark, and decided later (fired from the buffer or skipped)."""
+        self.decided_until = max(self.decided_until, scheduled_time)
+        self.buffered = [*self.buffered, scheduled_time]
 
     @event("SpecUpdated", topic="cronsource:SpecUpdated/v1")
     def _spec_updated(
@@ -1347,10 +1464,13 @@ class CronWorkflow(Aggregate):
         timestamp: datetime,
     ) -> None:
         self.active[workflow_name] = scheduled_time
-        if trigger in ("schedule", "catchup"):
+        if trigger in ("schedule", "catchup", "buffer"):
             self.decided_until = max(self.decided_until, scheduled_time)
             if self.last_scheduled_time is None or scheduled_time > self.last_scheduled_time:
                 self.last_scheduled_time = scheduled_time
+            if self.buffered and scheduled_time in self.buffered:
+                # The waiting tick's run exists already (its fire was lost): it is decided.
+                self.buffered = [t for t in self.buffered if t != scheduled_time]
         elif trigger == "manual":
             self.manual_runs.add(workflow_name)
         elif trigger == "backfill":

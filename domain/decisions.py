@@ -23,11 +23,12 @@ SkipReason = Literal[
     "SpecError",
     "ScheduleChanged",
     "PausedAfterFailures",
+    "BufferFull",
 ]
 #: What holds a CronWorkflow's ticks until it runs again: its ticks of that time are decided
 #: when it does, by the resume rule, and skipped for this reason.
 HoldReason = Literal["Suspended", "Stopped", "PausedAfterFailures"]
-Trigger = Literal["schedule", "catchup", "manual", "backfill"]
+Trigger = Literal["schedule", "catchup", "manual", "backfill", "buffer"]
 ConcurrencyPolicy = Literal["Allow", "Forbid", "Replace"]
 
 DEFAULT_LATE_TOLERANCE = timedelta(seconds=30)
@@ -244,3 +245,80 @@ def runs_that_pause(streak: Sequence[str], threshold: int | None) -> tuple[str, 
     if threshold is None or len(streak) < threshold:
         return None
     return tuple(streak[-threshold:])
+
+
+# ---------------------------------------------------------------- buffered overlap
+#
+# `cronsource.io/overlap: BufferOne | BufferAll` with `concurrencyPolicy: Forbid` (Temporal's
+# overlap policies of those names): a tick that comes while a run is active waits in a buffer
+# and starts when the run ends, oldest first, one at a time, with its own scheduled time;
+# Forbid alone drops it (ConcurrencyForbid). BufferOne keeps the first waiting tick and skips
+# later ones while it waits, as Temporal does; BufferAll keeps up to `cronsource.io/max-buffer`.
+# `startingDeadlineSeconds` bounds the wait: a tick still waiting past it is skipped
+# (DeadlineExceeded). A tick is taken into the buffer only when it could run now: the latest
+# due tick within the late tolerance, or any within its deadline.
+
+
+@dataclass(frozen=True)
+class BufferOutcome:
+    """What happens to newly due ticks while the buffer applies: `buffered` join the buffer
+    in tick order; `skipped` are decisions (BufferFull, DeadlineExceeded), in tick order."""
+
+    buffered: list[datetime] = field(default_factory=list)
+    skipped: list[Skip] = field(default_factory=list)
+
+
+def buffer_ticks(
+    ticks: Sequence[datetime],
+    now: datetime,
+    policy: TickPolicy,
+    waiting: int,
+    mode: str,
+    cap: int,
+) -> BufferOutcome:
+    """Decide `ticks` (ascending, all <= now, undecided) for a buffer that holds `waiting`
+    ticks already: each joins it while there is room (`cap`), else is skipped as BufferFull
+    with a message naming the cap; one that could not run now any more (past its deadline,
+    or an older tick without one) is DeadlineExceeded, as it would be without a buffer."""
+    deadline = policy.deadline if policy.deadline and policy.deadline > timedelta(0) else None
+    out = BufferOutcome()
+    room = max(0, cap - waiting)
+    folding = False  # the last decision was a skip: a skip of the same reason extends it
+    for i, t in enumerate(ticks):
+        latest_on_time = i == len(ticks) - 1 and now - t < policy.late_tolerance
+        if not (latest_on_time or (deadline is not None and now < t + deadline)):
+            skip = Skip(t, t, 1, "DeadlineExceeded")
+        elif room > 0:
+            out.buffered.append(t)
+            room -= 1
+            folding = False
+            continue
+        else:
+            skip = Skip(t, t, 1, "BufferFull", buffer_full_message(mode, cap))
+        prev = out.skipped[-1] if out.skipped else None
+        if folding and prev is not None and prev.reason == skip.reason:
+            out.skipped[-1] = Skip(prev.first, t, prev.count + 1, prev.reason, prev.message)
+        else:
+            out.skipped.append(skip)
+        folding = True
+    return out
+
+
+def buffer_full_message(mode: str, cap: int) -> str:
+    """Why a tick did not join the buffer, naming the rule and the cap."""
+    if mode == "BufferOne":
+        return "cronsource.io/overlap: BufferOne: a tick already waits for the active run"
+    return (
+        f"cronsource.io/overlap: BufferAll: {cap} ticks already wait"
+        f" (cronsource.io/max-buffer: {cap})"
+    )
+
+
+def expired_buffer(
+    buffered: Sequence[datetime], now: datetime, deadline: timedelta | None
+) -> list[datetime]:
+    """The waiting ticks whose starting deadline has passed at `now`: they are skipped
+    (DeadlineExceeded). Without a deadline a tick waits until the run ends."""
+    if deadline is None or deadline <= timedelta(0):
+        return []
+    return [t for t in buffered if now >= t + deadline]

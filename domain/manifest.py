@@ -65,6 +65,16 @@ ANNOTATION_PAUSE_RESET_ON_SPEC_CHANGE = "cronsource.io/pause-reset-on-spec-chang
 #: The largest threshold: the aggregate keeps the names of that many failed runs, and a
 #: breaker that waits for more consecutive failures than this is a typo, not a policy.
 MAX_PAUSE_AFTER_FAILURES = 1000
+#: Buffered overlap (Temporal's BufferOne / BufferAll), with `concurrencyPolicy: Forbid` only:
+#: a tick that comes while a run is active waits and starts when that run ends, where Forbid
+#: alone drops it. docs/user-guide.md, "Buffered overlap".
+ANNOTATION_OVERLAP = "cronsource.io/overlap"
+OVERLAP_MODES = ("BufferOne", "BufferAll")
+#: How many ticks BufferAll keeps waiting at most; later ones are skipped (BufferFull).
+ANNOTATION_MAX_BUFFER = "cronsource.io/max-buffer"
+DEFAULT_MAX_BUFFER = 100
+#: The largest cap: each waiting tick is state the aggregate keeps and snapshots.
+MAX_MAX_BUFFER = 1000
 DEFAULT_MAX_CATCHUP = 10
 
 RunPhase = Literal["Succeeded", "Failed", "Error"]
@@ -196,6 +206,15 @@ class ObjectMeta(_OpenMeta):
                 f"{ANNOTATION_PAUSE_RESET_ON_SPEC_CHANGE} must be 'true' or 'false'"
                 f" (value: {_shown_value(r)})"
             )
+        if (o := v.get(ANNOTATION_OVERLAP)) is not None and o not in OVERLAP_MODES:
+            raise ValueError(
+                f"{ANNOTATION_OVERLAP} must be BufferOne or BufferAll (value: {_shown_value(o)})"
+            )
+        if (b := v.get(ANNOTATION_MAX_BUFFER)) is not None and buffer_cap(b) is None:
+            raise ValueError(
+                f"{ANNOTATION_MAX_BUFFER} must be a whole number from 1 to {MAX_MAX_BUFFER}"
+                f" (value: {_shown_value(b)})"
+            )
         return v
 
 
@@ -217,6 +236,15 @@ def pause_threshold(value: str | None) -> int | None:
         return None
     n = int(value)
     return n if 1 <= n <= MAX_PAUSE_AFTER_FAILURES else None
+
+
+def buffer_cap(value: str | None) -> int | None:
+    """`cronsource.io/max-buffer` as a number from 1 to MAX_MAX_BUFFER, or None when it is
+    not one admission takes."""
+    if value is None or not _WHOLE_NUMBER.fullmatch(value):
+        return None
+    n = int(value)
+    return n if 1 <= n <= MAX_MAX_BUFFER else None
 
 
 class StopStrategy(_Model):
@@ -372,6 +400,13 @@ class CronWorkflowManifest(_Model):
                 validate_resolved(s, meta.namespace, meta.name)
             except ScheduleError as e:
                 raise ValueError(f"@spec.{path}: {e}") from None
+        overlap = meta.annotations.get(ANNOTATION_OVERLAP)
+        if overlap is not None and spec.concurrency_policy != "Forbid":
+            raise ValueError(
+                f"@metadata.annotations: {ANNOTATION_OVERLAP}: {overlap} needs"
+                f" concurrencyPolicy: Forbid (value: spec.concurrencyPolicy:"
+                f" {spec.concurrency_policy})"
+            )
         return self
 
 
@@ -490,11 +525,16 @@ class SchedulingOptions:
     pause_after_failures: int | None = None
     #: A spec change clears the pause and the count of failures.
     pause_reset_on_spec_change: bool = False
+    #: Buffered overlap: "BufferOne", "BufferAll", or None (Forbid drops the tick).
+    overlap: str | None = None
+    #: How many ticks may wait at once: 1 for BufferOne, `max-buffer` for BufferAll.
+    max_buffer: int = DEFAULT_MAX_BUFFER
 
 
 def scheduling_options(annotations: dict[str, str]) -> SchedulingOptions:
     phase = annotations.get(ANNOTATION_RUN_PHASE)
     dur = annotations.get(ANNOTATION_RUN_DURATION)
+    overlap = annotations.get(ANNOTATION_OVERLAP)
     return SchedulingOptions(
         dst_policy=annotations.get(ANNOTATION_DST_POLICY, "once"),
         catchup_all=annotations.get(ANNOTATION_CATCHUP_POLICY) == "All",
@@ -503,4 +543,8 @@ def scheduling_options(annotations: dict[str, str]) -> SchedulingOptions:
         run_phase=phase if phase in ("Succeeded", "Failed", "Error") else None,  # type: ignore[arg-type]
         pause_after_failures=pause_threshold(annotations.get(ANNOTATION_PAUSE_AFTER_FAILURES)),
         pause_reset_on_spec_change=annotations.get(ANNOTATION_PAUSE_RESET_ON_SPEC_CHANGE) == "true",
+        overlap=overlap if overlap in OVERLAP_MODES else None,
+        max_buffer=1
+        if overlap == "BufferOne"
+        else buffer_cap(annotations.get(ANNOTATION_MAX_BUFFER)) or DEFAULT_MAX_BUFFER,
     )

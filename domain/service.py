@@ -903,6 +903,8 @@ def commit_deadline(aggs: Iterable[CronWorkflow], late_tolerance: timedelta) -> 
                 by = tick + late_tolerance
             elif trigger == "catchup":
                 by = tick + (agg.policy(late_tolerance).deadline or late_tolerance)
+            elif trigger == "buffer" and (waited := agg.policy(late_tolerance).deadline):
+                by = tick + waited
             else:
                 continue
             deadline = by if deadline is None else min(deadline, by)

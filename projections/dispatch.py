@@ -95,7 +95,12 @@ def start_deadline(agg: CronWorkflow, trigger: str, late_tolerance: timedelta) -
     """How long after its tick a fire's Workflow may still be created: the CronWorkflow's
     `startingDeadlineSeconds`, or the late tolerance when that is unset or 0 (the same
     rule as the scheduler's for a catch-up, domain/service.py `commit_deadline`). None for
-    manual and backfill fires, which have no deadline."""
+    manual and backfill fires, which have no deadline, and for a buffered tick without
+    `startingDeadlineSeconds`."""
+    if trigger == "buffer":
+        # A tick that waited in the buffer: startingDeadlineSeconds bounds it; without one
+        # it waits as long as the run it waited for (buffered overlap).
+        return agg.policy(late_tolerance).deadline
     if trigger not in ("schedule", "catchup"):
         return None
     return agg.policy(late_tolerance).deadline or late_tolerance

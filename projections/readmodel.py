@@ -299,6 +299,7 @@ _DETAIL_FIELDS = {
     # What a `when` (ScheduleSkipped WhenFalse) or stop strategy (Stopped) read.
     "expression": "expression",
     "values": "values",
+    "behind": "behind",
 }
 
 

@@ -65,7 +65,8 @@ def _explain(
 
     `outcome` is Fired or Skipped when a decision for that tick is recorded, NotStarted when
     it fired and its Workflow was not created by its starting deadline. Otherwise it
-    says why there is none: Pending (not decided yet: due, or waiting for a resume),
+    says why there is none: Pending (not decided yet: due, waiting for a resume, or waiting
+    in the buffer for the active run),
     NotScheduled (at or before the creation or the last schedule change, whose ticks are
     never decided), NotATick (the schedule has no tick at `t`; `nextTick` names the next),
     or Unknown (no live CronWorkflow to ask, or a schedule that has changed since), or
@@ -158,7 +159,26 @@ def _explain(
             out["explanation"] = f"not decided yet: the spec was rejected ({agg.spec_error})"
         else:
             out["explanation"] = "not decided yet: the scheduler decides it when it is due"
+    elif t in agg.buffered:
+        out["outcome"] = "Pending"
+        out["explanation"] = _buffered(agg, t)
     else:
         out["outcome"] = "Unknown"
         out["explanation"] = "no decision is recorded for this tick"
     return out
+
+
+def _buffered(agg: CronWorkflow, t: datetime) -> str:
+    """A tick waiting in the buffer (buffered overlap): what it waits for, and until when."""
+    runs = ", ".join(sorted(agg.active)) or "no run: it starts at the scheduler's next turn"
+    deadline = agg.policy().deadline
+    until = (
+        f"; skipped (DeadlineExceeded) if still waiting at {rfc3339(t + deadline)}"
+        if deadline
+        else ""
+    )
+    return (
+        "not decided yet: waiting in the buffer (cronsource.io/overlap:"
+        f" {agg.annotations.get('cronsource.io/overlap')}) for {runs}; it starts when no run"
+        f" is active, oldest first{until}"
+    )

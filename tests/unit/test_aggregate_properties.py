@@ -7,7 +7,7 @@ instances on one store. After every step `StreamAudit` replays the new events of
 ever created and checks, from the log alone:
 
 1. at most one ScheduleFired per (stream, scheduled_time) for schedule/catchup/backfill fires;
-2. lastScheduledTime equals the latest schedule/catchup fire and never decreases;
+2. lastScheduledTime equals the latest schedule/catchup/buffer fire and never decreases;
 3. every tick of the schedule between the baseline (creation or the last schedule change) and
    the last decided tick has exactly one decision, a fire or a place in one ScheduleSkipped
    range whose count is right, in tick order; a schedule change leaves no tick of the old
@@ -19,6 +19,10 @@ ever created and checks, from the log alone:
    row Failed/Error, naming exactly those N; nothing of its schedule runs while paused; its
    ticks are skipped as PausedAfterFailures only while paused or as ticks of a lifted pause;
    a resume or a FailureCountReset starts the count again;
+5c. (buffered overlap, issue 23 item 4) with `cronsource.io/overlap` a tick that comes while
+   a run is active waits (TickBuffered) or is skipped; at most the cap wait at once (1 for
+   BufferOne); each waiting tick is decided once later, fired from the buffer (oldest first,
+   never while a run is active) or skipped, and never fires twice;
 6. a save computed on stale state is rejected and leaves no event behind: the log holds the
    winner's events, then only what the loser re-decided on fresh state.
 
@@ -104,11 +108,17 @@ ANNOTATIONS = st.sampled_from(
             "cronsource.io/pause-after-failures": "1",
             "cronsource.io/pause-reset-on-spec-change": "true",
         },
+        {"cronsource.io/overlap": "BufferOne"},
+        {"cronsource.io/overlap": "BufferAll", "cronsource.io/max-buffer": "2"},
     ]
 )
+OVERLAP = "cronsource.io/overlap"
 
 
 def manifest(name: str, spec: dict[str, Any], annotations: dict[str, str]) -> CronWorkflowManifest:
+    if OVERLAP in annotations:
+        # Buffered overlap is admitted with Forbid only.
+        spec = {**spec, "concurrencyPolicy": "Forbid"}
     return parse_manifest(
         {
             "apiVersion": "argoproj.io/v1alpha1",
@@ -164,6 +174,9 @@ class StreamAudit:
     streak: list[str] = field(default_factory=list)
     paused: bool = False
     pause_due: bool = False
+    # Buffered overlap: the ticks waiting, oldest first, and the cap the last spec set.
+    buffered: list[datetime] = field(default_factory=list)
+    cap: int = 0
 
     def _compile(self, spec: dict[str, Any], annotations: dict[str, str], anchor: datetime) -> None:
         self.spec = CronWorkflowSpec.model_validate(spec)
@@ -191,18 +204,35 @@ class StreamAudit:
         if handler is not None:
             handler(ev)
 
+    def _set_cap(self, annotations: dict[str, str]) -> None:
+        opts = scheduling_options(annotations)
+        self.cap = opts.max_buffer if opts.overlap else 0
+
+    def _on_TickBuffered(self, ev: Any) -> None:
+        t = ev.scheduled_time
+        assert t == self.next_tick(), f"buffered {t}, next undecided is {self.next_tick()}"
+        assert self.active, f"tick {t} buffered with no run active"
+        assert not (self.suspended or self.stopped or self.paused)
+        self.buffered.append(t)
+        assert len(self.buffered) <= self.cap, f"{len(self.buffered)} wait, cap {self.cap}"
+        self.cursor = t
+
     def _on_CronWorkflowCreated(self, ev: Any) -> None:
         assert self.version == 1
         self.cron = ev.name
+        self._set_cap(ev.annotations)
         self.threshold = scheduling_options(ev.annotations).pause_after_failures
         self._compile(ev.spec, ev.annotations, ev.timestamp)
         self.cursor = ev.timestamp
 
     def _on_SpecUpdated(self, ev: Any) -> None:
+        self._set_cap(ev.annotations)
         self.threshold = scheduling_options(ev.annotations).pause_after_failures
         if ev.reset_baseline:
             # Invariant 3 across a schedule change: the old schedule's ticks before the change
-            # were all decided (none dropped), and none of them will ever be decided again.
+            # were all decided (none dropped, none left waiting), and none of them will ever
+            # be decided again.
+            assert not self.buffered, f"{self.buffered} left waiting at a schedule change"
             assert self.next_tick() >= ev.timestamp, (
                 f"tick {self.next_tick()} of the old schedule left undecided at the change"
             )
@@ -234,6 +264,17 @@ class StreamAudit:
             # Backfill fires only ticks that are decided already (or before the baseline).
             assert t <= self.cursor, f"backfill fired undecided tick {t}"
             assert self.schedule.next_after(t - MICRO) == t, f"backfill of a non-tick {t}"
+            return
+        if trigger == "buffer":
+            assert self.buffered and t == self.buffered[0], f"{t} is not the oldest waiting"
+            self.buffered.pop(0)
+            assert not active, f"a waiting tick {t} started while {active} ran"
+            assert not (self.suspended or self.stopped or self.paused)
+            deadline = self.spec.starting_deadline_seconds
+            if deadline:
+                assert ev.fired_at < t + timedelta(seconds=deadline), "waited past the deadline"
+            if self.last_scheduled is None or t > self.last_scheduled:
+                self.last_scheduled = t
             return
         assert trigger in ("schedule", "catchup"), trigger
         assert not (self.suspended or self.stopped), f"tick {t} ran while suspended/stopped"
@@ -270,6 +311,13 @@ class StreamAudit:
 
     def _on_ScheduleSkipped(self, ev: Any) -> None:
         first, last, count = ev.scheduled_time, ev.last_scheduled_time, ev.count
+        if first in self.buffered:
+            # A waiting tick decided at last without running: its deadline passed or the
+            # schedule changed.
+            assert first == last and count == 1
+            assert ev.reason in ("DeadlineExceeded", "ScheduleChanged"), ev.reason
+            self.buffered.remove(first)
+            return
         assert first == self.next_tick(), (
             f"skip range starts at {first}, but the next undecided tick is {self.next_tick()}"
         )
@@ -402,6 +450,11 @@ class CronWorkflowMachine(RuleBasedStateMachine):
             return
         pol = agg.policy()
         waiting = pol.concurrency == "Forbid" and pol.deadline is not None and agg.active
+        assert len(agg.buffered) <= max(1, scheduling_options(agg.annotations).max_buffer)
+        if agg.buffered and not agg.active:
+            # Waiting ticks with no run left: none can be due later than the oldest.
+            assert agg.next_due() == agg.buffered[0]
+            return
         if not waiting:
             assert audit.next_tick() > self.now, f"tick {audit.next_tick()} left undecided"
         due = agg.next_due()
@@ -550,7 +603,8 @@ class CronWorkflowMachine(RuleBasedStateMachine):
         # Every decided tick of the range has fired now, whatever was decided for it before.
         agg = self.svc.load(stream)
         expected = agg.schedule.ticks_between(start - MICRO, min(end, audit.cursor))
-        missing = [t for t in expected if t not in audit.fired]
+        # (A tick waiting in the buffer is left to it: it fires from there, or is skipped.)
+        missing = [t for t in expected if t not in audit.fired and t not in audit.buffered]
         assert not missing, f"backfill left {missing[:3]} unfired"
 
     @precondition(lambda self: self.live)
@@ -657,6 +711,7 @@ class CronWorkflowMachine(RuleBasedStateMachine):
                 assert agg.last_scheduled_time is not None and agg.last_scheduled_time >= seen
             self.seen_last_scheduled[stream] = agg.last_scheduled_time
             assert agg.decided_until == audit.cursor
+            assert agg.buffered == audit.buffered
             assert sorted(agg.active) == sorted(audit.active)
             # The peer's view of the stream agrees once it reloads.
             assert self.peer.load(stream).version == agg.version

@@ -59,6 +59,7 @@ KEY_FIELDS = (
     "workflows",
     "threshold",
     "unpaused",
+    "behind",
 )
 
 

@@ -216,6 +216,8 @@ def detail_cell(e: dict[str, Any]) -> str:
         return f"phase={e.get('phase')}" + (
             f" finished={e['finishedAt']}" if e.get("finishedAt") else ""
         )
+    if t == "TickBuffered":
+        return "waits for " + (",".join(e.get("behind") or []) or "the active run")
     if t == "PausedAfterFailures":
         return f"after {e.get('threshold')} failed runs: " + ",".join(e.get("workflows") or [])
     if t in ("Suspended", "Resumed", "FailureCountReset"):
