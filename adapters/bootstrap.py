@@ -151,6 +151,7 @@ def bootstrap_replica(
     engine: Engine,
     *,
     role: str = "all",
+    identity: str | None = None,
     lease_seconds: float = LEASE_SECONDS,
     kube: KubeApi | None = None,
     instance_id: str | None = None,
@@ -160,7 +161,9 @@ def bootstrap_replica(
     """Wire `run`'s runtime around `engine` (built by `bootstrap` with its target): shards
     and leases on PostgreSQL (the whole store otherwise), the Kubernetes watches (`kube`)
     or the local target's run watcher (`local`), retention (`retain`), the loop and its
-    waker. The watches start here when this replica may project."""
+    waker. The watches start here when this replica may project. `identity` names the
+    replica (adapters/infrastructure/replica.py; `run` computes it once): its lease row, its
+    metrics' label, and `decidedBy` on its decisions."""
     config = engine.config
     ownership: Ownership
     if config.kind == "postgresql":
@@ -169,6 +172,7 @@ def bootstrap_replica(
             want_projector=role != "scheduler",
             schema=config.pg_schema,
             lease_seconds=lease_seconds,
+            holder=identity,
         )
         if role != "scheduler":
             # The projections write on the session that holds the projector lock, so that a
@@ -189,5 +193,7 @@ def bootstrap_replica(
     else:
         raise ValueError("a replica needs a cluster (kube) or a local target (local)")
     retention = Retention(engine, retain) if retain is not None else None
-    loop = SchedulerLoop(engine, ownership, role=role, watcher=watcher, retention=retention)
+    loop = SchedulerLoop(
+        engine, ownership, role=role, watcher=watcher, retention=retention, replica=identity
+    )
     return Replica(engine, loop, watcher, Waker(engine))

@@ -599,8 +599,14 @@ class CronWorkflow(Aggregate):
         until: datetime | None = None,
         catch_up: bool = True,
         superseded: bool = False,
+        decided_by: str | None = None,
     ) -> list[Fire]:
         """Decide every tick up to `until` (default `at`); an already decided tick is a no-op.
+
+        `decided_by` names the replica that decides (its identity,
+        adapters/infrastructure/replica.py); it is recorded on the ScheduleFired and
+        ScheduleSkipped events, so the audit says who decided. None when no scheduler
+        replica decides (a command, a test).
 
         Deciding again on fresh state after a rejected save lands here too, and finds the
         ticks the winner decided at or below `decided_until`: nothing is fired twice.
@@ -611,7 +617,7 @@ class CronWorkflow(Aggregate):
         ticks = list(self.schedule.ticks_between(self.decided_until, until))
         if not ticks:
             return []
-        when = self._before_fire(ticks, at)
+        when = self._before_fire(ticks, at, decided_by)
         if when is None:
             return []
         fires: list[Fire] = []
@@ -632,7 +638,7 @@ class CronWorkflow(Aggregate):
                 run_name=lambda t: workflow_name(self.name, t),
                 superseded=superseded or bool(rest),
             )
-            fires = self._record(outcome, at)
+            fires = self._record(outcome, at, decided_by)
             if outcome.waiting or not rest:
                 return fires
             ticks = rest
@@ -648,9 +654,11 @@ class CronWorkflow(Aggregate):
             run_name=lambda t: workflow_name(self.name, t),
             superseded=superseded,
         )
-        return fires + self._record(outcome, at)
+        return fires + self._record(outcome, at, decided_by)
 
-    def _before_fire(self, ticks: list[datetime], at: datetime) -> bool | str | None:
+    def _before_fire(
+        self, ticks: list[datetime], at: datetime, decided_by: str | None = None
+    ) -> bool | str | None:
         """Argo's order before a fire (workflow/cron/operator.go `run`): the stop strategy,
         then `when`. A stop strategy already met stops the CronWorkflow and these ticks start
         nothing; one that cannot be evaluated skips them with its message (a `SpecError`
@@ -660,10 +668,12 @@ class CronWorkflow(Aggregate):
         stop = self._stop_verdict(now)
         if stop is True:
             self._stopped(reason=self._stop_reason(), timestamp=at)
-            self._skipped_range(Skip(ticks[0], ticks[-1], len(ticks), "Stopped"), at)
+            self._skipped_range(Skip(ticks[0], ticks[-1], len(ticks), "Stopped"), at, decided_by)
             return None
         if isinstance(stop, str):
-            self._skipped_range(Skip(ticks[0], ticks[-1], len(ticks), "SpecError", stop), at)
+            self._skipped_range(
+                Skip(ticks[0], ticks[-1], len(ticks), "SpecError", stop), at, decided_by
+            )
             return None
         return self._when(now)
 
@@ -684,7 +694,7 @@ class CronWorkflow(Aggregate):
         strategy = self.spec_model.stop_strategy
         return f"stopStrategy met: {strategy.source if strategy else ''}"
 
-    def _record(self, outcome: Outcome, at: datetime) -> list[Fire]:
+    def _record(self, outcome: Outcome, at: datetime, decided_by: str | None = None) -> list[Fire]:
         fires: list[Fire] = []
         for d in outcome.decisions:
             if isinstance(d, Fire):
@@ -697,14 +707,15 @@ class CronWorkflow(Aggregate):
                     fired_at=at,
                     trigger=d.trigger,
                     replaced=list(d.replaces),
+                    decided_by=decided_by,
                     timestamp=at,
                 )
                 fires.append(d)
             else:
-                self._skipped_range(d, at)
+                self._skipped_range(d, at, decided_by)
         return fires
 
-    def _skipped_range(self, d: Skip, at: datetime) -> None:
+    def _skipped_range(self, d: Skip, at: datetime, decided_by: str | None = None) -> None:
         self._skipped(
             scheduled_time=d.first,
             last_scheduled_time=d.last,
@@ -712,6 +723,7 @@ class CronWorkflow(Aggregate):
             reason=d.reason,
             message=d.message,
             at=at,
+            decided_by=decided_by,
             timestamp=at,
         )
 
@@ -1105,6 +1117,7 @@ class CronWorkflow(Aggregate):
             fired_at=at,
             trigger="manual",
             replaced=[],
+            decided_by=None,
             timestamp=at,
         )
         return name
@@ -1149,6 +1162,7 @@ class CronWorkflow(Aggregate):
                 fired_at=at,
                 trigger="backfill",
                 replaced=replaced,
+                decided_by=None,
                 timestamp=at,
             )
             replaced = []
@@ -1202,6 +1216,7 @@ class CronWorkflow(Aggregate):
         fired_at: datetime,
         trigger: str,
         replaced: list[str],
+        decided_by: str | None,
         timestamp: datetime,
     ) -> None:
         self.active[workflow_name] = scheduled_time
@@ -1228,6 +1243,7 @@ class CronWorkflow(Aggregate):
         reason: str,
         message: str,
         at: datetime,
+        decided_by: str | None,
         timestamp: datetime,
     ) -> None:
         self.decided_until = max(self.decided_until, last_scheduled_time)
@@ -1466,6 +1482,24 @@ _SPEC_EVENTS: tuple[type[Any], ...] = (
 for _spec_event in _SPEC_EVENTS:
     _spec_event.class_version = 2
     _spec_event.upcast_v1_v2 = staticmethod(_upcast_without_last_applied)
+
+
+def _upcast_without_decided_by(state: dict[str, Any]) -> None:
+    """v1 of the decision events predates `decided_by`: which replica decided was not
+    recorded, so it reads as None (the audit shows no replica)."""
+    state["decided_by"] = None
+
+
+# Version 2 of the two decision events adds `decided_by`, the identity of the replica that
+# decided (None for a manual run, a backfill, a command, or an event written before it). Same
+# topic; old events are upcast on load and stay readable.
+_DECISION_EVENTS: tuple[type[Any], ...] = (
+    CronWorkflow.ScheduleFired,  # type: ignore[attr-defined]
+    CronWorkflow.ScheduleSkipped,  # type: ignore[attr-defined]
+)
+for _decision_event in _DECISION_EVENTS:
+    _decision_event.class_version = 2
+    _decision_event.upcast_v1_v2 = staticmethod(_upcast_without_decided_by)
 
 # A snapshot is read by processes that never took one: its topic must resolve from the start
 # (the library registers an explicit TOPIC only when a snapshot is first taken).

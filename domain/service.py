@@ -96,6 +96,9 @@ class TickReport:
     rejected: int = 0
     next_due: dict[UUID, datetime | None] = field(default_factory=dict)
     versions: dict[UUID, int] = field(default_factory=dict)
+    #: The events saved, with the namespace and name of their CronWorkflow, in order: what
+    #: the deciding replica logs as its own decisions (adapters/runtime/scheduler.py).
+    events: list[tuple[str, str, Any]] = field(default_factory=list)
 
 
 #: Events between snapshots of a CronWorkflow. A load reads the latest snapshot and at most
@@ -808,11 +811,13 @@ class CronService(Application[UUID]):
         cron_ids: Iterable[UUID],
         at: datetime,
         copies: Mapping[UUID, CronWorkflow] | None = None,
+        decided_by: str | None = None,
     ) -> list[CronWorkflow]:
         """Decide a batch of CronWorkflows at `at` without saving (the first half of a batch
         tick; see `commit_batch`). `copies` are aggregates the caller already holds (taken out
         of its cache, not shared); the rest are loaded from the store. A copy that is stale
-        after all is refused by the store at commit and decided again."""
+        after all is refused by the store at commit and decided again. `decided_by` is the
+        deciding replica's identity, recorded on the decision events."""
         ids = list(cron_ids)
         fresh = dict(copies or {})
         cold = [i for i in ids if i not in fresh]
@@ -823,11 +828,13 @@ class CronService(Application[UUID]):
             agg = fresh.get(cron_id)
             if agg is None:
                 continue
-            agg.tick(at, self.late_tolerance)
+            agg.tick(at, self.late_tolerance, decided_by=decided_by)
             aggs.append(agg)
         return aggs
 
-    def commit_batch(self, aggs: Sequence[CronWorkflow], at: datetime) -> TickReport:
+    def commit_batch(
+        self, aggs: Sequence[CronWorkflow], at: datetime, decided_by: str | None = None
+    ) -> TickReport:
         """Save decided aggregates in one transaction. If any of them is stale the store
         refuses the whole batch; each is then re-decided on fresh state and saved on its own,
         so one conflict costs one retry per aggregate of the batch, never a lost decision.
@@ -836,17 +843,26 @@ class CronService(Application[UUID]):
         pending = [a for a in aggs if a.pending_events]
         if pending:
             fires = sum(_count_fires(a) for a in pending)
+            saving = [(a.namespace, a.name, e) for a in pending for e in a.pending_events]
             try:
                 self.save(*pending)
                 report.saved, report.fires = len(pending), fires
+                report.events = saving
             except IntegrityError as e:
                 self.forget(_streams_of(e))
                 self.rejected_writes += 1
                 report.rejected += 1
                 for a in pending:
-                    report.fires += self.command(
-                        a.id, lambda b: len(b.tick(at, self.late_tolerance))
-                    )
+                    # What the attempt that saved recorded (a retried attempt overwrites it).
+                    redone: list[Any] = []
+
+                    def retick(b: CronWorkflow, redone: list[Any] = redone) -> int:
+                        n = len(b.tick(at, self.late_tolerance, decided_by=decided_by))
+                        redone[:] = [(b.namespace, b.name, ev) for ev in b.pending_events]
+                        return n
+
+                    report.fires += self.command(a.id, retick)
+                    report.events.extend(redone)
                     report.saved += 1
                 aggs = [self.load(a.id) for a in aggs]
         report.next_due = {a.id: a.next_due() for a in aggs}
@@ -864,9 +880,13 @@ class CronService(Application[UUID]):
             result = event.mutate(result)
         return cast(CronWorkflow, result)
 
-    def tick(self, cron_ids: Iterable[UUID], at: datetime) -> TickReport:
+    def tick(
+        self, cron_ids: Iterable[UUID], at: datetime, decided_by: str | None = None
+    ) -> TickReport:
         """Decide every due tick of these CronWorkflows as of `at`, in one transaction."""
-        return self.commit_batch(self.decide_batch(cron_ids, at), at)
+        return self.commit_batch(
+            self.decide_batch(cron_ids, at, decided_by=decided_by), at, decided_by
+        )
 
 
 def fired_in(events: Iterable[Any], start: datetime, end: datetime) -> set[datetime]:

@@ -270,6 +270,7 @@ _DETAIL_FIELDS = {
     "workflows": "workflows",
     "threshold": "threshold",
     "unpaused": "unpaused",
+    "decided_by": "decidedBy",  # the replica that decided (ScheduleFired/Skipped v2)
 }
 
 

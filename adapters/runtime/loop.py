@@ -63,8 +63,11 @@ class SchedulerLoop:
         log_decisions: bool = True,
         heartbeat: bool = True,
         retention: Retention | None = None,
+        replica: str | None = None,
     ) -> None:
         self.engine = engine
+        #: This replica's identity (adapters/infrastructure/replica.py), None in tests.
+        self.replica = replica
         #: `run --retain`: what the log no longer needs is removed, by the projector replica.
         self.retention = retention
         self._last_retention: float | None = None
@@ -83,6 +86,7 @@ class SchedulerLoop:
             self.cache,
             on_fired=self._wake_dispatch,
             clock=self.clock,
+            replica=replica,
         )
         self.projection = ProjectionWorker(
             engine, self.clock, self.stop_event, log_decisions=log_decisions
