@@ -51,12 +51,15 @@ def bootstrap(
     create_tables: bool | None = None,
     late_tolerance: timedelta = DEFAULT_LATE_TOLERANCE,
     service_factory: ServiceFactory = CronService,
+    replica: str | None = None,
 ) -> Engine:
     """The engine over `store` (a URL, settings, or None for the embedded default).
 
     `target`: where fired runs become Workflows (the dispatcher runs only with one).
     `create_tables`: None creates them on embedded stores, which have one writer process at
     a time, and leaves PostgreSQL to `cronsource migrate`.
+    `replica`: the identity of the `run` replica this engine decides for
+    (adapters/infrastructure/replica.py), recorded as `decidedBy` on its decisions.
     """
     config = store if isinstance(store, StoreConfig) else StoreConfig.parse(store)
     if create_tables is None:
@@ -70,8 +73,12 @@ def bootstrap(
         indexes.append(ViewIndex(service, view))
         return indexes[0]
 
+    named = {"decided_by": replica} if replica is not None else {}
     service = service_factory(
-        env=config.env(create_table=create_tables), late_tolerance=late_tolerance, index=index
+        env=config.env(create_table=create_tables),
+        late_tolerance=late_tolerance,
+        index=index,
+        **named,
     )
 
     def load_at(cron_id: UUID, version: int) -> CronWorkflow:

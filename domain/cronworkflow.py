@@ -962,10 +962,15 @@ class CronWorkflow(Aggregate):
     # ------------------------------------------------------------------ runs
 
     def run_completed(
-        self, workflow: str, phase: Phase, finished_at: datetime, at: datetime | None = None
+        self,
+        workflow: str,
+        phase: Phase,
+        finished_at: datetime,
+        at: datetime | None = None,
+        decided_by: str | None = None,
     ) -> list[Fire]:
         """A child finished: count it, apply history limits and the stop strategy, and
-        decide ticks that waited behind it (Forbid with a deadline)."""
+        decide ticks that waited behind it (Forbid with a deadline), as `decided_by`."""
         at = at or finished_at
         if workflow not in self.active:
             return []
@@ -975,16 +980,18 @@ class CronWorkflow(Aggregate):
         self._prune_history(at)
         self._check_stop(at)
         self._check_failures(at)
-        fires = self.tick(at) if self.is_live else []
+        fires = self.tick(at, decided_by=decided_by) if self.is_live else []
         self._start_queued(at)
         return fires
 
-    def run_vanished(self, workflow: str, at: datetime) -> list[Fire]:
+    def run_vanished(
+        self, workflow: str, at: datetime, decided_by: str | None = None
+    ) -> list[Fire]:
         """A child deleted by hand while active stops counting as active (Argo #2297)."""
         if workflow not in self.active and workflow not in {f[0] for f in self.finished}:
             return []
         self._run_vanished(workflow_name=workflow, at=at, timestamp=at)
-        fires = self.tick(at) if self.is_live else []
+        fires = self.tick(at, decided_by=decided_by) if self.is_live else []
         self._start_queued(at)
         return fires
 
@@ -997,6 +1004,7 @@ class CronWorkflow(Aggregate):
         reason: str,
         at: datetime,
         late_tolerance: timedelta = DEFAULT_LATE_TOLERANCE,
+        decided_by: str | None = None,
     ) -> bool:
         """A Workflow of ours exists that the log has no fire for (the log lost it in a
         failover, after its Workflow was created): record it, so the log matches the world.
@@ -1015,7 +1023,13 @@ class CronWorkflow(Aggregate):
         ticks_rule = trigger in ("schedule", "catchup")
         if ticks_rule and scheduled_time > self.decided_until:
             if self.is_live:
-                self.tick(at, late_tolerance, until=scheduled_time - _TICK, superseded=True)
+                self.tick(
+                    at,
+                    late_tolerance,
+                    until=scheduled_time - _TICK,
+                    superseded=True,
+                    decided_by=decided_by,
+                )
             else:
                 self._close_ticks(scheduled_time, self._hold_reason())
         self._run_recovered(

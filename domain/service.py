@@ -96,9 +96,6 @@ class TickReport:
     rejected: int = 0
     next_due: dict[UUID, datetime | None] = field(default_factory=dict)
     versions: dict[UUID, int] = field(default_factory=dict)
-    #: The events saved, with the namespace and name of their CronWorkflow, in order: what
-    #: the deciding replica logs as its own decisions (adapters/runtime/scheduler.py).
-    events: list[tuple[str, str, Any]] = field(default_factory=list)
 
 
 #: Events between snapshots of a CronWorkflow. A load reads the latest snapshot and at most
@@ -203,13 +200,17 @@ class CronService(Application[UUID]):
         recorder: ApplicationRecorder | None = None,
         late_tolerance: timedelta = DEFAULT_LATE_TOLERANCE,
         index: Callable[[CronService], LogIndex] | None = None,
+        decided_by: str | None = None,
     ) -> None:
         """`recorder`: share another instance's store (an in-memory store has no other way to
         be shared, and simulated replicas must see one log). `index`: builds the adapters'
         LogIndex over this service's log (adapters/runtime/indexes.py); without one, a name
         alone cannot reach an object exported from a cluster or seen by the watcher, and
-        fired ticks are read from the whole stream."""
+        fired ticks are read from the whole stream. `decided_by`: the identity of the
+        replica this service decides for (`run`), recorded on the decisions a run's
+        completion or recovery makes; the scheduler's batches name it themselves."""
         self._shared_recorder = recorder
+        self.decided_by = decided_by
         super().__init__(env)
         self.late_tolerance = late_tolerance
         self.rejected_writes = 0
@@ -221,6 +222,7 @@ class CronService(Application[UUID]):
         #: asking the store; only a second writer's saves are left for the store to refuse.
         self.saved_versions: dict[UUID, int] = {}
         self._on_saved: list[Callable[[Sequence[CronWorkflow]], None]] = []
+        self._on_recorded: list[Callable[[list[tuple[str, str, Any]]], None]] = []
 
     def on_saved(self, callback: Callable[[Sequence[CronWorkflow]], None]) -> None:
         """Call `callback` with the aggregates of every save, as saved: the scheduler keeps
@@ -305,6 +307,12 @@ class CronService(Application[UUID]):
             # By identity: receipts are values, and an outer block's may equal this one's.
             open_receipts[:] = [r for r in open_receipts if r is not receipt]
 
+    def on_recorded(self, callback: Callable[[list[tuple[str, str, Any]]], None]) -> None:
+        """Call `callback` with the events of each save the store took, as (namespace, name,
+        event) in order: a replica logs the decisions it made from here, once they are
+        made (a save the store refused calls nothing)."""
+        self._on_recorded.append(callback)
+
     def save(self, *objs: Any, **kwargs: Any) -> Any:
         """Save aggregates through the event store's public `put`, without eventsourcing's
         per-object protocol checks (`isinstance` against runtime protocols was a tenth of a
@@ -315,10 +323,13 @@ class CronService(Application[UUID]):
             recordings = super().save(*objs, **kwargs)
         else:
             events: list[Any] = []
+            named: list[tuple[str, str, Any]] = []
             crossed: list[CronWorkflow] = []
             for agg in objs:
                 pending = agg.collect_events()
                 events.extend(pending)
+                if self._on_recorded:
+                    named.extend((agg.namespace, agg.name, e) for e in pending)
                 if (
                     pending
                     and agg.version // SNAPSHOT_INTERVAL
@@ -331,6 +342,8 @@ class CronService(Application[UUID]):
                 saved[agg.id] = agg.version
             for callback in self._on_saved:
                 callback(objs)
+            for recorded in self._on_recorded:
+                recorded(named)
             if crossed:
                 self.take_snapshots(crossed)
         open_receipts = self._receipts.__dict__.get("open")
@@ -602,10 +615,13 @@ class CronService(Application[UUID]):
     def run_completed(
         self, cron_id: UUID, workflow: str, phase: Phase, finished_at: datetime, at: datetime
     ) -> None:
-        self.command(cron_id, lambda a: a.run_completed(workflow, phase, finished_at, at))
+        self.command(
+            cron_id,
+            lambda a: a.run_completed(workflow, phase, finished_at, at, self.decided_by),
+        )
 
     def run_vanished(self, cron_id: UUID, workflow: str, at: datetime) -> None:
-        self.command(cron_id, lambda a: a.run_vanished(workflow, at))
+        self.command(cron_id, lambda a: a.run_vanished(workflow, at, self.decided_by))
 
     def recover_run(
         self,
@@ -621,7 +637,14 @@ class CronService(Application[UUID]):
         return self.command(
             cron_id,
             lambda a: a.recover_run(
-                workflow, scheduled_time, trigger, created_at, reason, at, self.late_tolerance
+                workflow,
+                scheduled_time,
+                trigger,
+                created_at,
+                reason,
+                at,
+                self.late_tolerance,
+                self.decided_by,
             ),
         )
 
@@ -843,26 +866,18 @@ class CronService(Application[UUID]):
         pending = [a for a in aggs if a.pending_events]
         if pending:
             fires = sum(_count_fires(a) for a in pending)
-            saving = [(a.namespace, a.name, e) for a in pending for e in a.pending_events]
             try:
                 self.save(*pending)
                 report.saved, report.fires = len(pending), fires
-                report.events = saving
             except IntegrityError as e:
                 self.forget(_streams_of(e))
                 self.rejected_writes += 1
                 report.rejected += 1
                 for a in pending:
-                    # What the attempt that saved recorded (a retried attempt overwrites it).
-                    redone: list[Any] = []
-
-                    def retick(b: CronWorkflow, redone: list[Any] = redone) -> int:
-                        n = len(b.tick(at, self.late_tolerance, decided_by=decided_by))
-                        redone[:] = [(b.namespace, b.name, ev) for ev in b.pending_events]
-                        return n
-
-                    report.fires += self.command(a.id, retick)
-                    report.events.extend(redone)
+                    report.fires += self.command(
+                        a.id,
+                        lambda b: len(b.tick(at, self.late_tolerance, decided_by=decided_by)),
+                    )
                     report.saved += 1
                 aggs = [self.load(a.id) for a in aggs]
         report.next_due = {a.id: a.next_due() for a in aggs}

@@ -33,6 +33,7 @@ from cronsource.adapters.runtime.projection import ProjectionWorker
 from cronsource.adapters.runtime.retention import RETENTION_SECONDS, Retention
 from cronsource.adapters.runtime.runwatcher import RunPoller
 from cronsource.adapters.runtime.scheduler import Scheduler
+from cronsource.adapters.runtime.scheduler import log_decisions as log_own_decisions
 from cronsource.adapters.runtime.settings import (
     EXIT_STOP_OVERDUE,
     IDENTITY_SECONDS,
@@ -79,6 +80,8 @@ class SchedulerLoop:
         self.stop_event = stop_event if stop_event is not None else threading.Event()
         self.cache = DecisionCache(engine.service.load_many, engine.service.fast_forward)
         engine.service.on_saved(self.cache.saved)
+        # This replica's decisions are logged by it, as the store takes them (scheduler.py).
+        engine.service.on_recorded(log_own_decisions)
         self.scheduler = Scheduler(
             engine.service,
             engine.view,

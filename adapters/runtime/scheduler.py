@@ -4,9 +4,10 @@ One per replica, over its own service instance and its own decision cache. Decis
 the store through one committing thread, in order; several replicas deciding one tick are
 kept from firing it twice by the store's version check, not by this code.
 
-Each replica logs its own decisions here, once the store has taken them (one line per
-ScheduleFired/ScheduleSkipped, with `decidedBy`): a decision the store refused was never made
-and is not logged; the projector's DecisionLog logs the other events of the audit.
+Each replica logs its own decisions (`log_decisions`, called by the service once the store
+took a save: SchedulerLoop registers it), one line per ScheduleFired/ScheduleSkipped that names
+a replica, with `decidedBy`: a decision the store refused was never made and is not logged;
+the projector's DecisionLog logs the other events of the audit.
 """
 
 from __future__ import annotations
@@ -41,14 +42,14 @@ decision_log = logging.getLogger("cronsource.decisions")
 DECISIONS = ("ScheduleFired", "ScheduleSkipped")
 
 
-def log_decisions(events: list[tuple[str, str, Any]], replica: str | None) -> int:
-    """One line per decision this replica saved; returns how many."""
-    n = 0
+def log_decisions(events: list[tuple[str, str, Any]]) -> None:
+    """One line per decision saved that names the replica that made it (this one: only its
+    own service saves through here)."""
     for namespace, name, ev in events:
         kind = type(ev).__name__
-        if kind not in DECISIONS:
-            continue
         d = ev.__dict__
+        if kind not in DECISIONS or not d.get("decided_by"):
+            continue
         workflow = d.get("workflow_name")
         fields = scheduling_fields(
             namespace,
@@ -61,12 +62,10 @@ def log_decisions(events: list[tuple[str, str, Any]], replica: str | None) -> in
             trigger=d.get("trigger"),
             count=d.get("count"),
             lastTick=d.get("last_scheduled_time") if kind == "ScheduleSkipped" else None,
-            decidedBy=d.get("decided_by") or replica,
+            decidedBy=d["decided_by"],
         )
         what = f"fired {workflow}" if kind == "ScheduleFired" else f"skipped ({d.get('reason')})"
         decision_log.info("%s/%s %s", namespace, name, what, extra=fields)
-        n += 1
-    return n
 
 
 class Scheduler:
@@ -160,7 +159,6 @@ class Scheduler:
                 continue
             if not report.rejected:
                 self.cache.keep(batch)
-            log_decisions(report.events, self.replica)
             return report
 
     def _time_left(self, batch: list[CronWorkflow]) -> float | None:

@@ -243,9 +243,14 @@ def run_replica(
         if kube:
             from cronsource.adapters.infrastructure.kube import KubeTarget
 
-            engine = bootstrap(config, target=KubeTarget(api_client), late_tolerance=tolerance)
+            engine = bootstrap(
+                config,
+                target=KubeTarget(api_client),
+                late_tolerance=tolerance,
+                replica=identity,
+            )
         else:
-            engine = bootstrap(config, target=target, late_tolerance=tolerance)
+            engine = bootstrap(config, target=target, late_tolerance=tolerance, replica=identity)
         engine.view.next_due()  # the read model answers: fail here, not in the first turn
     except Exception as e:
         fail(describe(e, config))
