@@ -99,7 +99,7 @@ def bootstrap(
             on_not_started=_not_started_sink(service),
             late_tolerance=lambda: service.late_tolerance,
         )
-    projector = Projector(service, view, readmodel, dispatcher, lock_for(config), clock)
+    projector = Projector(service, view, readmodel, dispatcher, lock_for(config, replica), clock)
     return Engine(config, service, view, readmodel, dispatcher, projector, indexes[0], clock)
 
 

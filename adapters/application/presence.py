@@ -91,9 +91,11 @@ def replicas(engine: Engine) -> list[dict[str, Any]]:
             )
         return out
     if kind == "sqlite" and schedulers_running(engine):
+        lock = engine.projector.lock
+        name = lock.holder_name() if isinstance(lock, FileLock) else ""
         return [
             {
-                "replica": "run on this file",
+                "replica": name or "run on this file",
                 "shards": SHARDS,
                 "projector": True,
                 "live": True,

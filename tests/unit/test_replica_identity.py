@@ -12,11 +12,14 @@ import io
 import json
 import logging
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from uuid import UUID
 
 import pytest
+from click.testing import CliRunner
 
 from cronsource.adapters.clock import VirtualClock
+from cronsource.adapters.entrypoints.cli import cli
 from cronsource.adapters.infrastructure.logs import (
     DecisionLog,
     JsonFormatter,
@@ -180,3 +183,32 @@ def test_an_event_written_before_decided_by_reads_as_none(engine: Engine) -> Non
     upcast(state)
     assert state["decided_by"] is None
     assert fired_cls.class_version == 2
+
+
+# ------------------------------------------------------------------ `cronsource replicas`
+
+
+def test_replicas_on_sqlite_with_no_run_says_so(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path}/c.db"
+    res = CliRunner().invoke(cli, ["--store", store, "replicas"])
+    assert res.exit_code == 0, res.output
+    assert "no replica running" in res.output
+    as_json = CliRunner().invoke(cli, ["--store", store, "replicas", "-o", "json"])
+    assert json.loads(as_json.output) == []
+
+
+def test_replicas_on_sqlite_lists_the_run_holding_the_file(tmp_path: Path) -> None:
+    from cronsource.adapters.infrastructure.locks import FileLock
+
+    store = f"sqlite:///{tmp_path}/c.db"
+    CliRunner().invoke(cli, ["--store", store, "replicas"])  # creates the store
+    held = FileLock(f"{tmp_path}/c.db.projector-lock", "laptop:4242")  # as `run` holds it
+    assert held.try_acquire()
+    try:
+        res = CliRunner().invoke(cli, ["--store", store, "replicas", "-o", "json"])
+    finally:
+        held.release()
+    listed = json.loads(res.output)
+    assert [(r["replica"], r["shards"], r["projector"]) for r in listed] == [
+        ("laptop:4242", 64, True)
+    ]
