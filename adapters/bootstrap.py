@@ -203,4 +203,6 @@ def bootstrap_replica(
     loop = SchedulerLoop(
         engine, ownership, role=role, watcher=watcher, retention=retention, replica=identity
     )
+    if isinstance(ownership, AdvisoryLockShards):
+        ownership.lease.turn_age = loop.turn_age  # `last_turn` in the lease (`replicas`)
     return Replica(engine, loop, watcher, Waker(engine))

@@ -47,7 +47,8 @@ def replicas(engine: Engine) -> list[dict[str, Any]]:
     the status page): `replica` (its identity), `shards` (how many of SHARDS it owns),
     `projector`, `live` (False: its lease lapsed, by the server's clock; the others end its
     session), `lastRenewal` (when it last renewed its lease: the last sign of life its lease
-    thread gave) and `pids` (its PostgreSQL backends).
+    thread gave), `lastTurn` (when its loop last finished a turn, as of that renewal: a loop
+    stuck while the lease thread renews shows here) and `pids` (its PostgreSQL backends).
 
     PostgreSQL: the leases joined to the advisory locks the backends hold; a backend holding
     the member lock with no lease row yet (joining) is listed under its pid. SQLite: the one
@@ -63,7 +64,7 @@ def replicas(engine: Engine) -> list[dict[str, Any]]:
         projector = {pid for cls, _, pid in rows if cls == PROJECTOR_LOCK_CLASS}
         out: list[dict[str, Any]] = []
         named: set[int] = set()
-        for holder, pids, renewed_at, _seconds, lapsed in engine.view.leases():
+        for holder, pids, renewed_at, _seconds, lapsed, last_turn in engine.view.leases():
             mine = [p for p in pids if p in members]
             named.update(pids)
             if not mine:
@@ -75,6 +76,7 @@ def replicas(engine: Engine) -> list[dict[str, Any]]:
                     "projector": any(p in projector for p in mine),
                     "live": not lapsed,
                     "lastRenewal": renewed_at,
+                    "lastTurn": last_turn,
                     "pids": mine,
                 }
             )
@@ -86,6 +88,7 @@ def replicas(engine: Engine) -> list[dict[str, Any]]:
                     "projector": pid in projector,
                     "live": True,
                     "lastRenewal": None,
+                    "lastTurn": None,
                     "pids": [pid],
                 }
             )
@@ -100,6 +103,7 @@ def replicas(engine: Engine) -> list[dict[str, Any]]:
                 "projector": True,
                 "live": True,
                 "lastRenewal": None,
+                "lastTurn": None,
                 "pids": [],
             }
         ]

@@ -350,6 +350,12 @@ class SchedulerLoop:
             self.supervise_projections.run(self.report)
         self.last_turn = clock.monotonic()
 
+    def turn_age(self) -> float | None:
+        """Seconds since the last turn finished; None before the first (the lease writes it
+        as `last_turn`, adapters/infrastructure/leases.py)."""
+        last = self.last_turn
+        return None if last is None else self.clock.monotonic() - last
+
     @property
     def supervisors(self) -> list[Supervisor]:
         extra = [self.dispatch_worker.supervisor] if self.dispatch_worker is not None else []

@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
+from datetime import datetime
 
+import psycopg
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -74,7 +76,16 @@ def test_replicas_lists_each_with_its_shards_and_the_projector(
     table = runner.invoke(cli, ["replicas"], env=env)
     assert table.exit_code == 0, table.output
     lines = table.output.splitlines()
-    assert lines[0].split() == ["REPLICA", "SHARDS", "PROJECTOR", "LEASE", "LAST", "RENEWAL"]
+    assert lines[0].split() == [
+        "REPLICA",
+        "SHARDS",
+        "PROJECTOR",
+        "LEASE",
+        "LAST",
+        "TURN",
+        "LAST",
+        "RENEWAL",
+    ]
     rows = {line.split()[0]: line.split()[1:4] for line in lines[1:]}
     assert rows == {"cronsource-a": ["32", "yes", "live"], "cronsource-b": ["32", "no", "live"]}
 
@@ -125,3 +136,48 @@ def test_a_rebalance_logs_the_shards_it_took_and_released(
     finally:
         a.release()
         b.release()
+
+
+def test_each_renewal_writes_when_the_loop_last_turned(
+    store: StoreConfig, pair: tuple[AdvisoryLockShards, AdvisoryLockShards]
+) -> None:
+    a, b = pair
+    a.lease.turn_age = lambda: 120.0  # a loop stuck for two minutes, its lease thread alive
+    b.lease.turn_age = lambda: None  # no turn finished yet
+    assert a.renew() and b.renew()
+    env = {"CRONSOURCE_STORE": store.url}
+    out = CliRunner().invoke(cli, ["replicas", "-o", "json"], env=env)
+    data = {r["replica"]: r for r in json.loads(out.output)}
+    turned = datetime.fromisoformat(data["cronsource-a"]["lastTurn"])
+    renewed = datetime.fromisoformat(data["cronsource-a"]["lastRenewal"])
+    assert 119 <= (renewed - turned).total_seconds() <= 121
+    assert data["cronsource-b"]["lastTurn"] is None
+    table = CliRunner().invoke(cli, ["replicas"], env=env).output
+    assert "2m ago" in table.splitlines()[1], table
+
+
+def test_a_lease_table_without_last_turn_still_renews(store: StoreConfig) -> None:
+    """A store migrated before `last_turn`: renewals leave it out instead of failing (which
+    would lose the lease), `replicas` shows no turn, and `migrate` adds the column."""
+    with psycopg.connect(store.pg_conninfo, autocommit=True) as conn:
+        conn.execute("ALTER TABLE cronsource_leases DROP COLUMN last_turn")
+    a = AdvisoryLockShards(store.pg_conninfo, renew_in_background=False, holder="old-store")
+    try:
+        a.lease.turn_age = lambda: 1.0
+        a.rebalance()
+        assert a.renew()
+        out = CliRunner().invoke(
+            cli, ["replicas", "-o", "json"], env={"CRONSOURCE_STORE": store.url}
+        )
+        assert [(r["replica"], r["lastTurn"]) for r in json.loads(out.output)] == [
+            ("old-store", None)
+        ]
+    finally:
+        a.release()
+    migrate(store)
+    with psycopg.connect(store.pg_conninfo, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT 1 FROM information_schema.columns WHERE table_name = 'cronsource_leases'"
+            " AND column_name = 'last_turn'"
+        ).fetchone()
+    assert row is not None
