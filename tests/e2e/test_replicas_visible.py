@@ -75,9 +75,11 @@ def test_two_replicas_name_their_decisions_and_log_lines(pg_url: str, tmp_path: 
             assert out.returncode == 0, out.stderr
             listed = json.loads(out.stdout)
             shards = {r["replica"]: r["shards"] for r in listed}
-            return listed if set(shards) == set(NAMES) and sum(shards.values()) == 64 else None
+            turned = all(r["lastTurn"] for r in listed)
+            whole = set(shards) == set(NAMES) and sum(shards.values()) == 64
+            return listed if whole and turned else None
 
-        listed = wait_for("both replicas to share the shards", both_listed, 60, 0.5)
+        listed = wait_for("both replicas to share the shards and turn", both_listed, 60, 0.5)
         assert [r["projector"] for r in listed].count(True) == 1
 
         def deciders() -> set[str] | None:
