@@ -840,7 +840,10 @@ class CronService(Application[UUID]):
         tick; see `commit_batch`). `copies` are aggregates the caller already holds (taken out
         of its cache, not shared); the rest are loaded from the store. A copy that is stale
         after all is refused by the store at commit and decided again. `decided_by` is the
-        deciding replica's identity, recorded on the decision events."""
+        deciding replica's identity, recorded on the decision events (default: the
+        service's own)."""
+        if decided_by is None:
+            decided_by = self.decided_by
         ids = list(cron_ids)
         fresh = dict(copies or {})
         cold = [i for i in ids if i not in fresh]
@@ -862,6 +865,8 @@ class CronService(Application[UUID]):
         refuses the whole batch; each is then re-decided on fresh state and saved on its own,
         so one conflict costs one retry per aggregate of the batch, never a lost decision.
         `report.rejected` tells the caller its copies are not the saved state."""
+        if decided_by is None:
+            decided_by = self.decided_by
         report = TickReport()
         pending = [a for a in aggs if a.pending_events]
         if pending:
