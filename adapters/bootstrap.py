@@ -51,12 +51,15 @@ def bootstrap(
     create_tables: bool | None = None,
     late_tolerance: timedelta = DEFAULT_LATE_TOLERANCE,
     service_factory: ServiceFactory = CronService,
+    replica: str | None = None,
 ) -> Engine:
     """The engine over `store` (a URL, settings, or None for the embedded default).
 
     `target`: where fired runs become Workflows (the dispatcher runs only with one).
     `create_tables`: None creates them on embedded stores, which have one writer process at
     a time, and leaves PostgreSQL to `cronsource migrate`.
+    `replica`: the identity of the `run` replica this engine decides for
+    (adapters/infrastructure/replica.py), recorded as `decidedBy` on its decisions.
     """
     config = store if isinstance(store, StoreConfig) else StoreConfig.parse(store)
     if create_tables is None:
@@ -70,8 +73,12 @@ def bootstrap(
         indexes.append(ViewIndex(service, view))
         return indexes[0]
 
+    named = {"decided_by": replica} if replica is not None else {}
     service = service_factory(
-        env=config.env(create_table=create_tables), late_tolerance=late_tolerance, index=index
+        env=config.env(create_table=create_tables),
+        late_tolerance=late_tolerance,
+        index=index,
+        **named,
     )
 
     def load_at(cron_id: UUID, version: int) -> CronWorkflow:
@@ -92,7 +99,7 @@ def bootstrap(
             on_not_started=_not_started_sink(service),
             late_tolerance=lambda: service.late_tolerance,
         )
-    projector = Projector(service, view, readmodel, dispatcher, lock_for(config), clock)
+    projector = Projector(service, view, readmodel, dispatcher, lock_for(config, replica), clock)
     return Engine(config, service, view, readmodel, dispatcher, projector, indexes[0], clock)
 
 
@@ -151,6 +158,7 @@ def bootstrap_replica(
     engine: Engine,
     *,
     role: str = "all",
+    identity: str | None = None,
     lease_seconds: float = LEASE_SECONDS,
     kube: KubeApi | None = None,
     instance_id: str | None = None,
@@ -160,7 +168,9 @@ def bootstrap_replica(
     """Wire `run`'s runtime around `engine` (built by `bootstrap` with its target): shards
     and leases on PostgreSQL (the whole store otherwise), the Kubernetes watches (`kube`)
     or the local target's run watcher (`local`), retention (`retain`), the loop and its
-    waker. The watches start here when this replica may project."""
+    waker. The watches start here when this replica may project. `identity` names the
+    replica (adapters/infrastructure/replica.py; `run` computes it once): its lease row, its
+    metrics' label, and `decidedBy` on its decisions."""
     config = engine.config
     ownership: Ownership
     if config.kind == "postgresql":
@@ -169,6 +179,7 @@ def bootstrap_replica(
             want_projector=role != "scheduler",
             schema=config.pg_schema,
             lease_seconds=lease_seconds,
+            holder=identity,
         )
         if role != "scheduler":
             # The projections write on the session that holds the projector lock, so that a
@@ -189,5 +200,9 @@ def bootstrap_replica(
     else:
         raise ValueError("a replica needs a cluster (kube) or a local target (local)")
     retention = Retention(engine, retain) if retain is not None else None
-    loop = SchedulerLoop(engine, ownership, role=role, watcher=watcher, retention=retention)
+    loop = SchedulerLoop(
+        engine, ownership, role=role, watcher=watcher, retention=retention, replica=identity
+    )
+    if isinstance(ownership, AdvisoryLockShards):
+        ownership.lease.turn_age = loop.turn_age  # `last_turn` in the lease (`replicas`)
     return Replica(engine, loop, watcher, Waker(engine))

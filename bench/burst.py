@@ -71,8 +71,8 @@ def timed_ticks(engine: Engine, marks: list[tuple[float, int]], advance: Any = N
     svc = engine.service
     real_commit = svc.commit_batch
 
-    def commit(aggs: Sequence[CronWorkflow], at: Any) -> Any:
-        report = real_commit(aggs, at)
+    def commit(aggs: Sequence[CronWorkflow], at: Any, decided_by: str | None = None) -> Any:
+        report = real_commit(aggs, at, decided_by)
         marks.append((time.perf_counter(), report.fires))
         if advance is not None:
             advance(report.fires)

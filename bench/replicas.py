@@ -94,10 +94,10 @@ def worker(
     real_commit = svc.commit_batch
     busy = [0.0]
 
-    def commit(aggs: Sequence[Any], at: Any) -> Any:
+    def commit(aggs: Sequence[Any], at: Any, decided_by: str | None = None) -> Any:
         t0 = time.perf_counter()
         try:
-            return real_commit(aggs, at)
+            return real_commit(aggs, at, decided_by)
         finally:
             busy[0] += time.perf_counter() - t0
 

@@ -639,8 +639,14 @@ class CronWorkflow(Aggregate):
         until: datetime | None = None,
         catch_up: bool = True,
         superseded: bool = False,
+        decided_by: str | None = None,
     ) -> list[Fire]:
         """Decide every tick up to `until` (default `at`); an already decided tick is a no-op.
+
+        `decided_by` names the replica that decides (its identity,
+        adapters/infrastructure/replica.py); it is recorded on the ScheduleFired and
+        ScheduleSkipped events, so the audit says who decided. None when no scheduler
+        replica decides (a command, a test).
 
         Deciding again on fresh state after a rejected save lands here too, and finds the
         ticks the winner decided at or below `decided_until`: nothing is fired twice.
@@ -649,12 +655,12 @@ class CronWorkflow(Aggregate):
             return []
         fires: list[Fire] = []
         if until is None and self.buffered:
-            fires += self._drain_buffer(at, late_tolerance)
+            fires += self._drain_buffer(at, late_tolerance, decided_by)
         until = until or at
         ticks = list(self.schedule.ticks_between(self.decided_until, until))
         if not ticks:
             return fires
-        when = self._before_fire(ticks, at)
+        when = self._before_fire(ticks, at, decided_by)
         if when is None:
             return fires
         read = None if when is True else self._when_read(ticks, at)
@@ -675,13 +681,13 @@ class CronWorkflow(Aggregate):
                 run_name=lambda t: workflow_name(self.name, t),
                 superseded=superseded or bool(rest),
             )
-            fires += self._record(outcome, at, read)
+            fires += self._record(outcome, at, read, decided_by)
             if outcome.waiting or not rest:
                 return fires
             ticks = rest
         pol = self.policy(late_tolerance)
         if catch_up and when is True and (self.active or self.buffered) and self._buffering():
-            self._buffer(ticks, at, pol)
+            self._buffer(ticks, at, pol, decided_by)
             return fires
         if not catch_up:
             pol = TickPolicy(pol.concurrency, None, False, 1, pol.late_tolerance)
@@ -694,9 +700,11 @@ class CronWorkflow(Aggregate):
             run_name=lambda t: workflow_name(self.name, t),
             superseded=superseded,
         )
-        return fires + self._record(outcome, at, read)
+        return fires + self._record(outcome, at, read, decided_by)
 
-    def _buffer(self, ticks: list[datetime], at: datetime, pol: TickPolicy) -> None:
+    def _buffer(
+        self, ticks: list[datetime], at: datetime, pol: TickPolicy, decided_by: str | None
+    ) -> None:
         """Buffered overlap: the ticks that come while a run is active (or ticks wait
         already) join the buffer while it has room, or are skipped (decisions.buffer_ticks),
         recorded in tick order."""
@@ -708,13 +716,15 @@ class CronWorkflow(Aggregate):
         entries.sort(key=lambda e: e[0])
         for _, d in entries:
             if isinstance(d, Skip):
-                self._skipped_range(d, at)
+                self._skipped_range(d, at, None, decided_by)
             else:
                 self._tick_buffered(
                     scheduled_time=d, at=at, behind=sorted(self.active), timestamp=at
                 )
 
-    def _drain_buffer(self, at: datetime, late_tolerance: timedelta) -> list[Fire]:
+    def _drain_buffer(
+        self, at: datetime, late_tolerance: timedelta, decided_by: str | None
+    ) -> list[Fire]:
         """The waiting ticks past their starting deadline are skipped (DeadlineExceeded);
         then, with no run active, the oldest waiting tick starts (trigger `buffer`, its own
         scheduled time): one at a time, as Forbid runs."""
@@ -730,6 +740,8 @@ class CronWorkflow(Aggregate):
                     f" {self.spec_model.starting_deadline_seconds}",
                 ),
                 at,
+                None,
+                decided_by,
             )
         if self.active or not self.buffered:
             return []
@@ -741,11 +753,14 @@ class CronWorkflow(Aggregate):
             fired_at=at,
             trigger="buffer",
             replaced=[],
+            decided_by=decided_by,
             timestamp=at,
         )
         return [Fire(t, "buffer")]
 
-    def _before_fire(self, ticks: list[datetime], at: datetime) -> bool | str | None:
+    def _before_fire(
+        self, ticks: list[datetime], at: datetime, decided_by: str | None = None
+    ) -> bool | str | None:
         """Argo's order before a fire (workflow/cron/operator.go `run`): the stop strategy,
         then `when`. A stop strategy already met stops the CronWorkflow and these ticks start
         nothing; one that cannot be evaluated skips them with its message (a `SpecError`
@@ -755,10 +770,14 @@ class CronWorkflow(Aggregate):
         stop = self._stop_verdict(now)
         if stop is True:
             self._stopped(reason=self._stop_reason(), values=self._stop_read(now), timestamp=at)
-            self._skipped_range(Skip(ticks[0], ticks[-1], len(ticks), "Stopped"), at)
+            self._skipped_range(
+                Skip(ticks[0], ticks[-1], len(ticks), "Stopped"), at, None, decided_by
+            )
             return None
         if isinstance(stop, str):
-            self._skipped_range(Skip(ticks[0], ticks[-1], len(ticks), "SpecError", stop), at)
+            self._skipped_range(
+                Skip(ticks[0], ticks[-1], len(ticks), "SpecError", stop), at, None, decided_by
+            )
             return None
         return self._when(now)
 
@@ -794,7 +813,11 @@ class CronWorkflow(Aggregate):
         return f"stopStrategy met: {strategy.source if strategy else ''}"
 
     def _record(
-        self, outcome: Outcome, at: datetime, read: tuple[str, dict[str, str]] | None = None
+        self,
+        outcome: Outcome,
+        at: datetime,
+        read: tuple[str, dict[str, str]] | None = None,
+        decided_by: str | None = None,
     ) -> list[Fire]:
         fires: list[Fire] = []
         for d in outcome.decisions:
@@ -808,15 +831,20 @@ class CronWorkflow(Aggregate):
                     fired_at=at,
                     trigger=d.trigger,
                     replaced=list(d.replaces),
+                    decided_by=decided_by,
                     timestamp=at,
                 )
                 fires.append(d)
             else:
-                self._skipped_range(d, at, read if d.reason == "WhenFalse" else None)
+                self._skipped_range(d, at, read if d.reason == "WhenFalse" else None, decided_by)
         return fires
 
     def _skipped_range(
-        self, d: Skip, at: datetime, read: tuple[str, dict[str, str]] | None = None
+        self,
+        d: Skip,
+        at: datetime,
+        read: tuple[str, dict[str, str]] | None = None,
+        decided_by: str | None = None,
     ) -> None:
         self._skipped(
             scheduled_time=d.first,
@@ -827,6 +855,7 @@ class CronWorkflow(Aggregate):
             at=at,
             expression=read[0] if read else "",
             values=(read[1] or None) if read else None,
+            decided_by=decided_by,
             timestamp=at,
         )
 
@@ -1073,10 +1102,15 @@ class CronWorkflow(Aggregate):
     # ------------------------------------------------------------------ runs
 
     def run_completed(
-        self, workflow: str, phase: Phase, finished_at: datetime, at: datetime | None = None
+        self,
+        workflow: str,
+        phase: Phase,
+        finished_at: datetime,
+        at: datetime | None = None,
+        decided_by: str | None = None,
     ) -> list[Fire]:
         """A child finished: count it, apply history limits and the stop strategy, and
-        decide ticks that waited behind it (Forbid with a deadline)."""
+        decide ticks that waited behind it (Forbid with a deadline), as `decided_by`."""
         at = at or finished_at
         if workflow not in self.active:
             return []
@@ -1086,16 +1120,18 @@ class CronWorkflow(Aggregate):
         self._prune_history(at)
         self._check_stop(at)
         self._check_failures(at)
-        fires = self.tick(at) if self.is_live else []
+        fires = self.tick(at, decided_by=decided_by) if self.is_live else []
         self._start_queued(at)
         return fires
 
-    def run_vanished(self, workflow: str, at: datetime) -> list[Fire]:
+    def run_vanished(
+        self, workflow: str, at: datetime, decided_by: str | None = None
+    ) -> list[Fire]:
         """A child deleted by hand while active stops counting as active (Argo #2297)."""
         if workflow not in self.active and workflow not in {f[0] for f in self.finished}:
             return []
         self._run_vanished(workflow_name=workflow, at=at, timestamp=at)
-        fires = self.tick(at) if self.is_live else []
+        fires = self.tick(at, decided_by=decided_by) if self.is_live else []
         self._start_queued(at)
         return fires
 
@@ -1108,6 +1144,7 @@ class CronWorkflow(Aggregate):
         reason: str,
         at: datetime,
         late_tolerance: timedelta = DEFAULT_LATE_TOLERANCE,
+        decided_by: str | None = None,
     ) -> bool:
         """A Workflow of ours exists that the log has no fire for (the log lost it in a
         failover, after its Workflow was created): record it, so the log matches the world.
@@ -1126,7 +1163,13 @@ class CronWorkflow(Aggregate):
         ticks_rule = trigger in ("schedule", "catchup", "buffer")
         if ticks_rule and scheduled_time > self.decided_until:
             if self.is_live:
-                self.tick(at, late_tolerance, until=scheduled_time - _TICK, superseded=True)
+                self.tick(
+                    at,
+                    late_tolerance,
+                    until=scheduled_time - _TICK,
+                    superseded=True,
+                    decided_by=decided_by,
+                )
             else:
                 self._close_ticks(scheduled_time, self._hold_reason())
         self._run_recovered(
@@ -1228,6 +1271,7 @@ class CronWorkflow(Aggregate):
             fired_at=at,
             trigger="manual",
             replaced=[],
+            decided_by=None,
             timestamp=at,
         )
         return name
@@ -1277,6 +1321,7 @@ class CronWorkflow(Aggregate):
                 fired_at=at,
                 trigger="backfill",
                 replaced=replaced,
+                decided_by=None,
                 timestamp=at,
             )
             replaced = []
@@ -1330,6 +1375,7 @@ class CronWorkflow(Aggregate):
         fired_at: datetime,
         trigger: str,
         replaced: list[str],
+        decided_by: str | None,
         timestamp: datetime,
     ) -> None:
         self.active[workflow_name] = scheduled_time
@@ -1361,6 +1407,7 @@ class CronWorkflow(Aggregate):
         reason: str,
         message: str,
         at: datetime,
+        decided_by: str | None,
         timestamp: datetime,
         expression: str = "",
         values: dict[str, str] | None = None,
@@ -1623,20 +1670,32 @@ for _spec_event in _SPEC_EVENTS:
     _spec_event.upcast_v1_v2 = staticmethod(_upcast_without_last_applied)
 
 
-def _upcast_skip_without_values(state: dict[str, Any]) -> None:
+def _upcast_skip_v1(state: dict[str, Any]) -> None:
+    """v1 of ScheduleSkipped recorded neither what a `when` read nor which replica decided."""
     state["expression"] = ""
     state["values"] = None
+    state["decided_by"] = None
+
+
+def _upcast_fire_v1(state: dict[str, Any]) -> None:
+    """v1 of ScheduleFired predates `decided_by`: which replica decided was not recorded, so
+    it reads as None (the audit shows no replica)."""
+    state["decided_by"] = None
 
 
 def _upcast_stop_without_values(state: dict[str, Any]) -> None:
     state["values"] = None
 
 
-# Version 2 of ScheduleSkipped records the `when` expression and the values it read (a
-# WhenFalse skip), version 2 of Stopped the values its stop strategy read: `why` and `history`
-# show what the expression saw. Older events have neither, and show the skip as before.
+# Version 2 of the decision events: ScheduleFired and ScheduleSkipped add `decided_by`, the
+# identity of the replica that decided (None for a manual run, a backfill, a command, or an
+# event written before it); ScheduleSkipped also records the `when` expression and the values
+# it read (a WhenFalse skip), and version 2 of Stopped the values its stop strategy read, so
+# `why` and `history` show what the expression saw. Same topics; old events are upcast on load.
+CronWorkflow.ScheduleFired.class_version = 2  # type: ignore[attr-defined]
+CronWorkflow.ScheduleFired.upcast_v1_v2 = staticmethod(_upcast_fire_v1)  # type: ignore[attr-defined]
 CronWorkflow.ScheduleSkipped.class_version = 2  # type: ignore[attr-defined]
-CronWorkflow.ScheduleSkipped.upcast_v1_v2 = staticmethod(_upcast_skip_without_values)  # type: ignore[attr-defined]
+CronWorkflow.ScheduleSkipped.upcast_v1_v2 = staticmethod(_upcast_skip_v1)  # type: ignore[attr-defined]
 CronWorkflow.Stopped.class_version = 2  # type: ignore[attr-defined]
 CronWorkflow.Stopped.upcast_v1_v2 = staticmethod(_upcast_stop_without_values)  # type: ignore[attr-defined]
 

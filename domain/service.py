@@ -200,13 +200,17 @@ class CronService(Application[UUID]):
         recorder: ApplicationRecorder | None = None,
         late_tolerance: timedelta = DEFAULT_LATE_TOLERANCE,
         index: Callable[[CronService], LogIndex] | None = None,
+        decided_by: str | None = None,
     ) -> None:
         """`recorder`: share another instance's store (an in-memory store has no other way to
         be shared, and simulated replicas must see one log). `index`: builds the adapters'
         LogIndex over this service's log (adapters/runtime/indexes.py); without one, a name
         alone cannot reach an object exported from a cluster or seen by the watcher, and
-        fired ticks are read from the whole stream."""
+        fired ticks are read from the whole stream. `decided_by`: the identity of the
+        replica this service decides for (`run`), recorded on the decisions a run's
+        completion or recovery makes; the scheduler's batches name it themselves."""
         self._shared_recorder = recorder
+        self.decided_by = decided_by
         super().__init__(env)
         self.late_tolerance = late_tolerance
         self.rejected_writes = 0
@@ -218,6 +222,7 @@ class CronService(Application[UUID]):
         #: asking the store; only a second writer's saves are left for the store to refuse.
         self.saved_versions: dict[UUID, int] = {}
         self._on_saved: list[Callable[[Sequence[CronWorkflow]], None]] = []
+        self._on_recorded: list[Callable[[list[tuple[str, str, Any]]], None]] = []
 
     def on_saved(self, callback: Callable[[Sequence[CronWorkflow]], None]) -> None:
         """Call `callback` with the aggregates of every save, as saved: the scheduler keeps
@@ -302,6 +307,12 @@ class CronService(Application[UUID]):
             # By identity: receipts are values, and an outer block's may equal this one's.
             open_receipts[:] = [r for r in open_receipts if r is not receipt]
 
+    def on_recorded(self, callback: Callable[[list[tuple[str, str, Any]]], None]) -> None:
+        """Call `callback` with the events of each save the store took, as (namespace, name,
+        event) in order: a replica logs the decisions it made from here, once they are
+        made (a save the store refused calls nothing)."""
+        self._on_recorded.append(callback)
+
     def save(self, *objs: Any, **kwargs: Any) -> Any:
         """Save aggregates through the event store's public `put`, without eventsourcing's
         per-object protocol checks (`isinstance` against runtime protocols was a tenth of a
@@ -312,10 +323,13 @@ class CronService(Application[UUID]):
             recordings = super().save(*objs, **kwargs)
         else:
             events: list[Any] = []
+            named: list[tuple[str, str, Any]] = []
             crossed: list[CronWorkflow] = []
             for agg in objs:
                 pending = agg.collect_events()
                 events.extend(pending)
+                if self._on_recorded:
+                    named.extend((agg.namespace, agg.name, e) for e in pending)
                 if (
                     pending
                     and agg.version // SNAPSHOT_INTERVAL
@@ -328,6 +342,8 @@ class CronService(Application[UUID]):
                 saved[agg.id] = agg.version
             for callback in self._on_saved:
                 callback(objs)
+            for recorded in self._on_recorded:
+                recorded(named)
             if crossed:
                 self.take_snapshots(crossed)
         open_receipts = self._receipts.__dict__.get("open")
@@ -599,10 +615,13 @@ class CronService(Application[UUID]):
     def run_completed(
         self, cron_id: UUID, workflow: str, phase: Phase, finished_at: datetime, at: datetime
     ) -> None:
-        self.command(cron_id, lambda a: a.run_completed(workflow, phase, finished_at, at))
+        self.command(
+            cron_id,
+            lambda a: a.run_completed(workflow, phase, finished_at, at, self.decided_by),
+        )
 
     def run_vanished(self, cron_id: UUID, workflow: str, at: datetime) -> None:
-        self.command(cron_id, lambda a: a.run_vanished(workflow, at))
+        self.command(cron_id, lambda a: a.run_vanished(workflow, at, self.decided_by))
 
     def recover_run(
         self,
@@ -618,7 +637,14 @@ class CronService(Application[UUID]):
         return self.command(
             cron_id,
             lambda a: a.recover_run(
-                workflow, scheduled_time, trigger, created_at, reason, at, self.late_tolerance
+                workflow,
+                scheduled_time,
+                trigger,
+                created_at,
+                reason,
+                at,
+                self.late_tolerance,
+                self.decided_by,
             ),
         )
 
@@ -808,11 +834,16 @@ class CronService(Application[UUID]):
         cron_ids: Iterable[UUID],
         at: datetime,
         copies: Mapping[UUID, CronWorkflow] | None = None,
+        decided_by: str | None = None,
     ) -> list[CronWorkflow]:
         """Decide a batch of CronWorkflows at `at` without saving (the first half of a batch
         tick; see `commit_batch`). `copies` are aggregates the caller already holds (taken out
         of its cache, not shared); the rest are loaded from the store. A copy that is stale
-        after all is refused by the store at commit and decided again."""
+        after all is refused by the store at commit and decided again. `decided_by` is the
+        deciding replica's identity, recorded on the decision events (default: the
+        service's own)."""
+        if decided_by is None:
+            decided_by = self.decided_by
         ids = list(cron_ids)
         fresh = dict(copies or {})
         cold = [i for i in ids if i not in fresh]
@@ -823,15 +854,19 @@ class CronService(Application[UUID]):
             agg = fresh.get(cron_id)
             if agg is None:
                 continue
-            agg.tick(at, self.late_tolerance)
+            agg.tick(at, self.late_tolerance, decided_by=decided_by)
             aggs.append(agg)
         return aggs
 
-    def commit_batch(self, aggs: Sequence[CronWorkflow], at: datetime) -> TickReport:
+    def commit_batch(
+        self, aggs: Sequence[CronWorkflow], at: datetime, decided_by: str | None = None
+    ) -> TickReport:
         """Save decided aggregates in one transaction. If any of them is stale the store
         refuses the whole batch; each is then re-decided on fresh state and saved on its own,
         so one conflict costs one retry per aggregate of the batch, never a lost decision.
         `report.rejected` tells the caller its copies are not the saved state."""
+        if decided_by is None:
+            decided_by = self.decided_by
         report = TickReport()
         pending = [a for a in aggs if a.pending_events]
         if pending:
@@ -845,7 +880,8 @@ class CronService(Application[UUID]):
                 report.rejected += 1
                 for a in pending:
                     report.fires += self.command(
-                        a.id, lambda b: len(b.tick(at, self.late_tolerance))
+                        a.id,
+                        lambda b: len(b.tick(at, self.late_tolerance, decided_by=decided_by)),
                     )
                     report.saved += 1
                 aggs = [self.load(a.id) for a in aggs]
@@ -864,9 +900,13 @@ class CronService(Application[UUID]):
             result = event.mutate(result)
         return cast(CronWorkflow, result)
 
-    def tick(self, cron_ids: Iterable[UUID], at: datetime) -> TickReport:
+    def tick(
+        self, cron_ids: Iterable[UUID], at: datetime, decided_by: str | None = None
+    ) -> TickReport:
         """Decide every due tick of these CronWorkflows as of `at`, in one transaction."""
-        return self.commit_batch(self.decide_batch(cron_ids, at), at)
+        return self.commit_batch(
+            self.decide_batch(cron_ids, at, decided_by=decided_by), at, decided_by
+        )
 
 
 def fired_in(events: Iterable[Any], start: datetime, end: datetime) -> set[datetime]:

@@ -300,6 +300,7 @@ _DETAIL_FIELDS = {
     "expression": "expression",
     "values": "values",
     "behind": "behind",
+    "decided_by": "decidedBy",  # the replica that decided (ScheduleFired/Skipped v2)
 }
 
 

@@ -258,6 +258,13 @@ class Overdue(BaseModel):
     dueAt: str
 
 
+class ReplicaPresence(BaseModel):
+    replica: str = Field(description="Its identity: the pod name, CRONSOURCE_REPLICA or host:pid")
+    shards: int = Field(description="Shards it owns (of 64 on PostgreSQL)")
+    projector: bool = Field(description="Whether it runs the projections")
+    live: bool = Field(description="false: its lease lapsed (frozen or cut off)")
+
+
 class SchedulerHealth(BaseModel):
     now: str = Field(description="The server's clock (the page measures relative times by it)")
     lateToleranceSeconds: float
@@ -274,6 +281,10 @@ class SchedulerHealth(BaseModel):
         description="`cronsource run` processes holding the store: replicas holding their"
         " member lock on PostgreSQL, 1 or 0 on SQLite (the projector file lock); null for"
         " memory:"
+    )
+    replicas: list[ReplicaPresence] = Field(
+        default_factory=list,
+        description="The `cronsource run` replicas holding the store (`cronsource replicas`)",
     )
 
 

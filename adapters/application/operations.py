@@ -25,7 +25,7 @@ from cronsource.adapters.application.inputs import (
     check_backfill,
 )
 from cronsource.adapters.application.objects import next_fire_times
-from cronsource.adapters.application.presence import schedulers_running
+from cronsource.adapters.application.presence import replicas, schedulers_running
 from cronsource.adapters.application.selectors import parse_label_selector, select
 from cronsource.adapters.clock import Clock
 from cronsource.adapters.runtime.engine import Engine
@@ -379,6 +379,11 @@ class Operations(AuditReads):
         """How many `cronsource run` replicas hold this store now; None when the store cannot
         say (adapters/application/presence.py)."""
         return schedulers_running(self.engine)
+
+    def replicas(self) -> list[dict[str, Any]]:
+        """The `run` replicas on this store: identity, shards, projector, lease
+        (adapters/application/presence.py `replicas`)."""
+        return replicas(self.engine)
 
     def namespaces(self) -> list[str]:
         """Every namespace that ever held a CronWorkflow."""

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from cronsource.adapters.application.presence import schedulers_running
+from cronsource.adapters.application.presence import replicas, schedulers_running
 from cronsource.adapters.infrastructure.readside.queries import Queries
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.projections.readmodel import AuditRow, rfc3339
@@ -45,6 +45,9 @@ def scheduler_health(engine: Engine, now: datetime) -> dict[str, Any]:
         "overdue": [{"namespace": ns, "name": n, "dueAt": rfc3339(due)} for ns, n, due in overdue],
         "lastDecisionAt": _last_decision(view),
         "schedulers": schedulers_running(engine),
+        "replicas": [
+            {k: r[k] for k in ("replica", "shards", "projector", "live")} for r in replicas(engine)
+        ],
     }
 
 

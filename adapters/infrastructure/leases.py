@@ -91,6 +91,12 @@ class Lease:
         self.member = 0
         #: monotonic() just before the last renewal the server acknowledged; None: no lease.
         self.renewed: float | None = None
+        #: Seconds since the replica's loop last finished a turn (None: not yet), written as
+        #: `last_turn` with each renewal (`cronsource replicas`); set by whoever runs the loop.
+        self.turn_age: Callable[[], float | None] | None = None
+        #: Whether the lease table has `last_turn` (a store migrated before it has not: the
+        #: renewals then leave it out rather than fail).
+        self._has_last_turn = False
 
     @property
     def renew_every(self) -> float:
@@ -125,15 +131,30 @@ class Lease:
             )
         except psycopg.errors.UndefinedTable:
             raise LeaseTableMissing(MISSING) from None
+        self._has_last_turn = (
+            conn.execute(
+                "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()"
+                " AND table_name = 'cronsource_leases' AND column_name = 'last_turn'"
+            ).fetchone()
+            is not None
+        )
         self.member, self.renewed = member, t
 
     def renew(self, conn: Any) -> bool:
         """Move `renewed_at` to the server's now; False if our row is gone (another replica
         found it lapsed and took over)."""
         t = self.monotonic()
-        cur = conn.execute(
-            "UPDATE cronsource_leases SET renewed_at = now() WHERE member = %s", (self.member,)
-        )
+        age = self.turn_age() if self.turn_age is not None else None
+        if self._has_last_turn and age is not None:
+            cur = conn.execute(
+                "UPDATE cronsource_leases SET renewed_at = now(),"
+                " last_turn = now() - %s * interval '1 second' WHERE member = %s",
+                (max(0.0, age), self.member),
+            )
+        else:
+            cur = conn.execute(
+                "UPDATE cronsource_leases SET renewed_at = now() WHERE member = %s", (self.member,)
+            )
         if cur.rowcount != 1:
             return False
         self.renewed = t

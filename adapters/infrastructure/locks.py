@@ -61,10 +61,13 @@ class InProcessLock:
 
 class FileLock:
     """SQLite: an advisory `flock` on a file beside the database. The kernel drops it when
-    the process dies, even by SIGKILL, so a crashed `run` never leaves the role taken."""
+    the process dies, even by SIGKILL, so a crashed `run` never leaves the role taken.
+    The holder writes its replica identity into the file (`holder`; empty for a command),
+    which `cronsource replicas` reads while the lock is held elsewhere."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, holder: str | None = None) -> None:
         self.path = path
+        self.holder = holder
         self._fd: int | None = None
         # `held_elsewhere` must not probe while another thread of this process takes the
         # lock: the probe would see our own hold and call it another process's.
@@ -81,6 +84,11 @@ class FileLock:
                 os.close(fd)
                 return False
             self._fd = fd
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, (self.holder or "").encode(), 0)
+            except OSError:
+                pass  # the name is for people; the lock is what counts
             return True
 
     def release(self) -> None:
@@ -104,6 +112,14 @@ class FileLock:
             finally:
                 os.close(fd)  # drops the probe's lock if it got it
             return False
+
+    def holder_name(self) -> str:
+        """The identity the holder wrote (empty: none, or a command catching up)."""
+        try:
+            with open(self.path, encoding="utf-8", errors="replace") as f:
+                return f.read(512).strip()
+        except OSError:
+            return ""
 
     def close(self) -> None:
         self.release()
@@ -173,9 +189,11 @@ class RoleLock:
         pass  # the ownership's own lock is the ownership's to close
 
 
-def lock_for(config: StoreConfig) -> ProjectorLock:
+def lock_for(config: StoreConfig, holder: str | None = None) -> ProjectorLock:
+    """The projector lock of this store; `holder` is the replica identity a SQLite `run`
+    writes into its lock file."""
     if config.kind == "postgresql":
         return AdvisoryLock(config.pg_conninfo, config.pg_schema)
     if config.kind == "sqlite":
-        return FileLock(f"{config.sqlite_path}.projector-lock")
+        return FileLock(f"{config.sqlite_path}.projector-lock", holder)
     return InProcessLock()

@@ -6,9 +6,15 @@ one CronWorkflow or one tick finds every line about it:
 
     log.info("fired", extra=scheduling_fields("default", "nightly", tick, 7, workflow=w))
 
-`DecisionLog` writes one such line per decision from the audit view (the committed log), not
-from the code that decided: a decision the store refused (a stale replica) was never made and
-never logged, and a decision made by another replica is logged once, by the projector.
+Each scheduler replica logs the decisions it saved itself, with `decidedBy` (its identity), as
+soon as the store took them (adapters/runtime/scheduler.py): a decision the store refused (a
+stale replica) was never made and never logged. `DecisionLog` writes one such line per other
+event from the audit view (the committed log), on the projector: runs completed, submissions
+failed, changes, and the decisions that name no replica (manual runs, backfills, events written
+before `decidedBy` existed).
+
+`run` adds its replica identity to every line (`replica_filter`), so the lines of several
+replicas can be told apart.
 """
 
 from __future__ import annotations
@@ -92,6 +98,28 @@ class TextFormatter(logging.Formatter):
         return line
 
 
+class ReplicaFilter(logging.Filter):
+    """Adds `replica` (this process's replica identity) to every record that has none, so
+    that each line of `run` says which replica wrote it."""
+
+    def __init__(self, replica: str) -> None:
+        super().__init__()
+        self.replica = replica
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not hasattr(record, "replica"):
+            record.replica = self.replica
+        return True
+
+
+def replica_filter(handler: logging.Handler, replica: str) -> None:
+    """Name `replica` on every line `handler` writes (replacing a filter set before)."""
+    for f in list(handler.filters):
+        if isinstance(f, ReplicaFilter):
+            handler.removeFilter(f)
+    handler.addFilter(ReplicaFilter(replica))
+
+
 def configure_logging(
     level: int | str = logging.INFO,
     *,
@@ -150,6 +178,8 @@ class DecisionLog:
 
     def _emit(self, row: Any) -> None:
         d = row.detail
+        if row.type in ("ScheduleFired", "ScheduleSkipped") and d.get("decidedBy"):
+            return  # logged by the replica that decided it, when it decided
         fields = scheduling_fields(
             row.namespace,
             row.name,

@@ -118,6 +118,7 @@ class AdvisoryLockShards:
         lease_seconds: float = LEASE_SECONDS,
         monotonic: Callable[[], float] = SYSTEM_CLOCK.monotonic,
         renew_in_background: bool = True,
+        holder: str | None = None,
     ) -> None:
         self.conninfo = conninfo
         self.schema = schema
@@ -125,7 +126,9 @@ class AdvisoryLockShards:
         self.shards = shards
         self.want_projector = want_projector
         self.lease = Lease(lease_seconds, monotonic)
-        self.holder = f"{socket.gethostname()}:{os.getpid()}"
+        #: This replica's identity, written in its lease row: how metrics and `replicas`
+        #: name the backend that holds its locks (adapters/infrastructure/replica.py).
+        self.holder = holder or f"{socket.gethostname()}:{os.getpid()}"
         self.owned: set[int] = set()
         self._projector = False
         self._conn: Any = None
@@ -281,8 +284,10 @@ class AdvisoryLockShards:
                 if self._conn is not None and not self.lease.valid():
                     self._lose("its lease lapsed")
                 conn = self._connect()
+                before, was_projector = set(self.owned), self._projector
                 gone = self._take_over(conn)
-                target = math.ceil(self.shards / self._members(conn, gone))
+                members = self._members(conn, gone)
+                target = math.ceil(self.shards / members)
                 if len(self.owned) > target:
                     for s in sorted(self.owned)[target:]:
                         conn.execute("SELECT pg_advisory_unlock(%s, %s)", (_SHARD_CLASS, s))
@@ -307,11 +312,37 @@ class AdvisoryLockShards:
                             (PROJECTOR_LOCK_CLASS, self.projector_key),
                         ).fetchone()[0]
                     )
+                self._log_moves(before, was_projector, members)
             except Exception:
                 # Lost the connection: PostgreSQL released our locks with it, so we hold
                 # nothing until we reconnect (another replica may take over meanwhile).
                 self._drop()
                 raise
+
+    def _log_moves(self, before: set[int], was_projector: bool, members: int) -> None:
+        """Say what this rebalance took and gave back: an operator reading one replica's log
+        sees when its share changed, and why (how many replicas it counted)."""
+        taken, released = len(self.owned - before), len(before - self.owned)
+        if taken or released:
+            log.info(
+                "shards: replica %s %s; owns %d of %d (%d replica%s)",
+                self.holder,
+                " and ".join(
+                    w
+                    for w in (
+                        f"took {taken} shard{'s' * (taken != 1)}" if taken else "",
+                        f"released {released} shard{'s' * (released != 1)}" if released else "",
+                    )
+                    if w
+                ),
+                len(self.owned),
+                self.shards,
+                members,
+                "s" * (members != 1),
+                extra={"shardsTaken": taken, "shardsReleased": released, "shards": len(self.owned)},
+            )
+        if self._projector and not was_projector:
+            log.info("shards: replica %s took the projector role", self.holder)
 
     def check_lease(self) -> None:
         """Before the scheduler commits a batch: the lease is valid on our own clock, and the

@@ -397,6 +397,9 @@ class _EngineCollector(Collector):
         # Locks held by a replica whose lease lapsed (frozen, or cut off) count as nobody's:
         # its CronWorkflows are decided by nobody until the others terminate its session.
         lapsed = self.engine.view.lapsed_lease_pids()
+        # A backend's replica identity from the leases (the pod name on Kubernetes); a backend
+        # no lease names yet (a replica joining) keeps its pid.
+        names = {pid: holder for holder, pids, *_ in self.engine.view.leases() for pid in pids}
         members = {int(pid) for cls, _, pid in rows if int(cls) == shards._MEMBER_CLASS}
         by_pid: dict[int, int] = defaultdict(int)
         for cls, _, pid in rows:
@@ -417,11 +420,12 @@ class _EngineCollector(Collector):
         )
         per = GaugeMetricFamily(
             "cronsource_shards_owned",
-            f"Shards (of {shards.SHARDS}) each replica owns; replica is its PostgreSQL backend pid",
+            f"Shards (of {shards.SHARDS}) each replica owns; replica is its identity (the pod"
+            " name, CRONSOURCE_REPLICA, or host:pid)",
             labels=["replica"],
         )
-        for pid in sorted(members | set(by_pid)):
-            per.add_metric([str(pid)], float(by_pid.get(pid, 0)))
+        for pid in sorted(members | set(by_pid), key=lambda p: names.get(p, str(p))):
+            per.add_metric([names.get(pid, str(pid))], float(by_pid.get(pid, 0)))
         yield per
         held_lapsed = sum(n for pid, n in by_pid.items() if pid in lapsed)
         held_live = sum(n for pid, n in by_pid.items() if pid not in lapsed)

@@ -33,6 +33,7 @@ from cronsource.adapters.runtime.projection import ProjectionWorker
 from cronsource.adapters.runtime.retention import RETENTION_SECONDS, Retention
 from cronsource.adapters.runtime.runwatcher import RunPoller
 from cronsource.adapters.runtime.scheduler import Scheduler
+from cronsource.adapters.runtime.scheduler import log_decisions as log_own_decisions
 from cronsource.adapters.runtime.settings import (
     EXIT_STOP_OVERDUE,
     IDENTITY_SECONDS,
@@ -63,8 +64,11 @@ class SchedulerLoop:
         log_decisions: bool = True,
         heartbeat: bool = True,
         retention: Retention | None = None,
+        replica: str | None = None,
     ) -> None:
         self.engine = engine
+        #: This replica's identity (adapters/infrastructure/replica.py), None in tests.
+        self.replica = replica
         #: `run --retain`: what the log no longer needs is removed, by the projector replica.
         self.retention = retention
         self._last_retention: float | None = None
@@ -76,6 +80,8 @@ class SchedulerLoop:
         self.stop_event = stop_event if stop_event is not None else threading.Event()
         self.cache = DecisionCache(engine.service.load_many, engine.service.fast_forward)
         engine.service.on_saved(self.cache.saved)
+        # This replica's decisions are logged by it, as the store takes them (scheduler.py).
+        engine.service.on_recorded(log_own_decisions)
         self.scheduler = Scheduler(
             engine.service,
             engine.view,
@@ -83,6 +89,7 @@ class SchedulerLoop:
             self.cache,
             on_fired=self._wake_dispatch,
             clock=self.clock,
+            replica=replica,
         )
         self.projection = ProjectionWorker(
             engine, self.clock, self.stop_event, log_decisions=log_decisions
@@ -342,6 +349,12 @@ class SchedulerLoop:
             self._last_report = clock.monotonic()
             self.supervise_projections.run(self.report)
         self.last_turn = clock.monotonic()
+
+    def turn_age(self) -> float | None:
+        """Seconds since the last turn finished; None before the first (the lease writes it
+        as `last_turn`, adapters/infrastructure/leases.py)."""
+        last = self.last_turn
+        return None if last is None else self.clock.monotonic() - last
 
     @property
     def supervisors(self) -> list[Supervisor]:

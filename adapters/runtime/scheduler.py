@@ -3,16 +3,24 @@
 One per replica, over its own service instance and its own decision cache. Decisions go to
 the store through one committing thread, in order; several replicas deciding one tick are
 kept from firing it twice by the store's version check, not by this code.
+
+Each replica logs its own decisions (`log_decisions`, called by the service once the store
+took a save: SchedulerLoop registers it), one line per ScheduleFired/ScheduleSkipped that names
+a replica, with `decidedBy`: a decision the store refused was never made and is not logged;
+the projector's DecisionLog logs the other events of the audit.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from cronsource.adapters.clock import Clock
+from cronsource.adapters.infrastructure.logs import scheduling_fields
 from cronsource.adapters.infrastructure.readside.model import ReadModel
 from cronsource.adapters.infrastructure.shards import Ownership
 from cronsource.adapters.infrastructure.store.recorders import CommitTooLate, commit_within
@@ -28,6 +36,37 @@ from cronsource.adapters.runtime.settings import (
 from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.service import CronService, TickReport, commit_deadline
 
+#: The logger of decisions (the projector's DecisionLog writes the audit's other events to it).
+decision_log = logging.getLogger("cronsource.decisions")
+#: The events a scheduler decides, logged by the replica that decided them.
+DECISIONS = ("ScheduleFired", "ScheduleSkipped")
+
+
+def log_decisions(events: list[tuple[str, str, Any]]) -> None:
+    """One line per decision saved that names the replica that made it (this one: only its
+    own service saves through here)."""
+    for namespace, name, ev in events:
+        kind = type(ev).__name__
+        d = ev.__dict__
+        if kind not in DECISIONS or not d.get("decided_by"):
+            continue
+        workflow = d.get("workflow_name")
+        fields = scheduling_fields(
+            namespace,
+            name,
+            d.get("scheduled_time"),
+            ev.originator_version,
+            event=kind,
+            reason=d.get("reason"),
+            workflow=workflow,
+            trigger=d.get("trigger"),
+            count=d.get("count"),
+            lastTick=d.get("last_scheduled_time") if kind == "ScheduleSkipped" else None,
+            decidedBy=d["decided_by"],
+        )
+        what = f"fired {workflow}" if kind == "ScheduleFired" else f"skipped ({d.get('reason')})"
+        decision_log.info("%s/%s %s", namespace, name, what, extra=fields)
+
 
 class Scheduler:
     def __init__(
@@ -38,8 +77,12 @@ class Scheduler:
         cache: DecisionCache | None = None,
         on_fired: Callable[[], None] | None = None,
         clock: Clock | None = None,
+        replica: str | None = None,
     ) -> None:
         self.service = service
+        #: This replica's identity (adapters/infrastructure/replica.py): recorded as `decidedBy` on
+        #: its decisions and named in their log lines.
+        self.replica = replica
         self.view = view
         self.ownership = ownership
         self.cache = (
@@ -86,7 +129,9 @@ class Scheduler:
         self, ids: list[UUID], at: datetime, seen: dict[UUID, int]
     ) -> list[CronWorkflow]:
         """One batch decided on the cache's copies where they are current, else loaded."""
-        return self.service.decide_batch(ids, at, self.cache.take(seen, ids))
+        return self.service.decide_batch(
+            ids, at, self.cache.take(seen, ids), decided_by=self.replica
+        )
 
     def _commit(self, batch: list[CronWorkflow], at: datetime) -> TickReport:
         """On the committing thread: save, then put the saved copies back in the cache
@@ -101,14 +146,16 @@ class Scheduler:
             self.ownership.check_lease()  # a replica frozen past its lease writes nothing
             try:
                 with commit_within(self._time_left(batch)):
-                    report = self.service.commit_batch(batch, at)
+                    report = self.service.commit_batch(batch, at, self.replica)
             except CommitTooLate:
                 assert self.clock is not None  # no deadline without a clock
                 now = self.clock.now()
                 if now <= at:
                     raise  # the clock stands still (a virtual one): deciding again is no use
                 at = now
-                batch = self.service.decide_batch([a.id for a in batch], at)
+                batch = self.service.decide_batch(
+                    [a.id for a in batch], at, decided_by=self.replica
+                )
                 continue
             if not report.rejected:
                 self.cache.keep(batch)

@@ -143,8 +143,17 @@ def test_the_options_reach_the_pods() -> None:
     assert deployment["spec"]["replicas"] == 3
     assert container["args"][-3:] == ["--per-cronworkflow-metrics", "--retain", "90d"]
     assert container["ports"] == [{"name": "metrics", "containerPort": 9100, "protocol": "TCP"}]
-    secrets = {e["valueFrom"]["secretKeyRef"]["name"] for e in container["env"]}
+    secrets = {
+        e["valueFrom"]["secretKeyRef"]["name"]
+        for e in container["env"]
+        if "secretKeyRef" in e["valueFrom"]
+    }
     assert secrets == {"sched-store"}
+    # The replica's identity is its pod's name (downward API): metrics, logs, decidedBy.
+    pod_name = [e for e in container["env"] if e["name"] == "POD_NAME"]
+    assert pod_name == [
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+    ]
     config = chart[("ConfigMap", "sched-cronsource")]["data"]
     assert config["CRONSOURCE_INSTANCE_ID"] == "cronsource"
     assert config["CRONSOURCE_HTTP_PORT"] == "9100"

@@ -138,12 +138,14 @@ def install_stall(stall: Stall) -> None:
 
     commit_batch = CronService.commit_batch
 
-    def watched_commit_batch(self: CronService, aggs: Any, at: Any) -> Any:
+    def watched_commit_batch(
+        self: CronService, aggs: Any, at: Any, decided_by: str | None = None
+    ) -> Any:
         if stall.at is not None and at <= stall.at:
             stall.stale_commits += 1
             sys.stderr.write(f"STALE COMMIT of a decision made at {at.isoformat()}\n")
             sys.stderr.flush()
-        return commit_batch(self, aggs, at)
+        return commit_batch(self, aggs, at, decided_by)
 
     CronService.commit_batch = watched_commit_batch  # type: ignore[method-assign]
 
@@ -186,8 +188,8 @@ def install_stall(stall: Stall) -> None:
 def install(fault: Fault) -> None:
     commit = CronService.commit_batch
 
-    def crashy_commit(self: CronService, aggs: Any, at: Any) -> Any:
-        report = commit(self, aggs, at)
+    def crashy_commit(self: CronService, aggs: Any, at: Any, decided_by: str | None = None) -> Any:
+        report = commit(self, aggs, at, decided_by)
         if report.fires:
             fault.reached("fire-committed")
         return report
@@ -256,8 +258,10 @@ def record_stats(path: str, stall: Stall | None) -> None:
     commit = CronService.commit_batch
     fires = [0]
 
-    def counting_commit(self: CronService, aggs: Any, at: Any) -> Any:
-        report = commit(self, aggs, at)
+    def counting_commit(
+        self: CronService, aggs: Any, at: Any, decided_by: str | None = None
+    ) -> Any:
+        report = commit(self, aggs, at, decided_by)
         fires[0] += report.fires
         return report
 

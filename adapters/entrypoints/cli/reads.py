@@ -378,3 +378,44 @@ def next_cmd(name: str, count: int) -> None:
         View(data, [f"LOCAL ({tz})", "UTC", "WHEN"], rows, names=[d["utc"] or "" for d in data]),
         obj.output,
     )
+
+
+@cli.command()
+@global_options(all_namespaces=False, selector=False, namespace=False)
+def replicas() -> None:
+    """The `cronsource run` replicas on this store: identity (pod name), shards owned, the
+    projector, and when each last finished a turn and renewed its lease (PostgreSQL: from the
+    leases and the advisory locks; SQLite: the one `run` on the file, if any)."""
+    obj = _obj()
+    t0 = now()
+    with obj.operations() as ops:
+        found = ops.replicas()
+    data = [
+        dict(
+            r,
+            lastRenewal=rfc3339(r["lastRenewal"]) if r["lastRenewal"] else None,
+            lastTurn=rfc3339(r["lastTurn"]) if r["lastTurn"] else None,
+        )
+        for r in found
+    ]
+    rows = [
+        [
+            r["replica"],
+            str(r["shards"]),
+            "yes" if r["projector"] else "no",
+            "live" if r["live"] else "lapsed",
+            ago(r["lastTurn"], t0) if r["lastTurn"] else "-",
+            ago(r["lastRenewal"], t0) if r["lastRenewal"] else "-",
+        ]
+        for r in found
+    ]
+    emit(
+        View(
+            data,
+            ["REPLICA", "SHARDS", "PROJECTOR", "LEASE", "LAST TURN", "LAST RENEWAL"],
+            rows,
+            names=[r["replica"] for r in found],
+            empty="no replica running",
+        ),
+        obj.output,
+    )

@@ -161,12 +161,22 @@ def run_replica(
         check_table,
     )
     from cronsource.adapters.infrastructure.localtarget import LocalTarget
-    from cronsource.adapters.infrastructure.logs import configure_logging
+    from cronsource.adapters.infrastructure.logs import configure_logging, replica_filter
+    from cronsource.adapters.infrastructure.replica import BadReplicaName, replica_identity
     from cronsource.adapters.runtime.retention import RetentionTooShort, check_retain
     from cronsource.domain.durations import parse_duration
 
     obj = _obj()
-    configure_logging(logging.DEBUG if verbose else logging.INFO)
+    handler = configure_logging(logging.DEBUG if verbose else logging.INFO)
+    import os
+    import socket
+
+    try:
+        # Once, here: handed to the lease, the scheduler (decidedBy) and the log lines.
+        identity = replica_identity(os.environ, socket.gethostname(), os.getpid())
+    except BadReplicaName as e:
+        fail(str(e))
+    replica_filter(handler, identity)
     try:
         tolerance = parse_duration(late_tolerance)
     except ValueError as e:
@@ -233,9 +243,14 @@ def run_replica(
         if kube:
             from cronsource.adapters.infrastructure.kube import KubeTarget
 
-            engine = bootstrap(config, target=KubeTarget(api_client), late_tolerance=tolerance)
+            engine = bootstrap(
+                config,
+                target=KubeTarget(api_client),
+                late_tolerance=tolerance,
+                replica=identity,
+            )
         else:
-            engine = bootstrap(config, target=target, late_tolerance=tolerance)
+            engine = bootstrap(config, target=target, late_tolerance=tolerance, replica=identity)
         engine.view.next_due()  # the read model answers: fail here, not in the first turn
     except Exception as e:
         fail(describe(e, config))
@@ -259,6 +274,7 @@ def run_replica(
     replica = bootstrap_replica(
         engine,
         role=role,
+        identity=identity,
         lease_seconds=lease_seconds,
         kube=api_client,
         instance_id=instance_id or None,
@@ -291,7 +307,9 @@ def run_replica(
     waker = replica.waker
     loop.install_signal_handlers(waker)
     click.echo(
-        f"cronsource running: store {config.shown}, role {role}, workflows in {where}", err=True
+        f"cronsource running: store {config.shown}, role {role}, replica {identity},"
+        f" workflows in {where}",
+        err=True,
     )
 
     def ready() -> None:

@@ -288,6 +288,26 @@ class Observations:
         )
         return {int(r[0]) for r in rows}
 
+    def leases(self) -> list[tuple[str, list[int], datetime, float, bool, datetime | None]]:
+        """Every replica's lease (adapters/infrastructure/leases.py): its identity (`holder`),
+        the backends that hold its locks, when it last renewed, its length, and whether it
+        lapsed by the server's clock, and when its loop last finished a turn (None: not
+        reported yet, or a store migrated before `last_turn`). PostgreSQL only; empty on a
+        store migrated before leases existed."""
+        if not self._query("SELECT to_regclass('cronsource_leases') IS NOT NULL")[0][0]:
+            return []
+        rows = self._query(
+            "SELECT holder, pids, renewed_at, lease_seconds,"
+            " renewed_at + lease_seconds * interval '1 second' < now(),"
+            # by name through the row's JSON: the column may not exist yet (see schema.py)
+            " (to_jsonb(l) ->> 'last_turn')::timestamptz"
+            " FROM cronsource_leases l ORDER BY holder"
+        )
+        return [
+            (str(h), [int(p) for p in pids], at, float(s), bool(x), turn)
+            for h, pids, at, s, x, turn in rows
+        ]
+
     def lock_holders(self, class_id: int) -> int:
         """How many backends hold an advisory lock of this class on this database (advisory
         locks belong to a database, but pg_locks lists the whole server's). PostgreSQL only."""

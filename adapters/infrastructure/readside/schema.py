@@ -64,7 +64,11 @@ LEASES_TABLE = """CREATE TABLE IF NOT EXISTS cronsource_leases (
     holder TEXT NOT NULL,
     pids INTEGER[] NOT NULL,
     lease_seconds DOUBLE PRECISION NOT NULL,
-    renewed_at TIMESTAMPTZ NOT NULL)"""
+    renewed_at TIMESTAMPTZ NOT NULL,
+    last_turn TIMESTAMPTZ)"""
+#: `last_turn` (when the replica's loop last finished a turn, written with each renewal; shown
+#: by `cronsource replicas`) came after the table: a store migrated before gets it here.
+LEASES_UPGRADE = "ALTER TABLE cronsource_leases ADD COLUMN IF NOT EXISTS last_turn TIMESTAMPTZ"
 
 
 def create_tables(db: Database) -> None:
@@ -81,6 +85,7 @@ def create_tables(db: Database) -> None:
             # replicas' leases (adapters/infrastructure/leases.py), which an embedded store does not
             # need.
             conn.execute(LEASES_TABLE)
+            conn.execute(LEASES_UPGRADE)
 
 
 def _upgrade(db: Database, conn: Any) -> None:

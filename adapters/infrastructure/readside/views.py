@@ -239,7 +239,7 @@ def _decisions(q: _Sql) -> str:
         WHEN a.type IN ('RunNotStarted', 'SubmissionFailed') THEN {fire_trigger}
         END AS trigger,
     {q.document("a.detail", "replaced")} AS replaced_workflows,
-    {q.null_text} AS replica
+    {q.text("a.detail", "decidedBy")} AS replica
 FROM cronsource_audit a
 WHERE a.type IN ('ScheduleFired', 'ScheduleSkipped', 'RunNotStarted', 'RunRecovered')
     OR (a.type = 'SubmissionFailed' AND {q.for_good("a")})"""

@@ -227,6 +227,9 @@
 
   function banner(h) {
     tolerance = h.lateToleranceSeconds;
+    const reps = h.replicas || [];
+    $("#replicas").textContent = reps.length === 0 ? "" : "replicas: " + reps.map((r) =>
+      r.replica + ` (${r.shards} shards${r.projector ? ", projector" : ""}${r.live ? "" : ", lapsed"})`).join(", ");
     $("#stale").hidden = !h.stale;
     document.body.dataset.scheduler = h.stale ? "stale" : "ok";
     if (!h.stale) return;
