@@ -12,6 +12,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from copy import deepcopy
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar, cast
@@ -339,8 +340,13 @@ class CronService(Application[UUID]):
                     crossed.append(agg)
             recordings = self.events.put(events)
             saved = self.saved_versions
+            cache = self.repository.cache
             for agg in objs:
                 saved[agg.id] = agg.version
+                if cache is not None:
+                    # The next command's load starts from what was just saved instead of
+                    # reading and replaying it (a load still reads what others saved since).
+                    cache.put(agg.id, deepcopy(agg))
             for callback in self._on_saved:
                 callback(objs)
             if crossed:
@@ -640,10 +646,38 @@ class CronService(Application[UUID]):
             assert end.finished_at is not None
             self.run_completed(end.cron_id, end.workflow, end.phase, end.finished_at, at)
 
+    def _load_current(self, cron_ids: Sequence[UUID]) -> list[CronWorkflow]:
+        """The latest version of each, as `load` would give: the repository's copies
+        brought up to date by one read of the events after them all (a read each was a
+        fifth of a fleet's burst of run ends), the rest loaded. NotFound if one is not."""
+        cache = self.repository.cache
+        select_many = getattr(self.recorder, "select_events_many", None)
+        if cache is None or select_many is None:
+            return [self.load(cron_id) for cron_id in cron_ids]
+        held: dict[UUID, Any] = {}
+        for cron_id in cron_ids:
+            try:
+                held[cron_id] = deepcopy(cache.get(cron_id))
+            except KeyError:
+                pass
+        tails = select_many(list(held), {i: a.version for i, a in held.items()}) if held else {}
+        to_domain = self.mapper.to_domain_event
+        out = []
+        for cron_id in cron_ids:
+            agg = held.get(cron_id)
+            if agg is None:
+                out.append(self.load(cron_id))
+                continue
+            for stored in tails.get(cron_id, ()):
+                event: Any = to_domain(stored)
+                agg = event.mutate(agg)
+            out.append(agg)
+        return out
+
     def _record_ends(self, batch: Sequence[RunEnd], at: datetime) -> None:
         if len(batch) > 1:
             try:
-                aggs = [self.load(end.cron_id) for end in batch]
+                aggs = self._load_current([end.cron_id for end in batch])
             except NotFound:
                 aggs = []  # each on its own: the others are recorded, the missing one raises
             if aggs:
