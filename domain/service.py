@@ -687,13 +687,20 @@ class CronService(Application[UUID]):
                     else:
                         assert end.finished_at is not None
                         agg.run_completed(end.workflow, end.phase, end.finished_at, at)
+                loaded = {a.id: a.version - len(a.pending_events) for a in aggs}
                 try:
                     self.save(*aggs)
                     return
                 except IntegrityError as e:
-                    stale = _streams_of(e)
+                    # The streams someone appended to since our copies: each is one refused
+                    # write, as its own command's save would have been.
+                    stale = _streams_of(e) or {
+                        cron_id
+                        for cron_id, version in loaded.items()
+                        if self.recorder.select_events(cron_id, gt=version, limit=1)
+                    }
                     self.rejected_writes += max(1, len(stale))
-                    self.forget(stale or {end.cron_id for end in batch})
+                    self.forget(stale or set(loaded))
         for end in batch:
             self._record_end(end, at)
 
