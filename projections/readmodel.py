@@ -9,6 +9,7 @@ shows is exactly the state the scheduler decides on, never a second reducer that
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -33,7 +34,16 @@ from cronsource.domain.service import event_type
 def rfc3339(t: datetime | None) -> str | None:
     if t is None:
         return None
+    if t.tzinfo is UTC:
+        return _rfc3339_utc(t)
+    # Not cached: in a zone with DST, the two 01:30 of a fall-back night compare equal.
     return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@functools.lru_cache(maxsize=4096)
+def _rfc3339_utc(t: datetime) -> str:
+    """Cached: a burst renders one instant for every CronWorkflow of it."""
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ class Engine:
         if self.dispatcher is not None:
             self.dispatcher.follower.forget()
         self.index.forget()
+        self.projector.forget()
 
     def replica(self) -> CronService:
         """Another service instance on the same store (its own cache), as a second process

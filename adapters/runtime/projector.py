@@ -26,6 +26,7 @@ import logging
 import math
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -53,6 +54,15 @@ POLL_SECONDS = 0.05
 NOTIFIED_SLICE = POLL_SECONDS * 4
 #: The projections that follow the log, by the name their positions are stored under.
 READ_MODEL, DISPATCH = "readmodel", "dispatch"
+
+
+@dataclass(frozen=True)
+class _Read:
+    """Events read for a projection: from `start`, at most `limit` of them."""
+
+    start: int
+    limit: int
+    events: list[tuple[Any, Tracking]]
 
 
 class Projector:
@@ -89,6 +99,10 @@ class Projector:
         self.dispatch_thread = False
         self._mutex = threading.Lock()
         self._moved = threading.Condition(threading.Lock())
+        #: A lower bound of each projection's position: the highest this process has read or
+        #: written. Positions only move forward, so a bound at or past the head proves a
+        #: projection caught up without a query; below it, `behind` reads the position.
+        self._reached: dict[str, int] = {}
 
     def use_lock(self, lock: ProjectorLock) -> None:
         """Hold the projector role by `lock` from now on: `run` hands over its shard
@@ -101,7 +115,22 @@ class Projector:
 
     def position(self, projection: str = READ_MODEL) -> int:
         """How far a projection has followed the log (the status view by default)."""
-        return self.view.max_tracking_id(self.service.name, projection) or 0
+        at = self.view.max_tracking_id(self.service.name, projection) or 0
+        self._reach(projection, at)
+        return at
+
+    def _reach(self, projection: str, at: int) -> None:
+        if at > self._reached.get(projection, 0):
+            self._reached[projection] = at
+
+    def forget(self) -> None:
+        """Drop the positions seen: a store restored from a backup has them further back."""
+        self._reached.clear()
+
+    def _caught_up(self, projection: str, head: int) -> bool:
+        """Whether `projection` has reached `head`: known without a query when a position
+        this process saw is there already (positions never go back)."""
+        return self._reached.get(projection, 0) >= head or self.position(projection) >= head
 
     def dispatched(self) -> int:
         """How far the dispatcher has followed the log (every fire up to it has its Workflow)."""
@@ -120,9 +149,9 @@ class Projector:
         past the dispatcher's): the test a catch-up itself makes, in two or three queries
         instead of a round of reads per projection."""
         head = self.head()
-        if self.position() < head:
+        if not self._caught_up(READ_MODEL, head):
             return True
-        return dispatch and self.dispatcher is not None and self.dispatched() < head
+        return dispatch and self.dispatcher is not None and not self._caught_up(DISPATCH, head)
 
     # ------------------------------------------------------------------ the mechanism
 
@@ -145,9 +174,10 @@ class Projector:
         dispatcher to its own thread (adapters/runtime/dispatchworker.py).
         """
         more_time = _time_left(self.clock, budget, stop)
-        done = self._drain(READ_MODEL, self.readmodel.process_batch, batch, more_time)
+        read: list[_Read] = []  # the read model's last read, handed on to the dispatcher
+        done = self._drain(READ_MODEL, self.readmodel.process_batch, batch, more_time, read)
         if dispatch:
-            self._dispatch(at, batch, more_time)
+            self._dispatch(at, batch, more_time, read)
         return done
 
     def dispatch(
@@ -160,19 +190,42 @@ class Projector:
         """Dispatch events not yet dispatched (the dispatcher's part of `catch_up`)."""
         return self._dispatch(at, batch, _time_left(self.clock, budget, stop))
 
-    def _dispatch(self, at: datetime | None, batch: int, more_time: Callable[[], bool]) -> int:
+    def _dispatch(
+        self,
+        at: datetime | None,
+        batch: int,
+        more_time: Callable[[], bool],
+        read: list[_Read] | None = None,
+    ) -> int:
         dispatcher = self.dispatcher
         if dispatcher is None:
             return 0
         now = at or self.clock.now()
         return self._drain(
-            DISPATCH, lambda pending: dispatcher.process_batch(pending, now), batch, more_time
+            DISPATCH,
+            lambda pending: dispatcher.process_batch(pending, now),
+            batch,
+            more_time,
+            read,
         )
 
-    def _pending(self, projection: str, limit: int) -> list[tuple[Any, Tracking]]:
+    def _pending(
+        self, projection: str, limit: int, read: list[_Read] | None = None
+    ) -> list[tuple[Any, Tracking]]:
+        """The events after the projection's position, at most `limit`. Within one
+        catch-up (`read`: the last read of it), the dispatcher follows the read model from
+        the same position: it is handed the events the read model just read, decoded once,
+        instead of reading them again (what was appended in between waits for the next
+        step, as it would have for a read a moment earlier)."""
         app = self.service
-        notes = app.recorder.select_notifications(start=self.position(projection) + 1, limit=limit)
-        return [(app.mapper.to_domain_event(n), Tracking(app.name, n.id)) for n in notes]
+        start = self.position(projection) + 1
+        if read and read[-1].start == start and read[-1].limit == limit:
+            return read[-1].events
+        notes = app.recorder.select_notifications(start=start, limit=limit)
+        pending = [(app.mapper.to_domain_event(n), Tracking(app.name, n.id)) for n in notes]
+        if read is not None:
+            read[:] = [_Read(start, limit, pending)]
+        return pending
 
     def _drain(
         self,
@@ -180,14 +233,17 @@ class Projector:
         process: Callable[[list[tuple[Any, Tracking]]], Any],
         batch: int,
         more_time: Callable[[], bool],
+        read: list[_Read] | None = None,
     ) -> int:
         """Feed a projection its pending events, `batch` at a time, until it is caught up or
         time is up; at least one batch per call, so it always makes progress."""
         done = 0
         while True:
-            pending = self._pending(projection, batch)
+            pending = self._pending(projection, batch, read)
             process(pending)
             done += len(pending)
+            if pending:
+                self._reach(projection, pending[-1][1].notification_id)
             if len(pending) < batch or not more_time():
                 return done
 

@@ -12,6 +12,7 @@ from cronsource.adapters.clock import SYSTEM_CLOCK, Clock
 from cronsource.adapters.infrastructure.localtarget import LocalTarget
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.recovery import recover_lost_runs
+from cronsource.domain.service import RunEnd
 
 
 @dataclass
@@ -34,7 +35,7 @@ class RunWatcher:
         # missing file is most likely a Workflow not yet created: look again next turn rather
         # than ask the audit table about every one of them.
         dispatch_behind = dispatched < self.engine.projector.position()
-        reported = 0
+        ends: list[RunEnd] = []
         for cron_id, namespace, name in view.active_runs():
             if (stop is not None and stop()) or (
                 deadline is not None and self.clock.monotonic() >= deadline
@@ -51,12 +52,13 @@ class RunWatcher:
                 pos = view.fired_position(namespace, name)
                 if pos is None or pos > dispatched:
                     continue
-                svc.run_vanished(UUID(cron_id), name, now)
+                ends.append(RunEnd(UUID(cron_id), name))
             else:
                 assert obs.finished_at is not None
-                svc.run_completed(UUID(cron_id), name, obs.phase, obs.finished_at, now)  # type: ignore[arg-type]
-            reported += 1
-        return reported
+                ends.append(RunEnd(UUID(cron_id), name, obs.phase, obs.finished_at))  # type: ignore[arg-type]
+        # Saved together (a batch per transaction), in the order they were looked at.
+        svc.runs_ended(ends, now)
+        return len(ends)
 
     def recover(self, now: datetime) -> int | None:
         """Record the target's Workflows the log has no fire for (None: not yet, the read

@@ -120,16 +120,20 @@ def test_peers_ours_only(store: str) -> None:
 
 
 def test_simulate() -> None:
-    """Both cases on both default stores over an hour: every tick fired once, by schedule."""
-    res = bench("bench.simulate", "--days", "0.05")
+    """Issue 20's cases at a hundredth of their spans on the default store: every tick fired
+    by schedule, none refused; the leap-day case is not scaled (eight years, two ticks)."""
+    res = bench("bench.simulate", "--scale", "0.01")
     assert res["name"] == "simulate" and res["store"] == "default"
-    cases = {(c["crons"], c["store"]): c for c in res["cases"]}
-    assert set(cases) == {(1, "default"), (100, "default"), (1, "memory:"), (100, "memory:")}
-    for (crons, _), case in cases.items():
-        # 1.2 h: 72 minutely ticks of one; one top of the hour (01:00) for each of 100.
-        assert case["ticks"] == (72 if crons == 1 else 100), case
+    cases = {c["case"]: c for c in res["cases"]}
+    assert set(cases) == {"minutely", "every-second", "fleet", "leap-day"}
+    # 100.8 minutes of `* * * * *`; 36 s of `@every 1s`; 100.8 minutes of 200 x `*/5`.
+    assert 100 <= cases["minutely"]["ticks"] <= 101, cases["minutely"]
+    assert 35 <= cases["every-second"]["ticks"] <= 37, cases["every-second"]
+    assert cases["fleet"]["ticks"] in (200 * 20, 200 * 21), cases["fleet"]
+    assert cases["leap-day"]["ticks"] == 2 and cases["leap-day"]["target_met"] is True
+    for case in cases.values():
         assert positive(case["seconds"], case["per_second"]) and case["rejected_writes"] == 0
-    assert res["n"] == cases[(1, "default")]["ticks"] and res["per_second"] > 0
+    assert res["n"] == cases["minutely"]["ticks"] and res["per_second"] > 0
 
 
 @pytest.mark.postgres

@@ -96,13 +96,39 @@ def test_backfill_from_year_one_is_a_clear_error(tmp_path: Path) -> None:
     assert not isinstance(r.exception, OverflowError)
 
 
-def test_simulate_refuses_a_scenario_longer_than_400_days(tmp_path: Path) -> None:
+LEAP_DAY = """\
+start: 2026-03-02T00:00:00Z
+end: {end}
+cronWorkflows:
+- apiVersion: argoproj.io/v1alpha1
+  kind: CronWorkflow
+  metadata: {{name: leap}}
+  spec:
+    schedule: "{schedule}"
+    workflowSpec: {{entrypoint: main, templates: [{{name: main, container: {{image: x}}}}]}}
+"""
+
+
+def test_simulate_bounds_its_work_not_its_span(tmp_path: Path) -> None:
+    """Eight years of a leap-day schedule are two ticks and run; a year-2199 end (a typo for
+    2029) on `* * * * *` holds 90 million ticks and is refused at once, naming the bound."""
     (tmp_path / "s.yaml").write_text("start: 2026-01-01T00:00:00Z\nend: 20260-01-01T00:00:00Z\n")
     r = CliRunner().invoke(cli, ["--store", "memory:", "simulate", str(tmp_path / "s.yaml")])
     assert r.exit_code == 2, r.output
-    (tmp_path / "s.yaml").write_text("start: 2026-01-01T00:00:00Z\nend: 2030-01-01T00:00:00Z\n")
-    r = CliRunner().invoke(cli, ["--store", "memory:", "simulate", str(tmp_path / "s.yaml")])
-    assert r.exit_code == 2 and "at most 400 days" in r.output, r.output
+    leap = LEAP_DAY.format(end="2034-03-04T00:00:00Z", schedule="0 0 29 2 *")
+    (tmp_path / "leap.yaml").write_text(leap)
+    r = CliRunner().invoke(
+        cli, ["--store", "memory:", "simulate", str(tmp_path / "leap.yaml"), "-o", "json"]
+    )
+    assert r.exit_code == 0, r.output
+    runs = json.loads(r.output)["workflows"]
+    assert [w["scheduledTime"] for w in runs] == ["2028-02-29T00:00:00Z", "2032-02-29T00:00:00Z"]
+    typo = LEAP_DAY.format(end="2199-03-04T00:00:00Z", schedule="* * * * *")
+    (tmp_path / "typo.yaml").write_text(typo)
+    t0 = time.monotonic()
+    r = CliRunner().invoke(cli, ["--store", "memory:", "simulate", str(tmp_path / "typo.yaml")])
+    assert r.exit_code == 2 and "more than 1,000,000 ticks" in r.output, r.output
+    assert time.monotonic() - t0 < 10  # counted, not run
 
 
 # ---------------------------------------------------------------------- local target

@@ -345,6 +345,14 @@ def test_a_replica_shares_the_store(engine: Engine) -> None:
 # ---------------------------------------------------------------------------- batch paths
 
 
+#: What an aggregate that was used keeps besides its state (derived from it, memoised).
+MEMOS = {"_spec_model", "_compiled", "_policy"}
+
+
+def state_keys(agg: Any) -> set[str]:
+    return set(agg.__dict__) - MEMOS
+
+
 @pytest.mark.stores("memory", "sqlite", "postgres")
 def test_load_many_equals_loading_one_by_one(engine: Engine) -> None:
     """The one-query batch load (adapters/infrastructure/store/recorders/) rebuilds exactly
@@ -361,7 +369,10 @@ def test_load_many_equals_loading_one_by_one(engine: Engine) -> None:
     for cron_id in (a, b):
         one = svc.load(cron_id)
         assert many[cron_id].version == one.version
-        assert many[cron_id].__dict__.keys() == one.__dict__.keys()
+        # Less the memos an aggregate that was used keeps (its parsed spec, compiled
+        # schedule and tick policy, derived from its state): `load` now starts from the
+        # copy the last save left, which the scheduler had used.
+        assert state_keys(many[cron_id]) == state_keys(one)
         for key in ("decided_until", "suspended", "active", "last_scheduled_time", "spec"):
             assert getattr(many[cron_id], key) == getattr(one, key), key
     at_two = svc.load_many({a: 2})[a]

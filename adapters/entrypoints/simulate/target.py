@@ -4,7 +4,6 @@ clock, and the run watcher that reports their ends to the service, as the local 
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -12,9 +11,14 @@ from typing import Any, cast
 from uuid import UUID
 
 from cronsource.domain.cronworkflow import Phase
-from cronsource.domain.service import CronService
+from cronsource.domain.service import CronService, RunEnd
 from cronsource.domain.timestamps import parse_timestamp
-from cronsource.projections.dispatch import LABEL_CRON, PermanentSubmissionError, is_same_workflow
+from cronsource.projections.dispatch import (
+    ANNOTATION_SCHEDULED,
+    LABEL_CRON,
+    PermanentSubmissionError,
+    is_same_workflow,
+)
 from cronsource.projections.readmodel import rfc3339
 
 
@@ -56,7 +60,8 @@ class SimTarget:
     default_phase: str
     workflows: dict[tuple[str, str], SimWorkflow] = field(default_factory=dict)
     durations: dict[str, tuple[timedelta | None, str | None]] = field(default_factory=dict)
-    #: Each Workflow's metadata as created: whose it is, for a later create of the same name.
+    #: Each Workflow's metadata as created, as far as a later create of the same name asks
+    #: (`is_same_workflow`: its owners and its scheduled time).
     metadata: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     #: The Workflows whose end is not reported yet (running ones included): the only ones
     #: the run watcher and the next-change look at, so a week of runs costs no rescans.
@@ -69,7 +74,7 @@ class SimTarget:
             if is_same_workflow(self.metadata[key], meta):
                 return  # a replayed dispatch: the Workflow exists already
             raise PermanentSubmissionError(f"workflow {key[0]}/{key[1]} exists and is not ours")
-        self.metadata[key] = copy.deepcopy(meta)
+        self.metadata[key] = _identity(meta)
         duration, phase = self.durations.get(cron_id, (None, None))
         sched = meta["annotations"].get("workflows.argoproj.io/scheduled-time")
         self.workflows[key] = self.unreported[key] = SimWorkflow(
@@ -112,6 +117,17 @@ class SimTarget:
         return min(times, default=None)
 
 
+def _identity(meta: dict[str, Any]) -> dict[str, Any]:
+    """What `is_same_workflow` compares of a Workflow's metadata, copied: its owners and its
+    scheduled time (a deep copy of the whole metadata was a tenth of a fleet's week)."""
+    return {
+        "ownerReferences": [dict(o) for o in meta.get("ownerReferences") or []],
+        "annotations": {
+            ANNOTATION_SCHEDULED: (meta.get("annotations") or {}).get(ANNOTATION_SCHEDULED)
+        },
+    }
+
+
 class SimRunWatcher:
     """The run watcher of the simulated target (the RunPoller the runtime polls): reports
     runs that ended and Workflows removed by hand, in the order they ended."""
@@ -127,16 +143,13 @@ class SimRunWatcher:
         target.finish_due(now)
         ended = [wf for wf in target.unreported.values() if wf.phase != "Running"]
         ended.sort(key=lambda w: (w.finished_at or now, w.name))
+        ends = []
         for wf in ended:
             wf.reported = True
             del target.unreported[(wf.namespace, wf.name)]
-            cron_id = UUID(wf.cron_id)
-            if wf.phase == "Deleted":
-                self.service.run_vanished(cron_id, wf.name, now)
-            else:
-                assert wf.finished_at is not None
-                phase = cast(Phase, wf.phase)
-                self.service.run_completed(cron_id, wf.name, phase, wf.finished_at, now)
+            phase = None if wf.phase == "Deleted" else cast(Phase, wf.phase)
+            ends.append(RunEnd(UUID(wf.cron_id), wf.name, phase, wf.finished_at))
+        self.service.runs_ended(ends, now)
         return len(ended)
 
     def recover(self, now: datetime) -> int | None:
