@@ -707,10 +707,12 @@ class CronService(Application[UUID]):
             if aggs:
                 for agg, end in zip(aggs, batch, strict=True):
                     if end.phase is None:
-                        agg.run_vanished(end.workflow, at)
+                        agg.run_vanished(end.workflow, at, self.decided_by)
                     else:
                         assert end.finished_at is not None
-                        agg.run_completed(end.workflow, end.phase, end.finished_at, at)
+                        agg.run_completed(
+                            end.workflow, end.phase, end.finished_at, at, self.decided_by
+                        )
                 loaded = {a.id: a.version - len(a.pending_events) for a in aggs}
                 try:
                     self.save(*aggs)
