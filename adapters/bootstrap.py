@@ -177,6 +177,7 @@ def bootstrap_replica(
         shards = AdvisoryLockShards(
             config.pg_conninfo,
             want_projector=role != "scheduler",
+            want_shards=role != "projector",
             schema=config.pg_schema,
             lease_seconds=lease_seconds,
             holder=identity,

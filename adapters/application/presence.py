@@ -19,7 +19,12 @@ from __future__ import annotations
 from typing import Any
 
 from cronsource.adapters.infrastructure.locks import PROJECTOR_LOCK_CLASS, FileLock
-from cronsource.adapters.infrastructure.shards import _MEMBER_CLASS, _SHARD_CLASS, SHARDS
+from cronsource.adapters.infrastructure.shards import (
+    _MEMBER_CLASS,
+    _SHARD_CLASS,
+    SCHEDULING_MEMBERS,
+    SHARDS,
+)
 from cronsource.adapters.runtime.engine import Engine
 
 
@@ -28,7 +33,7 @@ def schedulers_running(engine: Engine) -> int | None:
     say (`memory:`). On SQLite at most one can: 1 or 0."""
     kind = engine.config.kind
     if kind == "postgresql":
-        return engine.view.lock_holders(_MEMBER_CLASS)
+        return engine.view.lock_holders(_MEMBER_CLASS, below=SCHEDULING_MEMBERS)
     if kind != "sqlite":
         return None
     projector = engine.projector

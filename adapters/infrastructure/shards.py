@@ -48,6 +48,11 @@ SHARDS = 64
 REBALANCE_SECONDS = 1.0
 _MEMBER_CLASS = 0x6373  # 'cs': advisory lock class of members
 _SHARD_CLASS = 0x6374  # 'ct': advisory lock class of shards
+#: Member keys below this are replicas that schedule; a replica that only projects
+#: (`cronsource project`, `run --role projector`) takes its member key above it, so that it
+#: is alive and leased like the others but not counted when the shards are shared out (it
+#: would hold shards it never decides) nor as a scheduler running.
+SCHEDULING_MEMBERS = 2**30
 
 log = logging.getLogger("cronsource")
 
@@ -115,6 +120,7 @@ class AdvisoryLockShards:
         want_projector: bool = True,
         schema: str = "",
         *,
+        want_shards: bool = True,
         lease_seconds: float = LEASE_SECONDS,
         monotonic: Callable[[], float] = SYSTEM_CLOCK.monotonic,
         renew_in_background: bool = True,
@@ -125,6 +131,7 @@ class AdvisoryLockShards:
         self.projector_key = projector_lock_key(schema)
         self.shards = shards
         self.want_projector = want_projector
+        self.want_shards = want_shards
         self.lease = Lease(lease_seconds, monotonic)
         #: This replica's identity, written in its lease row: how metrics and `replicas`
         #: name the backend that holds its locks (adapters/infrastructure/replica.py).
@@ -169,8 +176,9 @@ class AdvisoryLockShards:
 
     def _take_member_lock(self, conn: Any) -> int:
         """A member key nobody holds: the lock that says we are alive, and our lease's key."""
+        low, high = (1, SCHEDULING_MEMBERS) if self.want_shards else (SCHEDULING_MEMBERS, 2**31 - 1)
         while True:
-            key = random.randrange(1, 2**31 - 1)
+            key = random.randrange(low, high)
             row = conn.execute(
                 "SELECT pg_try_advisory_lock(%s, %s)", (_MEMBER_CLASS, key)
             ).fetchone()
@@ -229,11 +237,11 @@ class AdvisoryLockShards:
     def _members(self, conn: Any, gone: set[int]) -> int:
         row = conn.execute(
             "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory'"
-            " AND classid = %s AND granted AND NOT (pid = ANY(%s))"
+            " AND classid = %s AND objid::bigint < %s AND granted AND NOT (pid = ANY(%s))"
             # Advisory locks belong to one database, but pg_locks lists the whole server's:
             # counting another database's replicas left shards of this one unowned.
             " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-            (_MEMBER_CLASS, sorted(gone)),
+            (_MEMBER_CLASS, SCHEDULING_MEMBERS, sorted(gone)),
         ).fetchone()
         return max(1, int(row[0]))
 
@@ -287,7 +295,7 @@ class AdvisoryLockShards:
                 before, was_projector = set(self.owned), self._projector
                 gone = self._take_over(conn)
                 members = self._members(conn, gone)
-                target = math.ceil(self.shards / members)
+                target = math.ceil(self.shards / members) if self.want_shards else 0
                 if len(self.owned) > target:
                     for s in sorted(self.owned)[target:]:
                         conn.execute("SELECT pg_advisory_unlock(%s, %s)", (_SHARD_CLASS, s))

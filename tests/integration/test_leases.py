@@ -28,6 +28,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from psycopg import sql
 
+from cronsource.adapters.application.presence import schedulers_running
 from cronsource.adapters.bootstrap import bootstrap, migrate
 from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.entrypoints.cli import cli
@@ -476,3 +477,32 @@ def test_migrate_makes_the_lease_table_in_the_stores_schema(pg_url: str) -> None
         ) == [(1,)]
     finally:
         r.release()
+
+
+def test_a_replica_that_only_projects_holds_no_shard_and_is_no_scheduler(
+    store: StoreConfig, made: list[AdvisoryLockShards]
+) -> None:
+    """Given a scheduling replica and a projector-only one (`cronsource project`), both alive
+    and leased: the scheduler holds all the shards, the projector none (it would hold shards
+    it never decides: their CronWorkflows would never fire), and only the scheduler counts
+    as a scheduler running (the CLI's "nothing fires" notice)."""
+    conninfo = store.pg_conninfo
+    scheduler = replica(made, conninfo)
+    projector = AdvisoryLockShards(
+        conninfo,
+        want_shards=False,
+        lease_seconds=LEASE,
+        monotonic=Monotonic(),
+        renew_in_background=False,
+    )
+    made.append(projector)
+    for _ in range(2):
+        projector.rebalance()
+        scheduler.rebalance()
+    assert len(scheduler.owned) == SHARDS and projector.owned == set()
+    assert projector.is_projector() and not scheduler.is_projector()
+    engine = bootstrap(store)
+    try:
+        assert schedulers_running(engine) == 1
+    finally:
+        engine.close()

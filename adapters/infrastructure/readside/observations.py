@@ -308,13 +308,14 @@ class Observations:
             for h, pids, at, s, x, turn in rows
         ]
 
-    def lock_holders(self, class_id: int) -> int:
-        """How many backends hold an advisory lock of this class on this database (advisory
-        locks belong to a database, but pg_locks lists the whole server's). PostgreSQL only."""
+    def lock_holders(self, class_id: int, below: int = 2**32) -> int:
+        """How many backends hold an advisory lock of this class, with a key below `below`,
+        on this database (advisory locks belong to a database, but pg_locks lists the whole
+        server's). PostgreSQL only."""
         rows = self._query(
             "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory'"
-            " AND classid = ? AND granted"
+            " AND classid = ? AND objid::bigint < ? AND granted"
             " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-            (class_id,),
+            (class_id, below),
         )
         return int(rows[0][0])
