@@ -313,7 +313,7 @@ def run_replica(
     )
 
     def ready() -> None:
-        click.echo(f"cronsource ready after {SYSTEM_CLOCK.monotonic() - started:.2f}s", err=True)
+        click.echo(f"cronsource ready after {SYSTEM_CLOCK.monotonic() - started:.3f}s", err=True)
         click.echo(next_tick_line(ops, engine.config), err=True)
 
     try:
