@@ -17,7 +17,6 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from eventsourcing.persistence import StoredEvent
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -29,6 +28,7 @@ from cronsource.domain.manifest import ManifestError
 from cronsource.domain.service import CronService, commit_deadline, event_type
 from cronsource.projections.dispatch import start_deadline
 from cronsource.projections.readmodel import audit_row
+from tests.golden_snapshots import store_golden
 from tests.instants import at
 from tests.unit.test_aggregate import child, decisions, events, manifest, of_type, service
 
@@ -400,23 +400,7 @@ def test_a_snapshot_of_state_v3_loads_through_the_upcaster(tmp_path: Path) -> No
     engine = bootstrap(f"sqlite:///{tmp_path}/g.db")
     try:
         svc = engine.service
-        snap = golden["snapshot"]
-        cron_id = UUID(snap["originator_id"])
-        assert svc.snapshots is not None
-        svc.snapshots.recorder.insert_events(
-            [
-                StoredEvent(
-                    cron_id, snap["originator_version"], snap["topic"], snap["state"].encode()
-                )
-            ]
-        )
-        recorder: Any = svc.recorder
-        recorder.insert_into_gaps(
-            [
-                StoredEvent(cron_id, e["originator_version"], e["topic"], e["state"].encode())
-                for e in golden["events_after"]
-            ]
-        )
+        cron_id = store_golden(svc, golden)
         want = golden["expect"]
         agg = svc.load(cron_id)
         assert agg.version == want["version"] and agg.buffered == []

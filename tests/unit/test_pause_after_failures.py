@@ -18,7 +18,6 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from eventsourcing.persistence import StoredEvent
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -29,6 +28,7 @@ from cronsource.domain.decisions import failure_streak, runs_that_pause
 from cronsource.domain.manifest import ManifestError, scheduling_options
 from cronsource.domain.service import CronService
 from cronsource.projections.readmodel import audit_row, paused_runs, status_of
+from tests.golden_snapshots import store_golden
 from tests.instants import at
 from tests.unit.test_adoption import adopt, cluster_object
 from tests.unit.test_aggregate import (
@@ -404,23 +404,7 @@ def test_a_snapshot_of_state_v2_loads_through_the_upcaster(tmp_path: Path) -> No
     engine = bootstrap(f"sqlite:///{tmp_path}/g.db")
     try:
         svc = engine.service
-        snap = golden["snapshot"]
-        cron_id = UUID(snap["originator_id"])
-        assert svc.snapshots is not None
-        svc.snapshots.recorder.insert_events(
-            [
-                StoredEvent(
-                    cron_id, snap["originator_version"], snap["topic"], snap["state"].encode()
-                )
-            ]
-        )
-        recorder: Any = svc.recorder
-        recorder.insert_into_gaps(
-            [
-                StoredEvent(cron_id, e["originator_version"], e["topic"], e["state"].encode())
-                for e in golden["events_after"]
-            ]
-        )
+        cron_id = store_golden(svc, golden)
         want = golden["expect"]
         agg = svc.load(cron_id)
         assert agg.version == want["version"]

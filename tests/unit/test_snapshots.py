@@ -17,13 +17,13 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from eventsourcing.persistence import StoredEvent
 
 from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.manifest import parse_manifest
 from cronsource.domain.service import SNAPSHOT_INTERVAL, CronService
+from tests.golden_snapshots import store_golden
 from tests.instants import T0
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "snapshot-v1.json"
@@ -134,23 +134,7 @@ def test_a_snapshot_of_the_previous_release_loads_through_the_upcaster(tmp_path:
     engine = bootstrap(f"sqlite:///{tmp_path}/g.db")
     try:
         svc = engine.service
-        snap = golden["snapshot"]
-        cron_id = UUID(snap["originator_id"])
-        assert svc.snapshots is not None
-        svc.snapshots.recorder.insert_events(
-            [
-                StoredEvent(
-                    cron_id, snap["originator_version"], snap["topic"], snap["state"].encode()
-                )
-            ]
-        )
-        recorder: Any = svc.recorder
-        recorder.insert_into_gaps(
-            [
-                StoredEvent(cron_id, e["originator_version"], e["topic"], e["state"].encode())
-                for e in golden["events_after"]
-            ]
-        )
+        cron_id = store_golden(svc, golden)
         for agg in (svc.load(cron_id), svc.load_many({cron_id: None})[cron_id]):
             want = golden["expect"]
             assert agg.version == want["version"]
