@@ -134,7 +134,13 @@ def manifest(name: str, schedule: str, namespace: str = NAMESPACE) -> dict[str, 
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "CronWorkflow",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"schedules": [schedule], "workflowSpec": {"entrypoint": "main"}},
+        "spec": {
+            "schedules": [schedule],
+            "workflowSpec": {
+                "entrypoint": "main",
+                "templates": [{"name": "main", "container": {"image": "busybox"}}],
+            },
+        },
     }
 
 

@@ -325,7 +325,16 @@ class CronWorkflowSpec(_Model):
     def _argo_validates_workflow_spec(cls, v: object, info: ValidationInfo) -> object:
         if info.context and info.context.get("stored"):
             return v  # admitted when it was stored; an older cronsource checked less
-        problem = workflow_spec_problem({} if v is None else v)
+        meta = info.data.get("workflow_metadata")
+        # Argo decodes the whole object, then validates the schedules before the workflowSpec:
+        # with no schedule, only the decoding of workflowSpec may be the first problem.
+        scheduled = info.data.get("schedules") or (info.data.get("schedule") or "").strip()
+        problem = workflow_spec_problem(
+            {} if v is None else v,
+            labels=set(meta.labels) if meta else set(),
+            annotations=set(meta.annotations) if meta else set(),
+            decode_only=not scheduled,
+        )
         if problem:
             raise ValueError(problem)
         return v
@@ -384,7 +393,9 @@ class CronWorkflowManifest(_Model):
     api_version: Literal["argoproj.io/v1alpha1"]
     kind: Literal["CronWorkflow"]
     metadata: ObjectMeta
-    spec: CronWorkflowSpec
+    # Argo decodes a missing spec as an empty one and refuses it for its schedules; so do we,
+    # so that the error names the same field.
+    spec: CronWorkflowSpec = Field(default_factory=dict, validate_default=True)
     status: dict[str, Any] | None = None  # written by us; ignored on input
 
     @model_validator(mode="after")

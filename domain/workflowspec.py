@@ -11,19 +11,21 @@ Workflow is created every minute. Two layers, in Argo's order:
    volumes, DAGs) are Kubernetes' and Argo's own business and are only checked for being
    objects or lists.
 2. `ValidateWorkflow` (workflow/validate/validate.go), as far as it needs nothing but the spec:
-   templates with `workflowTemplateRef`, template and argument names, argument values, and the
-   entrypoint. Its messages carry Argo's "cannot validate Workflow: " prefix.
+   templates with `workflowTemplateRef`, template and argument names, argument values, the
+   entrypoint, and then every template (domain/workflowtemplates.py). Its messages carry
+   Argo's "cannot validate Workflow: " prefix.
 
-Not checked here (needs the cluster, or is a Workflow-time check): whether a referenced
-WorkflowTemplate exists, and whether the entrypoint names a template (see
-docs/argo-compatibility.md).
+Not checked here (needs the cluster): whether a referenced WorkflowTemplate exists, and the
+templates a `templateRef` names (see docs/argo-compatibility.md).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from typing import Final
+
+from cronsource.domain.workflowfields import TemplateProblem, names
+from cronsource.domain.workflowtemplates import check_templates
 
 __all__ = ["workflow_spec_problem"]
 
@@ -166,16 +168,6 @@ _LISTS: Final[Mapping[str, Mapping[str, str]]] = {
     "arguments.artifacts": _ARTIFACT,
 }
 
-_FIELD_NAME: Final = re.compile(r"^[a-zA-Z0-9][-a-zA-Z0-9]*$")
-_PARAM_NAME: Final = re.compile(r"^[-a-zA-Z0-9_]+$")
-_FIELD_NAME_MSG: Final = (
-    "name must consist of alpha-numeric characters or '-', and must start with an "
-    "alpha-numeric character (e.g. My-name1-2, 123-NAME)"
-)
-_PARAM_NAME_MSG: Final = (
-    "Parameter/Artifact name must consist of alpha-numeric characters, '_' or '-' "
-    "e.g. my_param_1, MY-PARAM-1"
-)
 _VALIDATE: Final = "cannot validate Workflow: "
 _ROOT: Final = "spec.workflowSpec"
 
@@ -184,12 +176,23 @@ class _Problem(Exception):
     pass
 
 
-def workflow_spec_problem(spec: object) -> str | None:
-    """The first problem Argo would report for this `workflowSpec`, or None if it passes."""
+def workflow_spec_problem(
+    spec: object,
+    *,
+    labels: Set[str] = frozenset(),
+    annotations: Set[str] = frozenset(),
+    decode_only: bool = False,
+) -> str | None:
+    """The first problem Argo would report for this `workflowSpec`, or None if it passes.
+
+    `labels` and `annotations` are the keys of the CronWorkflow's `spec.workflowMetadata`: the
+    child carries them, so `{{workflow.labels.KEY}}` may read them. `decode_only` stops after
+    decoding (Argo validates the workflowSpec last)."""
     try:
         _decode(spec)
         assert isinstance(spec, Mapping)
-        _validate(spec)
+        if not decode_only:
+            _validate(spec, labels, annotations)
     except _Problem as p:
         return str(p)
     return None
@@ -266,29 +269,7 @@ def _decode_object(
 # --------------------------------------------------------------------------- ValidateWorkflow
 
 
-def _names(items: list[object], *, params: bool) -> str | None:
-    """validate.go validateWorkflowFieldNames: the suffix after the list's path."""
-    seen: set[str] = set()
-    for i, item in enumerate(items):
-        name = item.get("name") if isinstance(item, Mapping) else None
-        if not name:
-            return f"[{i}].name is required"
-        name = str(name)
-        if params:
-            errs = [] if _PARAM_NAME.match(name) else [_PARAM_NAME_MSG]
-        else:
-            errs = [] if len(name) <= 128 else ["must be no more than 128 characters"]
-            if not _FIELD_NAME.match(name):
-                errs.append(_FIELD_NAME_MSG)
-        if errs:
-            return f"[{i}].name: '{name}' is invalid: {';'.join(errs)}"
-        if name in seen:
-            return f"[{i}].name '{name}' is not unique"
-        seen.add(name)
-    return None
-
-
-def _validate(spec: Mapping[object, object]) -> None:
+def _validate(spec: Mapping[object, object], labels: Set[str], annotations: Set[str]) -> None:
     templates = spec.get("templates") or []
     assert isinstance(templates, list)
     ref = spec.get("workflowTemplateRef")
@@ -297,13 +278,13 @@ def _validate(spec: Mapping[object, object]) -> None:
             _VALIDATE
             + "Templates is invalid field in spec if workflow referred WorkflowTemplate reference"
         )
-    bad = _names(templates, params=False)
+    bad = names(templates, params=False)
     if bad:
         raise _Problem(f"{_VALIDATE}spec.templates{bad}")
     args = spec.get("arguments") or {}
     assert isinstance(args, Mapping)
     for field in ("parameters", "artifacts"):
-        bad = _names(list(args.get(field) or []), params=True)
+        bad = names(list(args.get(field) or []), params=True)
         if bad:
             raise _Problem(f"{_VALIDATE}spec.arguments.{field}{bad}")
     # A WorkflowTemplate's own parameters merge in at run time; offline only ours are seen.
@@ -317,3 +298,13 @@ def _validate(spec: Mapping[object, object]) -> None:
                 )
     if ref is None and not spec.get("entrypoint"):
         raise _Problem(_VALIDATE + "spec.entrypoint is required")
+    try:
+        check_templates(
+            spec,  # type: ignore[arg-type]  # decoded: every key is a string
+            args,
+            has_ref=ref is not None,
+            labels=labels,
+            annotations=annotations,
+        )
+    except TemplateProblem as p:
+        raise _Problem(_VALIDATE + str(p)) from None

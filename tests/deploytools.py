@@ -109,7 +109,7 @@ kind: CronWorkflow
 metadata: {name: every-second, namespace: metrics}
 spec:
   schedules: ["@every 1s"]
-  workflowSpec: {entrypoint: main, templates: [{name: main}]}
+  workflowSpec: {entrypoint: main, templates: [{name: main, container: {image: busybox}}]}
 ---
 apiVersion: argoproj.io/v1alpha1
 kind: CronWorkflow
@@ -117,7 +117,7 @@ metadata: {name: forbid, namespace: metrics}
 spec:
   schedules: ["@every 1s"]
   concurrencyPolicy: Forbid
-  workflowSpec: {entrypoint: main, templates: [{name: main}]}
+  workflowSpec: {entrypoint: main, templates: [{name: main, container: {image: busybox}}]}
 """
 
 _SUFFIXES = {

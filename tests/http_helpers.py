@@ -68,5 +68,12 @@ def manifest(
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "CronWorkflow",
         "metadata": meta,
-        "spec": {"schedules": [schedule], "workflowSpec": {"entrypoint": "main"}, **spec},
+        "spec": {
+            "schedules": [schedule],
+            "workflowSpec": {
+                "entrypoint": "main",
+                "templates": [{"name": "main", "container": {"image": "busybox"}}],
+            },
+            **spec,
+        },
     }

@@ -25,7 +25,7 @@ kind: CronWorkflow
 metadata: {name: every-second, namespace: probes}
 spec:
   schedules: ["@every 1s"]
-  workflowSpec: {entrypoint: main, templates: [{name: main}]}
+  workflowSpec: {entrypoint: main, templates: [{name: main, container: {image: busybox}}]}
 """
 
 

@@ -25,7 +25,10 @@ MANIFEST = {
     "metadata": {"name": "hello-python", "namespace": "examples"},
     "spec": {
         "schedules": ["@every 2s"],
-        "workflowSpec": {"entrypoint": "main", "templates": [{"name": "main"}]},
+        "workflowSpec": {
+            "entrypoint": "main",
+            "templates": [{"name": "main", "container": {"image": "busybox"}}],
+        },
     },
 }
 

@@ -177,3 +177,177 @@ CASES: dict[str, str] = {
     "not-yaml": "spec: [\n",
     "empty-file": "",
 }
+
+
+def _templates(body: str, entrypoint: str = "main", extra: str = "") -> str:
+    """A workflowSpec whose templates are `body` (flow YAML, one template a line)."""
+    return _cron(
+        workflow_spec=f"  workflowSpec:\n    entrypoint: {entrypoint}\n{extra}    templates:\n"
+        + "".join(f"    - {line}\n" for line in body.strip().splitlines())
+    )
+
+
+_C = "container: {image: busybox}"
+#: Cases aimed at Argo's per-template validation (validate.go validateTemplate and below).
+TEMPLATE_CASES: dict[str, str] = {
+    "steps-valid": _templates(
+        "{name: main, steps: [[{name: a, template: leaf}], [{name: b, template: leaf, arguments: {parameters: [{name: x, value: '{{steps.a.outputs.result}}'}]}}]]}\n"
+        "{name: leaf, inputs: {parameters: [{name: x, default: y}]}, container: {image: busybox, args: ['{{inputs.parameters.x}}']}}"
+    ),
+    "steps-undefined-template": _templates("{name: main, steps: [[{name: a, template: nope}]]}"),
+    "steps-name-invalid": _templates(
+        f"{{name: main, steps: [[{{name: A_b, template: leaf}}]]}}\n{{name: leaf, {_C}}}"
+    ),
+    "steps-name-duplicate": _templates(
+        f"{{name: main, steps: [[{{name: a, template: leaf}}], [{{name: a, template: leaf}}]]}}\n{{name: leaf, {_C}}}"
+    ),
+    "steps-future-output": _templates(
+        "{name: main, steps: [[{name: a, template: leaf, arguments: {parameters: [{name: x, value: '{{steps.b.outputs.result}}'}]}}], [{name: b, template: leaf}]]}\n"
+        "{name: leaf, inputs: {parameters: [{name: x, default: y}]}, container: {image: busybox}}"
+    ),
+    "steps-argument-without-value": _templates(
+        f"{{name: main, steps: [[{{name: a, template: leaf, arguments: {{parameters: [{{name: x}}]}}}}]]}}\n{{name: leaf, {_C}}}"
+    ),
+    "steps-with-items": _templates(
+        "{name: main, steps: [[{name: a, template: leaf, withItems: [{k: 1}], arguments: {parameters: [{name: x, value: '{{item.k}}'}]}}]]}\n"
+        "{name: leaf, inputs: {parameters: [{name: x}]}, container: {image: busybox}}"
+    ),
+    "steps-with-items-unknown-key": _templates(
+        "{name: main, steps: [[{name: a, template: leaf, withItems: [{k: 1}], arguments: {parameters: [{name: x, value: '{{item.nope}}'}]}}]]}\n"
+        "{name: leaf, inputs: {parameters: [{name: x}]}, container: {image: busybox}}"
+    ),
+    "steps-with-param": _templates(
+        "{name: main, steps: [[{name: a, template: leaf, withParam: '[1]', arguments: {parameters: [{name: x, value: '{{item.any}}'}]}}]]}\n"
+        "{name: leaf, inputs: {parameters: [{name: x}]}, container: {image: busybox}}"
+    ),
+    "steps-items-and-param": _templates(
+        f"{{name: main, steps: [[{{name: a, template: leaf, withItems: [1], withParam: '[1]'}}]]}}\n{{name: leaf, {_C}}}"
+    ),
+    "steps-template-ref": _templates(
+        "{name: main, steps: [[{name: a, templateRef: {name: wt, template: t}}], [{name: b, templateRef: {name: wt, template: t}, arguments: {parameters: [{name: x, value: '{{steps.a.outputs.parameters.p}}'}]}}]]}"
+    ),
+    "steps-template-ref-without-template": _templates(
+        "{name: main, steps: [[{name: a, templateRef: {name: wt}}]]}"
+    ),
+    "steps-parallelism-on-leaf": _templates(
+        "{name: main, parallelism: 2, container: {image: busybox}}"
+    ),
+    "steps-active-deadline": _templates(
+        f"{{name: main, activeDeadlineSeconds: 10, steps: [[{{name: a, template: leaf}}]]}}\n{{name: leaf, {_C}}}"
+    ),
+    "steps-timeout": _templates(
+        f"{{name: main, timeout: 10s, steps: [[{{name: a, template: leaf}}]]}}\n{{name: leaf, {_C}}}"
+    ),
+    "leaf-timeout-number": _templates("{name: main, timeout: '10', container: {image: busybox}}"),
+    "leaf-timeout-valid": _templates("{name: main, timeout: 10s, container: {image: busybox}}"),
+    "dag-valid": _templates(
+        "{name: main, dag: {tasks: [{name: a, template: leaf}, {name: b, template: leaf, depends: a.Succeeded, arguments: {parameters: [{name: x, value: '{{tasks.a.outputs.result}}'}]}}]}}\n"
+        "{name: leaf, inputs: {parameters: [{name: x, default: y}]}, container: {image: busybox}}"
+    ),
+    "dag-cycle": _templates(
+        f"{{name: main, dag: {{tasks: [{{name: a, template: leaf, dependencies: [b]}}, {{name: b, template: leaf, dependencies: [a]}}]}}}}\n{{name: leaf, {_C}}}"
+    ),
+    "dag-unknown-dependency": _templates(
+        f"{{name: main, dag: {{tasks: [{{name: a, template: leaf, dependencies: [z]}}]}}}}\n{{name: leaf, {_C}}}"
+    ),
+    "dag-duplicate-task": _templates(
+        f"{{name: main, dag: {{tasks: [{{name: a, template: leaf}}, {{name: a, template: leaf}}]}}}}\n{{name: leaf, {_C}}}"
+    ),
+    "dag-no-tasks": _templates("{name: main, dag: {tasks: []}}"),
+    "dag-bad-task-result": _templates(
+        f"{{name: main, dag: {{tasks: [{{name: a, template: leaf}}, {{name: b, template: leaf, depends: a.Finished}}]}}}}\n{{name: leaf, {_C}}}"
+    ),
+    "dag-depends-and-dependencies": _templates(
+        f"{{name: main, dag: {{tasks: [{{name: a, template: leaf}}, {{name: b, template: leaf, depends: a, dependencies: [a]}}]}}}}\n{{name: leaf, {_C}}}"
+    ),
+    "dag-digit-name": _templates(
+        f"{{name: main, dag: {{tasks: [{{name: 1a, template: leaf}}, {{name: b, template: leaf, dependencies: [1a]}}]}}}}\n{{name: leaf, {_C}}}"
+    ),
+    "dag-missing-argument-dependency": _templates(
+        "{name: main, dag: {tasks: [{name: a, template: leaf}, {name: b, template: leaf, arguments: {parameters: [{name: x, value: '{{tasks.a.outputs.result}}'}]}}]}}\n"
+        "{name: leaf, inputs: {parameters: [{name: x, default: y}]}, container: {image: busybox}}"
+    ),
+    "dag-status-of-non-ancestor": _templates(
+        "{name: main, dag: {tasks: [{name: a, template: leaf}, {name: b, template: leaf, when: '{{tasks.a.status}} == Succeeded'}]}}\n"
+        f"{{name: leaf, {_C}}}"
+    ),
+    "dag-target-undefined": _templates(
+        f"{{name: main, dag: {{target: z, tasks: [{{name: a, template: leaf}}]}}}}\n{{name: leaf, {_C}}}"
+    ),
+    "dag-items-condition-without-items": _templates(
+        f"{{name: main, dag: {{tasks: [{{name: a, template: leaf}}, {{name: b, template: leaf, depends: a.AnySucceeded}}]}}}}\n{{name: leaf, {_C}}}"
+    ),
+    "on-exit-undefined": _templates(f"{{name: main, {_C}}}", extra="    onExit: nope\n"),
+    "on-exit-failures": _templates(
+        f"{{name: main, {_C}}}\n{{name: bye, container: {{image: busybox, args: ['{{{{workflow.failures}}}}']}}}}",
+        extra="    onExit: bye\n",
+    ),
+    "failures-without-on-exit": _templates(
+        "{name: main, container: {image: busybox, args: ['{{workflow.failures}}']}}"
+    ),
+    "script-without-image": _templates("{name: main, script: {source: 'true'}}"),
+    "template-defaults-image": _templates(
+        "{name: main, container: {command: ['true']}}",
+        extra="    templateDefaults:\n      container:\n        image: busybox\n",
+    ),
+    "resource-bad-action": _templates("{name: main, resource: {action: frob, manifest: 'a: b'}}"),
+    "resource-without-manifest": _templates("{name: main, resource: {action: create}}"),
+    "suspend-template": _templates("{name: main, suspend: {}}"),
+    "retry-policy-unknown": _templates(
+        "{name: main, retryStrategy: {retryPolicy: Sometimes}, container: {image: busybox}}"
+    ),
+    "retries-variable": _templates(
+        "{name: main, retryStrategy: {limit: 2}, container: {image: busybox, args: ['{{retries}}']}}"
+    ),
+    "hook-without-expression": _templates(
+        f"{{name: main, {_C}}}", extra="    hooks:\n      running:\n        template: main\n"
+    ),
+    "pod-gc-unknown": _templates(
+        f"{{name: main, {_C}}}", extra="    podGC:\n      strategy: Sometimes\n"
+    ),
+    "input-undeclared": _templates(
+        "{name: main, container: {image: busybox, args: ['{{inputs.parameters.nope}}']}}"
+    ),
+    "input-artifact-from": _templates(
+        "{name: main, inputs: {artifacts: [{name: a, from: x, path: /a}]}, container: {image: busybox}}"
+    ),
+    "output-without-value": _templates(
+        "{name: main, outputs: {parameters: [{name: o}]}, container: {image: busybox}}"
+    ),
+    "output-path-on-steps": _templates(
+        f"{{name: main, outputs: {{parameters: [{{name: o, valueFrom: {{path: /o}}}}]}}, steps: [[{{name: a, template: leaf}}]]}}\n{{name: leaf, {_C}}}"
+    ),
+    "output-global-name": _templates(
+        "{name: main, outputs: {parameters: [{name: o, globalName: g, valueFrom: {path: /o}}]}, container: {image: busybox}}"
+    ),
+    "workflow-labels-tag": _templates(
+        "{name: main, container: {image: busybox, args: ['{{workflow.labels.team}}']}}"
+    ),
+    "workflow-name-tag": _templates(
+        "{name: main, container: {image: busybox, args: ['{{workflow.name}}', '{{workflow.scheduledTime}}', '{{pod.name}}']}}"
+    ),
+    "unknown-root-tag": _templates(
+        "{name: main, container: {image: busybox, args: ['{{foo.bar}}']}}"
+    ),
+    "expression-tag": _templates(
+        "{name: main, container: {image: busybox, args: ['{{= workflow.nope }}']}}"
+    ),
+    "unused-template-broken": _templates(f"{{name: main, {_C}}}\n{{name: other}}"),
+    "mount-collision": _templates(
+        "{name: main, inputs: {artifacts: [{name: a, path: /d, raw: {data: x}}]}, container: {image: busybox, volumeMounts: [{name: v, mountPath: /d}]}}"
+    ),
+}
+CASES.update(TEMPLATE_CASES)
+CASES["workflow-labels-from-metadata"] = _cron(
+    spec="  schedules: ['0 * * * *']\n  workflowMetadata:\n    labels: {team: a}\n",
+    workflow_spec=_WORKFLOW_SPEC.replace(
+        "image: busybox",
+        "image: busybox\n        args: ['{{workflow.labels.team}}', '{{workflow.labels.workflows.argoproj.io/cron-workflow}}', '{{workflow.annotations.workflows.argoproj.io/scheduled-time}}']",
+    ),
+)
+CASES["workflow-labels-from-spec-metadata"] = _cron(
+    workflow_spec="  workflowSpec:\n    workflowMetadata:\n      annotations: {note: a}\n"
+    + _WORKFLOW_SPEC.replace("  workflowSpec:\n", "").replace(
+        "image: busybox", "image: busybox\n        args: ['{{workflow.annotations.note}}']"
+    ),
+)

@@ -29,6 +29,7 @@ spec:
   concurrencyPolicy: {policy}
   workflowSpec:
     entrypoint: main
+    templates: [{{name: main, container: {{image: busybox}}}}]
 """
 
 

@@ -58,7 +58,13 @@ def manifest(tmp_path: Path) -> Path:
                 "apiVersion": "argoproj.io/v1alpha1",
                 "kind": "CronWorkflow",
                 "metadata": {"name": "hello"},
-                "spec": {"schedules": ["0 0 1 1 *"], "workflowSpec": {"entrypoint": "main"}},
+                "spec": {
+                    "schedules": ["0 0 1 1 *"],
+                    "workflowSpec": {
+                        "entrypoint": "main",
+                        "templates": [{"name": "main", "container": {"image": "busybox"}}],
+                    },
+                },
             }
         )
     )

@@ -70,7 +70,10 @@ def cron_body(name: str, labels: dict[str, str] | None = None, **spec: Any) -> d
         },
         "spec": {
             "schedules": ["* * * * *"],
-            "workflowSpec": {"entrypoint": "main", "templates": [{"name": "main"}]},
+            "workflowSpec": {
+                "entrypoint": "main",
+                "templates": [{"name": "main", "container": {"image": "busybox"}}],
+            },
             **spec,
         },
     }
@@ -99,7 +102,10 @@ def child_body(cron: dict[str, Any], t: datetime, phase: str) -> dict[str, Any]:
                 }
             ],
         },
-        "spec": {"entrypoint": "main"},
+        "spec": {
+            "entrypoint": "main",
+            "templates": [{"name": "main", "container": {"image": "busybox"}}],
+        },
         "status": status,
     }
 

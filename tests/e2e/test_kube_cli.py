@@ -37,7 +37,10 @@ def test_run_kube_fires_creates_children_writes_status_and_stops_on_sigterm(
             "spec": {
                 "schedules": ["@every 2s"],
                 "concurrencyPolicy": "Allow",
-                "workflowSpec": {"entrypoint": "main", "templates": [{"name": "main"}]},
+                "workflowSpec": {
+                    "entrypoint": "main",
+                    "templates": [{"name": "main", "container": {"image": "busybox"}}],
+                },
             },
         },
     )

@@ -382,7 +382,10 @@ def test_the_adapter_runs_as_the_service_account(
                 "metadata": {"name": "argos"},
                 "spec": {
                     "schedules": ["* * * * *"],
-                    "workflowSpec": {"entrypoint": "main", "templates": [{"name": "main"}]},
+                    "workflowSpec": {
+                        "entrypoint": "main",
+                        "templates": [{"name": "main", "container": {"image": "busybox"}}],
+                    },
                 },
             }
             admin.create_namespaced_custom_object(GROUP, VERSION, ns, CWF, body)
@@ -507,7 +510,10 @@ def test_a_workflow_for_a_namespace_that_does_not_exist_is_refused_for_good(
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "Workflow",
             "metadata": {"name": "orphan-1", "namespace": "no-such-namespace"},
-            "spec": {"entrypoint": "main"},
+            "spec": {
+                "entrypoint": "main",
+                "templates": [{"name": "main", "container": {"image": "busybox"}}],
+            },
         }
         (error,) = target.create_many([Creation(wf, "cron-id")], T0)
         assert isinstance(error, PermanentSubmissionError), error
@@ -627,7 +633,10 @@ def test_the_deployed_pod_spec_runs_in_the_image_and_answers_its_probes(
                     },
                     "spec": {
                         "schedules": ["@every 2s"],
-                        "workflowSpec": {"entrypoint": "main", "templates": [{"name": "main"}]},
+                        "workflowSpec": {
+                            "entrypoint": "main",
+                            "templates": [{"name": "main", "container": {"image": "busybox"}}],
+                        },
                     },
                 },
             )

@@ -29,7 +29,7 @@ kind: CronWorkflow
 metadata: {name: every-second, namespace: team-a}
 spec:
   schedules: ["@every 1s"]
-  workflowSpec: {entrypoint: main, templates: [{name: main}]}
+  workflowSpec: {entrypoint: main, templates: [{name: main, container: {image: busybox}}]}
 ---
 apiVersion: argoproj.io/v1alpha1
 kind: CronWorkflow
@@ -37,7 +37,7 @@ metadata: {name: forbid, namespace: team-b}
 spec:
   schedules: ["@every 1s"]
   concurrencyPolicy: Forbid
-  workflowSpec: {entrypoint: main, templates: [{name: main}]}
+  workflowSpec: {entrypoint: main, templates: [{name: main, container: {image: busybox}}]}
 """
 
 

@@ -55,7 +55,10 @@ def manifest(name: str, namespace: str = "default", **spec: Any) -> dict[str, An
         "spec": {
             "schedule": "0 3 * * *",
             "timezone": "Europe/Berlin",
-            "workflowSpec": {"entrypoint": "main", "templates": [{"name": "main"}]},
+            "workflowSpec": {
+                "entrypoint": "main",
+                "templates": [{"name": "main", "container": {"image": "busybox"}}],
+            },
             **spec,
         },
     }
@@ -87,7 +90,8 @@ def test_apply_takes_yaml_text_and_a_namespace_for_a_manifest_without_one(api: A
     text = (
         "apiVersion: argoproj.io/v1alpha1\nkind: CronWorkflow\n"
         f"metadata: {{name: {name}}}\n"
-        "spec: {schedule: '*/5 * * * *', workflowSpec: {entrypoint: main}}\n"
+        "spec: {schedule: '*/5 * * * *', workflowSpec: {entrypoint: main,"
+        " templates: [{name: main, container: {image: busybox}}]}}\n"
     )
     got = api.apply(text, namespace="team-a")
     assert got.metadata["namespace"] == "team-a"

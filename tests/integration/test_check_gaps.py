@@ -22,7 +22,13 @@ MANIFEST = {
     "apiVersion": "argoproj.io/v1alpha1",
     "kind": "CronWorkflow",
     "metadata": {"name": "holey", "namespace": "default"},
-    "spec": {"schedules": ["*/5 * * * *"], "workflowSpec": {"entrypoint": "main"}},
+    "spec": {
+        "schedules": ["*/5 * * * *"],
+        "workflowSpec": {
+            "entrypoint": "main",
+            "templates": [{"name": "main", "container": {"image": "busybox"}}],
+        },
+    },
 }
 
 

@@ -57,7 +57,14 @@ def cron(name: str, **spec: Any) -> dict[str, Any]:
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "CronWorkflow",
         "metadata": {"name": name},
-        "spec": {"schedules": ["0 * * * *"], "workflowSpec": {"entrypoint": "main"}, **spec},
+        "spec": {
+            "schedules": ["0 * * * *"],
+            "workflowSpec": {
+                "entrypoint": "main",
+                "templates": [{"name": "main", "container": {"image": "busybox"}}],
+            },
+            **spec,
+        },
     }
 
 

@@ -43,7 +43,10 @@ def manifest(name: str = "hello", **spec: object) -> dict[str, object]:
     s: dict[str, object] = {
         "schedules": ["0 * * * *"],
         "timezone": "Europe/Berlin",
-        "workflowSpec": {"entrypoint": "main"},
+        "workflowSpec": {
+            "entrypoint": "main",
+            "templates": [{"name": "main", "container": {"image": "busybox"}}],
+        },
     }
     s.update(spec)
     return {

@@ -283,7 +283,13 @@ def test_invalid_manifest_is_422_naming_the_camelcase_field_and_stores_nothing(
     api: Api, spec: dict[str, Any], expected: set[str]
 ) -> None:
     doc = manifest("bad")
-    doc["spec"] = {"workflowSpec": {"entrypoint": "main"}, **spec}
+    doc["spec"] = {
+        "workflowSpec": {
+            "entrypoint": "main",
+            "templates": [{"name": "main", "container": {"image": "busybox"}}],
+        },
+        **spec,
+    }
     r = api.apply(doc)
     body = assert_problem(r, 422)
     assert fields(r) == expected

@@ -27,7 +27,8 @@ MiB = 1024 * 1024
 def _yaml_manifest(extra: str) -> str:
     return (
         "apiVersion: argoproj.io/v1alpha1\nkind: CronWorkflow\nmetadata:\n  name: h\n"
-        "spec:\n  schedule: '0 * * * *'\n  workflowSpec:\n    entrypoint: main\n" + extra
+        "spec:\n  schedule: '0 * * * *'\n  workflowSpec:\n    entrypoint: main\n"
+        "    templates: [{name: main, container: {image: busybox}}]\n" + extra
     )
 
 

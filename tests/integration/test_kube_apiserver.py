@@ -71,7 +71,10 @@ def workflow(name: str, owner: dict[str, Any] | None = None) -> dict[str, Any]:
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "Workflow",
         "metadata": meta,
-        "spec": {"entrypoint": "main", "templates": [{"name": "main"}]},
+        "spec": {
+            "entrypoint": "main",
+            "templates": [{"name": "main", "container": {"image": "busybox"}}],
+        },
     }
 
 

@@ -60,7 +60,10 @@ def cron_workflow(name: str, labels: dict[str, str] | None = None, **spec: Any) 
         "spec": {
             "schedules": ["* * * * *"],
             "workflowMetadata": {"labels": {"team": "a"}},
-            "workflowSpec": {"entrypoint": "main", "templates": [{"name": "main"}]},
+            "workflowSpec": {
+                "entrypoint": "main",
+                "templates": [{"name": "main", "container": {"image": "busybox"}}],
+            },
             **spec,
         },
     }
@@ -252,14 +255,20 @@ def test_a_foreign_object_with_our_name_is_submission_failed(
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "Workflow",
         "metadata": {"name": workflow_name("job", TICK), "labels": {LABEL_CRON: "job"}},
-        "spec": {"entrypoint": "theirs"},
+        "spec": {
+            "entrypoint": "theirs",
+            "templates": [{"name": "theirs", "container": {"image": "busybox"}}],
+        },
     }
     api.create_namespaced_custom_object(GROUP, VERSION, ns, WF, foreign)
     engine.service.tick([cron_id], TICK)
     engine.projector.catch_up(TICK)
     assert types(engine, cron_id)[-1] == "SubmissionFailed"
     (wf,) = children(api, ns)
-    assert wf["spec"] == {"entrypoint": "theirs"}  # untouched
+    assert wf["spec"] == {
+        "entrypoint": "theirs",
+        "templates": [{"name": "theirs", "container": {"image": "busybox"}}],
+    }  # untouched
 
 
 def test_422_is_permanent_and_5xx_is_retried_with_backoff(kube: AioKube) -> None:

@@ -95,7 +95,10 @@ def test_faults_between_client_and_server_lose_nothing_and_fire_nothing_twice(
                         "concurrencyPolicy": "Allow",
                         # Keep every child, so "nothing lost" can be read off the cluster.
                         "successfulJobsHistoryLimit": 50,
-                        "workflowSpec": {"entrypoint": "main", "templates": [{"name": "main"}]},
+                        "workflowSpec": {
+                            "entrypoint": "main",
+                            "templates": [{"name": "main", "container": {"image": "busybox"}}],
+                        },
                     },
                 },
             )

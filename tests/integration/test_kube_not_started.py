@@ -72,7 +72,10 @@ def fired(engine: Engine, api: Any, ns: str) -> UUID:
         "spec": {
             "schedules": ["* * * * *"],
             "startingDeadlineSeconds": int(DEADLINE.total_seconds()),
-            "workflowSpec": {"entrypoint": "main", "templates": [{"name": "main"}]},
+            "workflowSpec": {
+                "entrypoint": "main",
+                "templates": [{"name": "main", "container": {"image": "busybox"}}],
+            },
         },
     }
     obj = api.create_namespaced_custom_object(GROUP, VERSION, ns, CWF, body)

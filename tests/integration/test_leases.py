@@ -409,7 +409,13 @@ def test_the_scheduler_commits_nothing_once_its_lease_is_lost() -> None:
             "apiVersion": "argoproj.io/v1alpha1",
             "kind": "CronWorkflow",
             "metadata": {"name": "hourly", "namespace": "default"},
-            "spec": {"schedules": ["0 * * * *"], "workflowSpec": {"entrypoint": "main"}},
+            "spec": {
+                "schedules": ["0 * * * *"],
+                "workflowSpec": {
+                    "entrypoint": "main",
+                    "templates": [{"name": "main", "container": {"image": "busybox"}}],
+                },
+            },
         }
         engine.service.apply(parse_manifest(doc), T0)
         engine.projector.catch_up(T0)

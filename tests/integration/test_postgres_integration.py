@@ -65,7 +65,14 @@ def manifest(name: str, schedule: str = "* * * * *", **spec: Any) -> CronWorkflo
             "apiVersion": "argoproj.io/v1alpha1",
             "kind": "CronWorkflow",
             "metadata": {"name": name, "namespace": "default"},
-            "spec": {"schedules": [schedule], "workflowSpec": {"entrypoint": "main"}, **spec},
+            "spec": {
+                "schedules": [schedule],
+                "workflowSpec": {
+                    "entrypoint": "main",
+                    "templates": [{"name": "main", "container": {"image": "busybox"}}],
+                },
+                **spec,
+            },
         }
     )
 

@@ -144,7 +144,7 @@ kind: CronWorkflow
 metadata: {name: minutely, namespace: default}
 spec:
   schedules: ["* * * * *"]
-  workflowSpec: {entrypoint: main, templates: [{name: main}]}
+  workflowSpec: {entrypoint: main, templates: [{name: main, container: {image: busybox}}]}
 """
 
 

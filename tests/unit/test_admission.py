@@ -27,7 +27,14 @@ def doc(name: str = "a", *, namespace: str = "default", **meta: Any) -> dict[str
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "CronWorkflow",
         "metadata": {"name": name, "namespace": namespace, **meta},
-        "spec": {"schedule": "0 * * * *", "workflowSpec": {"entrypoint": "main"}, **spec},
+        "spec": {
+            "schedule": "0 * * * *",
+            "workflowSpec": {
+                "entrypoint": "main",
+                "templates": [{"name": "main", "container": {"image": "busybox"}}],
+            },
+            **spec,
+        },
     }
 
 

@@ -37,7 +37,10 @@ def cluster_object(
     """A CronWorkflow as the cluster holds it once Argo's controller ran it: the status and
     Argo's last-used-schedule annotation (None: no annotation)."""
     spec.setdefault("schedules", ["* * * * *"])
-    spec.setdefault("workflowSpec", {"entrypoint": "main"})
+    spec.setdefault(
+        "workflowSpec",
+        {"entrypoint": "main", "templates": [{"name": "main", "container": {"image": "busybox"}}]},
+    )
     annotations = {} if last_used is None else {ANNOTATION_LAST_USED_SCHEDULE: last_used}
     obj: dict[str, Any] = {
         "apiVersion": "argoproj.io/v1alpha1",

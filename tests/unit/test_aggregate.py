@@ -34,7 +34,10 @@ def manifest(
 ) -> CronWorkflowManifest:
     """A CronWorkflow manifest; `spec` keys are written as in YAML (camelCase)."""
     spec.setdefault("schedules", ["* * * * *"])
-    spec.setdefault("workflowSpec", {"entrypoint": "main"})
+    spec.setdefault(
+        "workflowSpec",
+        {"entrypoint": "main", "templates": [{"name": "main", "container": {"image": "busybox"}}]},
+    )
     return parse_manifest(
         {
             "apiVersion": "argoproj.io/v1alpha1",

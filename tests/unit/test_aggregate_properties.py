@@ -126,7 +126,10 @@ def manifest(name: str, spec: dict[str, Any], annotations: dict[str, str]) -> Cr
             "metadata": {"name": name, "namespace": "default", "annotations": annotations},
             "spec": {
                 **{k: v for k, v in spec.items() if v is not None},
-                "workflowSpec": {"entrypoint": "main"},
+                "workflowSpec": {
+                    "entrypoint": "main",
+                    "templates": [{"name": "main", "container": {"image": "busybox"}}],
+                },
             },
         }
     )

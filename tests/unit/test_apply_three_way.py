@@ -36,7 +36,10 @@ def manifest(
     """A manifest; `spec` keys as in YAML. Labels/annotations only when given (a file
     that does not name them leaves them to other writers)."""
     spec.setdefault("schedules", ["0 * * * *"])
-    spec.setdefault("workflowSpec", {"entrypoint": "main"})
+    spec.setdefault(
+        "workflowSpec",
+        {"entrypoint": "main", "templates": [{"name": "main", "container": {"image": "busybox"}}]},
+    )
     meta: dict[str, Any] = {"name": name, "namespace": "default"}
     if labels is not None:
         meta["labels"] = labels
@@ -242,7 +245,10 @@ def test_the_record_is_a_version_2_field_of_the_events_under_the_same_topic() ->
             "schedules": ["0 * * * *"],
             "concurrencyPolicy": "Forbid",
             "suspend": False,
-            "workflowSpec": {"entrypoint": "main"},
+            "workflowSpec": {
+                "entrypoint": "main",
+                "templates": [{"name": "main", "container": {"image": "busybox"}}],
+            },
         }
     }
 
@@ -317,7 +323,10 @@ def test_a_corrupt_record_falls_back_to_two_way_and_says_so(record: Any) -> None
         "spec": {
             "schedules": ["0 * * * *"],
             "suspend": False,
-            "workflowSpec": {"entrypoint": "main"},
+            "workflowSpec": {
+                "entrypoint": "main",
+                "templates": [{"name": "main", "container": {"image": "busybox"}}],
+            },
         }
     }
 

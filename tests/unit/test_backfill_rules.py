@@ -52,7 +52,10 @@ def _service_with(policy: str) -> tuple[CronService, object]:
             "spec": {
                 "schedules": ["0 * * * *"],
                 "concurrencyPolicy": policy,
-                "workflowSpec": {"entrypoint": "main"},
+                "workflowSpec": {
+                    "entrypoint": "main",
+                    "templates": [{"name": "main", "container": {"image": "busybox"}}],
+                },
             },
         }
     )

@@ -17,7 +17,10 @@ GOOD = {
     "spec": {
         "schedules": ["*/5 * * * *"],
         "timezone": "Europe/Dublin",
-        "workflowSpec": {"entrypoint": "main"},
+        "workflowSpec": {
+            "entrypoint": "main",
+            "templates": [{"name": "main", "container": {"image": "busybox"}}],
+        },
     },
 }
 

@@ -27,6 +27,7 @@ from cronsource.projections.dispatch import Creation
 GOOD = (
     "apiVersion: argoproj.io/v1alpha1\nkind: CronWorkflow\nmetadata:\n  name: hello\n"
     "spec:\n  schedule: '0 * * * *'\n  workflowSpec:\n    entrypoint: main\n"
+    "    templates: [{name: main, container: {image: busybox}}]\n"
 )
 
 

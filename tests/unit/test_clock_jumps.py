@@ -28,7 +28,13 @@ MINUTELY = {
     "apiVersion": "argoproj.io/v1alpha1",
     "kind": "CronWorkflow",
     "metadata": {"name": "minutely", "namespace": "default"},
-    "spec": {"schedules": ["* * * * *"], "workflowSpec": {"entrypoint": "main"}},
+    "spec": {
+        "schedules": ["* * * * *"],
+        "workflowSpec": {
+            "entrypoint": "main",
+            "templates": [{"name": "main", "container": {"image": "busybox"}}],
+        },
+    },
 }
 
 

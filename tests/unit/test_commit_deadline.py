@@ -18,7 +18,13 @@ def manifest(name: str) -> Any:
             "apiVersion": "argoproj.io/v1alpha1",
             "kind": "CronWorkflow",
             "metadata": {"name": name, "namespace": "default"},
-            "spec": {"schedules": ["@every 1s"], "workflowSpec": {"entrypoint": "main"}},
+            "spec": {
+                "schedules": ["@every 1s"],
+                "workflowSpec": {
+                    "entrypoint": "main",
+                    "templates": [{"name": "main", "container": {"image": "busybox"}}],
+                },
+            },
         }
     )
 

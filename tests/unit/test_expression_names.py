@@ -120,7 +120,10 @@ def test_a_manifest_names_the_field_of_each_unknown_name() -> None:
             "metadata": {"name": "a"},
             "spec": {
                 "schedules": ["* * * * *"],
-                "workflowSpec": {"entrypoint": "main"},
+                "workflowSpec": {
+                    "entrypoint": "main",
+                    "templates": [{"name": "main", "container": {"image": "busybox"}}],
+                },
                 "when": "{{= cronworkflow.faild < 3 }}",
                 "stopStrategy": {"expression": "cronworkflow.sucess > 5"},
             },

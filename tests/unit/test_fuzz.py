@@ -30,7 +30,13 @@ VALID: dict[str, Any] = {
     "apiVersion": "argoproj.io/v1alpha1",
     "kind": "CronWorkflow",
     "metadata": {"name": "fuzz", "namespace": "default", "labels": {"a": "b"}},
-    "spec": {"schedule": "*/5 * * * *", "workflowSpec": {"entrypoint": "main"}},
+    "spec": {
+        "schedule": "*/5 * * * *",
+        "workflowSpec": {
+            "entrypoint": "main",
+            "templates": [{"name": "main", "container": {"image": "busybox"}}],
+        },
+    },
 }
 
 scalars = st.one_of(

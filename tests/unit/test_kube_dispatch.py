@@ -61,7 +61,10 @@ def apply(eng: Engine, name: str, **spec: Any) -> Any:
         "metadata": {"name": name, "namespace": "ns"},
         "spec": {
             "schedules": ["* * * * *"],
-            "workflowSpec": {"entrypoint": "main"},
+            "workflowSpec": {
+                "entrypoint": "main",
+                "templates": [{"name": "main", "container": {"image": "busybox"}}],
+            },
             **spec,
         },
     }

@@ -43,7 +43,13 @@ def cron(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "CronWorkflow",
         "metadata": {"name": name, "labels": labels or {}},
-        "spec": {"schedules": ["* * * * *"], "workflowSpec": {"entrypoint": "main"}},
+        "spec": {
+            "schedules": ["* * * * *"],
+            "workflowSpec": {
+                "entrypoint": "main",
+                "templates": [{"name": "main", "container": {"image": "busybox"}}],
+            },
+        },
     }
 
 
@@ -174,7 +180,18 @@ def test_list_selects_by_label_and_carries_the_clusters_resource_version(cluster
     assert names("instance") == ["argos", "other"]
     assert names("instance=argo") == ["argos"]
     assert names("instance!=argo") == ["other", "plain"]
-    create(cluster, {**cron("wf"), "kind": "Workflow", "spec": {"entrypoint": "main"}}, WF)
+    create(
+        cluster,
+        {
+            **cron("wf"),
+            "kind": "Workflow",
+            "spec": {
+                "entrypoint": "main",
+                "templates": [{"name": "main", "container": {"image": "busybox"}}],
+            },
+        },
+        WF,
+    )
     assert names("") == ["argos", "other", "plain"]  # one kind per list
 
 

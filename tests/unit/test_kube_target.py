@@ -45,7 +45,10 @@ def workflow(name: str = "job-1", owner: str = OWNER, tick: str = "2026-05-04T10
             "annotations": {ANNOTATION_SCHEDULED: tick},
             "ownerReferences": [{"kind": "CronWorkflow", "name": "job", "uid": owner}],
         },
-        "spec": {"entrypoint": "main"},
+        "spec": {
+            "entrypoint": "main",
+            "templates": [{"name": "main", "container": {"image": "busybox"}}],
+        },
     }
 
 

@@ -50,7 +50,10 @@ def cron_workflow(name: str, labels: dict[str, str] | None = None, **spec: Any) 
         "metadata": {"name": name, "labels": labels or {}},
         "spec": {
             "schedules": ["* * * * *"],
-            "workflowSpec": {"entrypoint": "main", "templates": [{"name": "main"}]},
+            "workflowSpec": {
+                "entrypoint": "main",
+                "templates": [{"name": "main", "container": {"image": "busybox"}}],
+            },
             **spec,
         },
     }

@@ -26,7 +26,10 @@ def _workflow(name: str) -> dict[str, Any]:
             "ownerReferences": [{"kind": "CronWorkflow", "name": "hello", "uid": "u-1"}],
             "annotations": {ANNOTATION_SCHEDULED: "2026-05-04T10:00:00Z"},
         },
-        "spec": {"entrypoint": "main"},
+        "spec": {
+            "entrypoint": "main",
+            "templates": [{"name": "main", "container": {"image": "busybox"}}],
+        },
     }
 
 

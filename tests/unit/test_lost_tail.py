@@ -35,7 +35,13 @@ def manifest(name: str, schedule: str = "* * * * *") -> CronWorkflowManifest:
             "apiVersion": "argoproj.io/v1alpha1",
             "kind": "CronWorkflow",
             "metadata": {"name": name, "namespace": "default"},
-            "spec": {"schedules": [schedule], "workflowSpec": {"entrypoint": "main"}},
+            "spec": {
+                "schedules": [schedule],
+                "workflowSpec": {
+                    "entrypoint": "main",
+                    "templates": [{"name": "main", "container": {"image": "busybox"}}],
+                },
+            },
         }
     )
 

@@ -157,7 +157,14 @@ def test_a_changed_spec_lifts_the_pause_when_the_annotation_says_so() -> None:
     run_minute(svc, cron_id, 2, "Failed")
     before = version(svc, cron_id)
 
-    fixed = breaker(2, reset=True, workflowSpec={"entrypoint": "fixed"})
+    fixed = breaker(
+        2,
+        reset=True,
+        workflowSpec={
+            "entrypoint": "fixed",
+            "templates": [{"name": "fixed", "container": {"image": "busybox"}}],
+        },
+    )
     svc.apply(fixed, at("10:04:30"))
     svc.tick([cron_id], at("10:05:00"))
 
@@ -180,7 +187,17 @@ def test_a_changed_spec_keeps_the_pause_by_default(reset: bool | None) -> None:
     run_minute(svc, cron_id, 1, "Failed")
     run_minute(svc, cron_id, 2, "Failed")
 
-    svc.apply(breaker(2, reset=reset, workflowSpec={"entrypoint": "fixed"}), at("10:04:30"))
+    svc.apply(
+        breaker(
+            2,
+            reset=reset,
+            workflowSpec={
+                "entrypoint": "fixed",
+                "templates": [{"name": "fixed", "container": {"image": "busybox"}}],
+            },
+        ),
+        at("10:04:30"),
+    )
 
     assert of_type(svc, cron_id, "FailureCountReset") == []
     assert svc.load(cron_id).failure_pause is not None
@@ -190,7 +207,17 @@ def test_a_changed_spec_resets_the_count_of_a_cronworkflow_not_yet_paused() -> N
     svc = service()
     cron_id = create(svc, breaker(2, reset=True))
     run_minute(svc, cron_id, 1, "Failed")
-    svc.apply(breaker(2, reset=True, workflowSpec={"entrypoint": "fixed"}), at("10:01:30"))
+    svc.apply(
+        breaker(
+            2,
+            reset=True,
+            workflowSpec={
+                "entrypoint": "fixed",
+                "templates": [{"name": "fixed", "container": {"image": "busybox"}}],
+            },
+        ),
+        at("10:01:30"),
+    )
     [reset] = of_type(svc, cron_id, "FailureCountReset")
     assert reset.unpaused is False
 
@@ -207,7 +234,17 @@ def test_a_paused_and_suspended_cronworkflow_stays_suspended_when_the_spec_lifts
     run_minute(svc, cron_id, 1, "Failed")
     svc.suspend(cron_id, at("10:01:40"), by="bob")
 
-    svc.apply(breaker(1, reset=True, workflowSpec={"entrypoint": "fixed"}), at("10:03:30"))
+    svc.apply(
+        breaker(
+            1,
+            reset=True,
+            workflowSpec={
+                "entrypoint": "fixed",
+                "templates": [{"name": "fixed", "container": {"image": "busybox"}}],
+            },
+        ),
+        at("10:03:30"),
+    )
 
     agg = svc.load(cron_id)
     assert agg.failure_pause is None and agg.suspended and agg.next_due() is None

@@ -35,7 +35,13 @@ def setup(engine: Engine) -> tuple[dict[str, UUID], SchedulerLoop, VirtualClock]
                 "apiVersion": "argoproj.io/v1alpha1",
                 "kind": "CronWorkflow",
                 "metadata": {"name": name, "namespace": "default"},
-                "spec": {"schedules": ["0 * * * *"], "workflowSpec": {"entrypoint": "main"}},
+                "spec": {
+                    "schedules": ["0 * * * *"],
+                    "workflowSpec": {
+                        "entrypoint": "main",
+                        "templates": [{"name": "main", "container": {"image": "busybox"}}],
+                    },
+                },
             }
         )
         ids[name], _ = engine.service.apply(manifest, H - timedelta(minutes=30))

@@ -19,7 +19,14 @@ def manifest(name="job", schedule="* * * * *", **spec):
             "apiVersion": "argoproj.io/v1alpha1",
             "kind": "CronWorkflow",
             "metadata": {"name": name, "namespace": "default"},
-            "spec": {"schedules": [schedule], "workflowSpec": {"entrypoint": "main"}, **spec},
+            "spec": {
+                "schedules": [schedule],
+                "workflowSpec": {
+                    "entrypoint": "main",
+                    "templates": [{"name": "main", "container": {"image": "busybox"}}],
+                },
+                **spec,
+            },
         }
     )
 

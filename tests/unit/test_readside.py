@@ -98,7 +98,13 @@ def test_readers_get_the_row_type_the_projection_wrote(store: str, tmp_path: Any
             "apiVersion": "argoproj.io/v1alpha1",
             "kind": "CronWorkflow",
             "metadata": {"name": "job", "namespace": "default", "labels": {"a": "b"}},
-            "spec": {"schedule": "* * * * *", "workflowSpec": {"entrypoint": "main"}},
+            "spec": {
+                "schedule": "* * * * *",
+                "workflowSpec": {
+                    "entrypoint": "main",
+                    "templates": [{"name": "main", "container": {"image": "busybox"}}],
+                },
+            },
         }
         cron_id, _ = engine.service.apply(parse_manifest(doc), T0)
         engine.service.tick([cron_id], T0 + timedelta(minutes=1))
@@ -120,7 +126,13 @@ def test_whether_a_namespace_held_cronworkflows_is_an_index_search(tmp_path: Any
             "apiVersion": "argoproj.io/v1alpha1",
             "kind": "CronWorkflow",
             "metadata": {"name": "job", "namespace": "team-a"},
-            "spec": {"schedule": "* * * * *", "workflowSpec": {"entrypoint": "main"}},
+            "spec": {
+                "schedule": "* * * * *",
+                "workflowSpec": {
+                    "entrypoint": "main",
+                    "templates": [{"name": "main", "container": {"image": "busybox"}}],
+                },
+            },
         }
         engine.service.apply(parse_manifest(doc), T0)
         engine.projector.catch_up(T0)

@@ -47,7 +47,13 @@ def apply(engine: Engine, name: str = "lost") -> Any:
             "apiVersion": "argoproj.io/v1alpha1",
             "kind": "CronWorkflow",
             "metadata": {"name": name, "namespace": "default"},
-            "spec": {"schedules": ["@every 10s"], "workflowSpec": {"entrypoint": "main"}},
+            "spec": {
+                "schedules": ["@every 10s"],
+                "workflowSpec": {
+                    "entrypoint": "main",
+                    "templates": [{"name": "main", "container": {"image": "busybox"}}],
+                },
+            },
         }
     )
     cron_id, _ = engine.service.apply(manifest, T0)

@@ -103,7 +103,13 @@ def _setup(engine: Engine, replica: str | None) -> tuple[UUID, SchedulerLoop]:
             "apiVersion": "argoproj.io/v1alpha1",
             "kind": "CronWorkflow",
             "metadata": {"name": "hourly", "namespace": "default"},
-            "spec": {"schedules": ["0 * * * *"], "workflowSpec": {"entrypoint": "main"}},
+            "spec": {
+                "schedules": ["0 * * * *"],
+                "workflowSpec": {
+                    "entrypoint": "main",
+                    "templates": [{"name": "main", "container": {"image": "busybox"}}],
+                },
+            },
         }
     )
     cron_id, _ = engine.service.apply(manifest, H - timedelta(minutes=30))

@@ -34,7 +34,10 @@ def manifest(name: str, **spec: Any) -> Any:
             "metadata": {"name": name, "namespace": "default"},
             "spec": {
                 "schedules": ["0 * * * *"],
-                "workflowSpec": {"entrypoint": "main"},
+                "workflowSpec": {
+                    "entrypoint": "main",
+                    "templates": [{"name": "main", "container": {"image": "busybox"}}],
+                },
                 "successfulJobsHistoryLimit": 1,
                 **spec,
             },

@@ -37,7 +37,10 @@ def manifest(name: str = "snap", **spec: Any) -> Any:
             "metadata": {"name": name, "namespace": "default"},
             "spec": {
                 "schedules": ["* * * * *"],
-                "workflowSpec": {"entrypoint": "main"},
+                "workflowSpec": {
+                    "entrypoint": "main",
+                    "templates": [{"name": "main", "container": {"image": "busybox"}}],
+                },
                 "successfulJobsHistoryLimit": 2,
                 **spec,
             },

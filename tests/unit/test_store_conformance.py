@@ -42,7 +42,14 @@ def manifest(
             "apiVersion": "argoproj.io/v1alpha1",
             "kind": "CronWorkflow",
             "metadata": {"name": name, "namespace": namespace},
-            "spec": {"schedules": [schedule], "workflowSpec": {"entrypoint": "main"}, **spec},
+            "spec": {
+                "schedules": [schedule],
+                "workflowSpec": {
+                    "entrypoint": "main",
+                    "templates": [{"name": "main", "container": {"image": "busybox"}}],
+                },
+                **spec,
+            },
         }
     )
 

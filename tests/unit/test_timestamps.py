@@ -188,7 +188,10 @@ def test_the_http_api_reads_a_date_alone_in_the_cronworkflows_zone() -> None:
         "spec": {
             "schedules": ["0 * * * *"],
             "timezone": "Europe/Berlin",
-            "workflowSpec": {"entrypoint": "main"},
+            "workflowSpec": {
+                "entrypoint": "main",
+                "templates": [{"name": "main", "container": {"image": "busybox"}}],
+            },
         },
     }
     try:
