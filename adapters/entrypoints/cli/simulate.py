@@ -43,6 +43,10 @@ from cronsource.domain.timestamps import TIME_RULE, parse_timestamp
 #: a line on stderr saying how to see every decision: a fleet reads at a glance.
 FLEET = 20
 
+#: From this many ticks on, `simulate` says before it starts how much work is ahead (a fleet
+#: of 10,000 hourly CronWorkflows over a day runs for minutes) and the bound it stays within.
+SAY_WORK = 50_000
+
 SIM_OUTPUTS = ("table", "wide", "timeline", "summary", "json", "yaml", "name")
 
 
@@ -305,6 +309,14 @@ def simulate(
             check_store(config, need_tables=False)
         except StoreUnavailable as e:
             fail(str(e), 2)
+    if sc.ticks >= SAY_WORK:
+        from cronsource.adapters.entrypoints.simulate.scenario import MAX_TICKS
+
+        click.echo(
+            f"simulating about {sc.ticks:,} ticks of {len(sc.cron_workflows):,}"
+            f" CronWorkflow(s) (simulate's bound: {MAX_TICKS:,} ticks); Ctrl-C stops it",
+            err=True,
+        )
     result = _run(sc, obj.store, source, run_simulation, ScenarioError)
     _show(result, _zones(sc), sel, output or obj.output, auto=output is None)
 

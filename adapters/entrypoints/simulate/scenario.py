@@ -122,12 +122,19 @@ class Scenario(BaseModel):
     actions: list[Action] = Field(default_factory=list)
     #: How an error names the end: `end` in a scenario file, `--end` for `simulate -f`.
     _end_field: str = PrivateAttr(default="end")
+    #: The ticks counted against MAX_TICKS before it runs (set by the check).
+    _ticks: int = PrivateAttr(default=0)
 
     _times = field_validator("start", "end", mode="before")(_aware)
 
     @property
     def end_field(self) -> str:
         return self._end_field
+
+    @property
+    def ticks(self) -> int:
+        """About how many ticks it holds (counted before it runs, at most MAX_TICKS)."""
+        return self._ticks
 
     @field_validator("run_duration")
     @classmethod
@@ -181,7 +188,7 @@ COUNT_EXACTLY = 2000
 def _bound_ticks(sc: Scenario) -> None:
     """ScenarioError when the scenario holds more than MAX_TICKS ticks: each manifest's
     schedules from its apply to the end (suspends and deletes aside), counted once per
-    distinct schedule and span."""
+    distinct schedule and span. The count is kept (`Scenario.ticks`)."""
     applied = [(sc.start, m) for m in sc.cron_workflows]
     applied += [(a.at, a.apply) for a in sc.actions if a.apply is not None]
     counted: dict[tuple[Any, ...], int] = {}
@@ -212,6 +219,7 @@ def _bound_ticks(sc: Scenario) -> None:
                 f" {rfc3339(sc.end)}, simulate's bound on work (at most {MAX_TICKS:,});"
                 " nothing was simulated: shorten the span or simulate fewer CronWorkflows"
             )
+    sc._ticks = total
 
 
 def _ticks_in(schedule: CompiledSchedule, at: datetime, end: datetime) -> int:
