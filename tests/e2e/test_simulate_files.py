@@ -77,6 +77,24 @@ def test_the_timeline_is_in_time_order_across_cronworkflows_and_skips_fold(
     assert "WhenFalse" in table.stdout.split("Summary")[1]  # a column per reason
 
 
+def test_the_timeline_puts_decisions_made_late_at_their_tick(tmp_path: Path) -> None:
+    """After an outage, `a` (a 3 h deadline) and `b` (60 s) are decided at its end: the log
+    holds a's catch-up fire of 02:00 before b's skips from 01:30; the timeline does not."""
+    a = manifest("a", timezone="UTC", startingDeadlineSeconds=10800)
+    b = manifest("b", schedules=["30 * * * *"], timezone="UTC", startingDeadlineSeconds=60)
+    f = tmp_path / "o.yaml"
+    f.write_text(yaml.safe_dump_all([a, b]))
+    outage = ["--outage", "2026-03-07T00:45:00Z..2026-03-07T02:50:00Z"]
+    data = _json(cs("simulate", "-f", str(f), *SPAN, *outage, "-o", "json"))
+    log = [(e["scheduledTime"], e["cronWorkflow"]) for e in data["events"] if e["scheduledTime"]]
+    assert log != sorted(log), log  # the case this test is about
+    r = cs("simulate", "-f", str(f), *SPAN, *outage, "-o", "timeline")
+    assert r.returncode == 0, r.stderr
+    rows = [(line.split()[0], line.split()[4]) for line in r.stdout.splitlines()[1:]]
+    assert rows == sorted(rows) and len(rows) == len(log), r.stdout
+    assert "DeadlineExceeded ×2 (2026-03-07T01:30:00Z .. 2026-03-07T02:30:00Z)" in r.stdout
+
+
 def test_name_namespace_and_only_filter_the_output(tmp_path: Path) -> None:
     f = _two(tmp_path / "m.yaml")
     r = cs("simulate", "-f", f, *SPAN, "-o", "timeline", "--only", "fired")
