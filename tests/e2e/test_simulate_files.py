@@ -7,6 +7,7 @@ tests/unit/test_simulate_report.py."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -165,3 +166,23 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(tmp_path: Path) -> None:
         assert needle in line, (args, line)
     # a file of several manifests given as a scenario says what to do instead
     assert "simulate -f FILE" in one_error_line(cs("simulate", f))
+
+
+def test_ten_thousand_manifests_are_refused_at_once_naming_the_bound(tmp_path: Path) -> None:
+    """10,000 CronWorkflows (hourly to every 5 minutes) over a week hold about 5 million
+    ticks: refused before anything runs, in one line naming simulate's bound and --end."""
+    schedules = ["0 * * * *", "*/15 * * * *", "*/5 * * * *"]
+    d = tmp_path / "fleet"
+    d.mkdir()
+    for part in range(10):
+        docs = [
+            manifest(f"job-{part}-{i:04d}", schedules=[schedules[i % 3]], timezone="UTC")
+            for i in range(1000)
+        ]
+        (d / f"part-{part}.yaml").write_text(yaml.safe_dump_all(docs))
+    t0 = time.monotonic()
+    r = cs("simulate", "-f", str(d), "--start", "2026-03-07", "--end", "2026-03-14")
+    line = one_error_line(r)
+    assert line.startswith("error: --end: 10,000 CronWorkflow(s) hold more than 1,000,000"), line
+    assert "simulate's bound on work" in line and "nothing was simulated" in line
+    assert time.monotonic() - t0 < 45  # counted, not run

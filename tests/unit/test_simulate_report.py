@@ -250,3 +250,24 @@ def test_an_outage_flag_is_simulated_and_a_bad_one_is_one_line(tmp_path: Path) -
     assert [(e["reason"], e["count"]) for e in skips] == [("DeadlineExceeded", 3)]
     r = _sim("-f", str(f), *span, "--outage", "2026-03-07T03:00:00Z")
     assert r.exit_code == 2 and r.output.startswith("error: --outage: '2026-03-07T03:00:00Z'")
+
+
+def test_a_large_run_says_its_ticks_and_the_bound_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From SAY_WORK ticks on (lowered here), stderr says how much work is ahead, the bound
+    it stays within and that Ctrl-C stops it: a fleet over a day runs for minutes."""
+    from cronsource.adapters.entrypoints.cli import simulate as command
+
+    f = tmp_path / "m.yaml"
+    f.write_text(yaml.safe_dump_all([_manifest(f"j{i}", "*/5 * * * *") for i in range(3)]))
+    span = ["--start", "2026-03-07", "--end", "2026-03-07T01:00:00Z", "-o", "summary"]
+    r = _sim("-f", str(f), *span)
+    assert r.exit_code == 0 and "simulating" not in r.stderr, r.stderr
+    monkeypatch.setattr(command, "SAY_WORK", 30)
+    r = _sim("-f", str(f), *span)
+    assert r.exit_code == 0, r.output
+    assert r.stderr.splitlines() == [
+        "simulating about 39 ticks of 3 CronWorkflow(s) (simulate's bound: 1,000,000 ticks);"
+        " Ctrl-C stops it"
+    ]
