@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from cronsource.adapters.application.documents import (
     MAX_INPUT_BYTES,
@@ -42,9 +42,12 @@ class Admission:
     """What the paths held. `manifests` are (source, manifest) of the admitted ones;
     `problems` and `warnings` are lines naming their source; `skipped` are (source, what
     it is: `kind ConfigMap`, `a document without a kind`) of documents of other kinds;
-    `bad_files` the paths with a problem, each once."""
+    `bad_files` the paths with a problem, each once; `documents` the admitted documents as
+    read (`-n` filled in), in the order of `manifests`: `simulate -f` applies them as a
+    scenario's `cronWorkflows`."""
 
     manifests: list[tuple[str, CronWorkflowManifest]] = field(default_factory=list)
+    documents: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
@@ -186,4 +189,6 @@ def admit_files(
                 continue
             out.warnings += warnings
             out.manifests.append((source, manifest))
+            assert isinstance(doc, dict)  # parse_manifest admits mappings only
+            out.documents.append(doc)
     return out

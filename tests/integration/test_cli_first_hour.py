@@ -423,10 +423,12 @@ def test_history_table_shows_counts_phases_and_triggers(store, tmp_path):
     out = cs("simulate", str(f), store=store).stdout
     decisions, summary = out.split("Summary")
     assert "skipped: DeadlineExceeded" in decisions and "fired (schedule)" in decisions
-    assert "3 until 2026-03-07T03:00:00Z" in decisions  # the folded skip says how many
+    # the folded skip says how many and which ticks
+    assert "DeadlineExceeded ×3 (2026-03-07T01:00:00Z .. 2026-03-07T03:00:00Z)" in decisions
     assert "2026-03-07 05:00:00 CET" in decisions and "2026-03-07T04:00:00Z" in decisions
-    row = next(line for line in summary.splitlines() if line.startswith("default/hourly"))
-    assert "DeadlineExceeded 3" in row and "schedule 3" in row
+    header, *rows = [line.split() for line in summary.splitlines()[1:] if line]
+    row = dict(zip(header, next(r for r in rows if r[0] == "default/hourly"), strict=True))
+    assert (row["FIRED"], row["SKIPPED"], row["DeadlineExceeded"]) == ("3", "3", "3")
     # The same facts in `history`, on a store the user fills by hand.
     cs("apply", "-f", str(tmp_path / "sc.yaml"), store=store)  # not a manifest: refused
     m = tmp_path / "m.yaml"

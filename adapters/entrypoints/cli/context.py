@@ -184,11 +184,13 @@ def global_options(
     selector: bool = True,
     store: bool = True,
     namespace: bool = True,
+    namespace_help: str = "namespace (default: default)",
 ) -> Callable[[Any], Any]:
     """The global flags on a command too, so they may follow it (`get hello -n team-a`).
     `store`/`namespace` False: the command does not use it, so its `--help` does not offer
     it; it is still accepted (hidden), as the group accepts it before any command, so a
-    script that passes `-n` to every command keeps working."""
+    script that passes `-n` to every command keeps working. `namespace_help`: what `-n`
+    means where it is more than the namespace of the objects named (`simulate`: a filter)."""
 
     def deco(f: Any) -> Any:
         opts = [
@@ -206,7 +208,7 @@ def global_options(
                 expose_value=False,
                 callback=_setter("namespace"),
                 hidden=not namespace,
-                help="namespace (default: default)",
+                help=namespace_help,
             ),
         ]
         if all_namespaces:

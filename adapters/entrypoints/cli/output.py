@@ -137,6 +137,12 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: st
         click.echo(_plain(headers, rows))
 
 
+def print_plain(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """kubectl's plain columns even on a terminal: one line per row, whatever its width
+    (`simulate -o timeline`, where a wrapped row would no longer be one line)."""
+    click.echo(_plain(headers, rows))
+
+
 def emit(view: View, output: str) -> None:
     if output == "json":
         click.echo(json.dumps(view.data, indent=2, default=str))

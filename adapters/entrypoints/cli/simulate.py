@@ -1,10 +1,13 @@
-"""`simulate`: a scenario run on a virtual clock in a scratch store, printed as tables (the
-orchestrator is adapters/entrypoints/simulate/).
+"""`simulate`: a scenario file, or plain manifests (`-f FILE|DIR|-` with `--start`/`--end`),
+run on a virtual clock in a scratch store (the orchestrator is adapters/entrypoints/simulate/),
+printed as tables: the decisions per CronWorkflow or in time order (`-o timeline`), repeated
+skips folded, then the counts per CronWorkflow. What is folded and filtered is presentation
+(adapters/entrypoints/simulate/report.py); `-o json` keeps every decision.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -15,14 +18,36 @@ from cronsource.adapters.entrypoints.cli.output import (
     View,
     dst_cell,
     emit,
+    print_plain,
     print_table,
-    ticks_cell,
     values_cell,
 )
 from cronsource.adapters.entrypoints.cli.registry import cli
+from cronsource.adapters.entrypoints.simulate.report import (
+    Row,
+    Selection,
+    decision_cell,
+    fold,
+    keep,
+    parse_only,
+    select,
+    summary,
+    summary_table,
+    timeline,
+)
 from cronsource.adapters.infrastructure.store.check import StoreUnavailable, check_store
 from cronsource.adapters.infrastructure.store.config import StoreURLError
-from cronsource.domain.timestamps import parse_timestamp
+from cronsource.domain.timestamps import TIME_RULE, parse_timestamp
+
+#: Above this many CronWorkflows the table output is the summary alone (one row each), with
+#: a line on stderr saying how to see every decision: a fleet reads at a glance.
+FLEET = 20
+
+#: From this many ticks on, `simulate` says before it starts how much work is ahead (a fleet
+#: of 10,000 hourly CronWorkflows over a day runs for minutes) and the bound it stays within.
+SAY_WORK = 50_000
+
+SIM_OUTPUTS = ("table", "wide", "timeline", "summary", "json", "yaml", "name")
 
 
 def _zones(sc: Any) -> dict[str, str]:
@@ -49,118 +74,255 @@ def _local(t: str | None, zone: str) -> str:
     return dt.strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
-def simulate_tables(result: dict[str, Any], zones: dict[str, str]) -> None:
-    """Every decision (fires and skips, with reasons), then one summary line per
-    CronWorkflow: what a user wants to know before applying a schedule."""
+def _cells(r: Row, by_name: dict[str, Any]) -> tuple[str, str, str]:
+    """(decision, workflow, phase) of a row: a single skip keeps the expression and values
+    it read; a folded run keeps the expression only (the values differ from tick to tick)."""
+    e = r.event
+    if r.fired:
+        w = by_name.get(e["workflow"] or "", {})
+        return decision_cell(r) + dst_cell(e), e["workflow"] or "-", w.get("phase", "-")
+    extra = values_cell(e) if r.folded == 1 else values_cell({"expression": e.get("expression")})
+    return decision_cell(r) + extra + (dst_cell(e) if r.count == 1 else ""), "-", "-"
+
+
+def decisions_table(
+    result: dict[str, Any], zones: dict[str, str], sel: Selection, *, in_time: bool
+) -> None:
+    """The decisions, repeated skips folded: per CronWorkflow (a table), or in time order
+    across them (`in_time`, `-o timeline`: one plain line each, whatever the terminal)."""
     by_name = {w["name"]: w for w in result["workflows"]}
-    rows = []
-    fired: dict[str, Counter[str]] = {}
-    skipped: dict[str, Counter[str]] = {}
-    for e in result["events"]:
-        cw = e["cronWorkflow"]
-        fired.setdefault(cw, Counter())
-        skipped.setdefault(cw, Counter())
-        if e["type"] not in ("ScheduleFired", "ScheduleSkipped"):
-            continue
-        zone = zones.get(cw, "UTC")
-        if e["type"] == "ScheduleFired":
-            w = by_name.get(e["workflow"] or "", {})
-            decision = f"fired ({e.get('trigger', 'schedule')})" + dst_cell(e)
-            fired[cw][e.get("trigger", "schedule")] += 1
-            phase = w.get("phase", "-")
+    rows = keep(fold(result["events"]), sel)
+    if in_time:
+        rows = timeline(rows)
+    else:
+        rows.sort(key=lambda r: (r.cron, r.order))
+    lines = []
+    for r in rows:
+        decision, workflow, phase = _cells(r, by_name)
+        local = _local(r.first, zones.get(r.cron, "UTC"))
+        at = r.event["at"]
+        if in_time:
+            lines.append([r.first, local, r.cron, decision, workflow, phase, at])
         else:
-            decision = f"skipped: {e.get('reason')}" + values_cell(e) + dst_cell(e)
-            skipped[cw][e.get("reason") or "?"] += e.get("count", 1)
-            phase = "-"
-        rows.append(
-            [
-                cw,
-                _local(e["scheduledTime"], zone),
-                e["scheduledTime"] or "-",
-                decision,
-                ticks_cell(e),
-                e["workflow"] or "-",
-                phase,
-                e["at"],
-            ]
-        )
-    print_table(
-        [
-            "CRONWORKFLOW",
-            "SCHEDULED (LOCAL)",
-            "SCHEDULED (UTC)",
-            "DECISION",
-            "TICKS",
-            "WORKFLOW",
-            "PHASE",
-            "DECIDED AT",
-        ],
-        rows,
-        "Decisions",
-    )
-    click.echo()
-    status = {f"{c['namespace']}/{c['name']}": c["status"] for c in result["cronWorkflows"]}
-    summary = []
-    for cw in sorted(set(fired) | set(status)):
-        f, s = fired.get(cw, Counter()), skipped.get(cw, Counter())
-        st = status.get(cw, {})
-        summary.append(
-            [
-                cw,
-                zones.get(cw, "UTC"),
-                str(sum(f.values()) + sum(s.values())),
-                str(sum(f.values()))
-                + (f" ({', '.join(f'{k} {v}' for k, v in sorted(f.items()))})" if f else ""),
-                str(sum(s.values()))
-                + (f" ({', '.join(f'{k} {v}' for k, v in sorted(s.items()))})" if s else ""),
-                str(st.get("succeeded", 0)),
-                str(st.get("failed", 0)),
-                str(len(st.get("active") or [])),
-            ]
-        )
-    print_table(
-        [
-            "CRONWORKFLOW",
-            "TIMEZONE",
-            "RUNS+SKIPS",
-            "FIRED",
-            "SKIPPED",
-            "SUCCEEDED",
-            "FAILED",
-            "ACTIVE",
-        ],
-        summary,
-        "Summary",
-    )
+            lines.append([r.cron, local, r.first, decision, str(r.count), workflow, phase, at])
+    if in_time:
+        headers = ["SCHEDULED (UTC)", "SCHEDULED (LOCAL)", "CRONWORKFLOW", "DECISION"]
+        print_plain([*headers, "WORKFLOW", "PHASE", "DECIDED AT"], lines)
+        return
+    headers = ["CRONWORKFLOW", "SCHEDULED (LOCAL)", "SCHEDULED (UTC)", "DECISION", "TICKS"]
+    print_table([*headers, "WORKFLOW", "PHASE", "DECIDED AT"], lines, "Decisions")
 
 
-@cli.command()
-@click.argument("scenario", type=click.Path(allow_dash=True))
-@global_options(all_namespaces=False, selector=False, namespace=False)
-def simulate(scenario: str) -> None:
-    """Run the real engine on a virtual clock (docs/simulate.md)."""
+def summary_tables(entries: list[dict[str, Any]]) -> None:
+    headers, rows = summary_table(entries)
+    print_table(headers, rows, "Summary")
+
+
+def _time(value: str, flag: str) -> datetime:
+    """A time flag by the one rule of the CLI (adapters/application/inputs.py)."""
+    from cronsource.adapters.application.inputs import FieldError, parse_time
+
+    try:
+        return parse_time(value, flag)
+    except FieldError as e:
+        fail(str(e), 2)
+
+
+def _outage(value: str, start: datetime, end: datetime) -> tuple[datetime, datetime]:
+    """`--outage A..B`: both times by the one rule, A before B, within --start..--end."""
+    a, sep, b = value.partition("..")
+    if not sep or not a.strip() or not b.strip():
+        fail(f"--outage: {value!r} is not FROM..TO (2026-03-07T10:00:00Z..2026-03-07T12:00Z)", 2)
+    first, last = _time(a.strip(), "--outage"), _time(b.strip(), "--outage")
+    if last <= first:
+        fail(f"--outage: {value!r} ends before it starts", 2)
+    if first < start or first > end:
+        fail(f"--outage: {value!r} starts outside --start..--end", 2)
+    return first, last
+
+
+def _plain_scenario(
+    files: tuple[str, ...],
+    start: str | None,
+    end: str | None,
+    outages: tuple[str, ...],
+    run_duration: str | None,
+    run_phase: str | None,
+    namespace: str | None,
+) -> Any:
+    """The scenario of `-f`: the flags checked (one line naming the flag), the manifests
+    admitted as `apply -f` admits them (adapters/application/manifestfiles.py)."""
+    from cronsource.adapters.entrypoints.cli.admission import read_files
+    from cronsource.adapters.entrypoints.simulate import ScenarioError, from_manifests
+    from cronsource.domain.durations import parse_duration
+
+    if start is None or end is None:
+        fail(f"{'--start' if start is None else '--end'}: needed with -f", 2)
+    t0, t1 = _time(start, "--start"), _time(end, "--end")
+    if t1 < t0:
+        fail(f"--end: {end!r} is before --start {start!r}", 2)
+    windows = [_outage(o, t0, t1) for o in outages]
+    if run_duration is not None:
+        try:
+            parse_duration(run_duration)
+        except ValueError as e:
+            fail(f"--run-duration: {e}", 2)
+    got = read_files(files, namespace)
+    if got.problems:
+        raise SystemExit(2)  # each problem was named on its own line
+    if not got.manifests:
+        what = f"{got.skipped[0][0]}: {got.skipped[0][1]}" if got.skipped else "no document"
+        fail(f"{what} is not a CronWorkflow; found no CronWorkflow to simulate", 2)
+    if got.skipped:
+        n = len(got.skipped)
+        click.echo(
+            f"{n} other document{'s' if n != 1 else ''} skipped (not CronWorkflows)", err=True
+        )
+    try:
+        return from_manifests(
+            got.documents,
+            start=t0,
+            end=t1,
+            outages=windows,
+            run_duration=run_duration or "30s",
+            run_phase=run_phase or "Succeeded",
+        )
+    except ScenarioError as e:
+        fail(str(e), 2)
+
+
+def _scenario_file(scenario: str) -> Any:
     from cronsource.adapters.application.documents import DocumentError, load_yaml
     from cronsource.adapters.entrypoints.simulate import ScenarioError, load_scenario
-    from cronsource.adapters.entrypoints.simulate import simulate as run_simulation
 
-    obj = _obj()
     try:
         docs = load_yaml(read_input(scenario, 2), scenario)
     except DocumentError as e:
         fail(str(e), 2)
     if len(docs) > 1:
-        fail(f"{scenario}: {len(docs)} YAML documents; a scenario is one", 2)
-    data = docs[0] if docs else None
+        fail(
+            f"{scenario}: {len(docs)} YAML documents; a scenario is one (plain manifests:"
+            " simulate -f FILE --start T --end T)",
+            2,
+        )
     try:
-        sc = load_scenario(data)
+        return load_scenario(docs[0] if docs else None)
     except ScenarioError as e:
         fail(f"{scenario}: {e}", 2)
+
+
+@cli.command()
+@click.argument("scenario", required=False, type=click.Path(allow_dash=True))
+@click.option(
+    "-f",
+    "--filename",
+    "files",
+    multiple=True,
+    help="plain manifests instead of a scenario: a file of one or more documents, a directory"
+    " (as `apply -f`) or -; needs --start and --end",
+)
+@click.option("--start", help=f"with -f: when the manifests are applied; {TIME_RULE} UTC")
+@click.option("--end", help="with -f: when the simulation ends; the same rule")
+@click.option(
+    "--outage",
+    "outages",
+    multiple=True,
+    metavar="FROM..TO",
+    help="with -f: no scheduler runs from FROM to TO (repeatable)",
+)
+@click.option("--run-duration", help="with -f: how long each run takes (default 30s)")
+@click.option(
+    "--run-phase",
+    type=click.Choice(["Succeeded", "Failed", "Error"]),
+    help="with -f: how each run ends (default Succeeded)",
+)
+@click.option(
+    "--name",
+    "names",
+    multiple=True,
+    help="show only CronWorkflows of this name (a shell pattern: 'etl-*'; repeatable)",
+)
+@click.option(
+    "--only",
+    help="show only these decisions: fired, skipped, or a skip reason (WhenFalse, Suspended, ...)",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(SIM_OUTPUTS),
+    help="table: decisions per CronWorkflow, then the summary (the summary alone above"
+    f" {FLEET} CronWorkflows); timeline: one line per decision, in time order across"
+    " CronWorkflows; summary: one row per CronWorkflow; json|yaml: everything, every decision"
+    " unfolded (tables fold repeated skips into one row with their count); name: the Workflows",
+)
+@global_options(
+    output=False,
+    all_namespaces=False,
+    selector=False,
+    namespace_help="show only this namespace; with -f also the namespace of manifests that"
+    " name none (as `apply -n`)",
+)
+def simulate(
+    scenario: str | None,
+    files: tuple[str, ...],
+    start: str | None,
+    end: str | None,
+    outages: tuple[str, ...],
+    run_duration: str | None,
+    run_phase: str | None,
+    names: tuple[str, ...],
+    only: str | None,
+    output: str | None,
+) -> None:
+    """Run the real engine on a virtual clock (docs/simulate.md): a SCENARIO file, or plain
+    manifests with -f FILE|DIR|- --start T --end T."""
+    from cronsource.adapters.application.inputs import FieldError
+    from cronsource.adapters.entrypoints.simulate import ScenarioError
+    from cronsource.adapters.entrypoints.simulate import simulate as run_simulation
+
+    obj = _obj()
+    source = scenario or ", ".join(files)
+    try:
+        sel = Selection(tuple(names), obj.namespace, parse_only(only))
+    except FieldError as e:
+        fail(str(e), 2)
+    if scenario is not None and files:
+        fail(f"{scenario}: a scenario file or -f manifests, not both", 2)
+    if files:
+        sc = _plain_scenario(files, start, end, outages, run_duration, run_phase, obj.namespace)
+    elif scenario is not None:
+        for flag, value in (
+            ("--start", start),
+            ("--end", end),
+            ("--outage", outages),
+            ("--run-duration", run_duration),
+            ("--run-phase", run_phase),
+        ):
+            if value:
+                fail(f"{flag}: only with -f (a scenario file says its own)", 2)
+        sc = _scenario_file(scenario)
+    else:
+        fail("give a SCENARIO file, or manifests with -f FILE|DIR|- --start T --end T", 2)
     if obj.store:
         config = obj.store_config()
         try:
             check_store(config, need_tables=False)
         except StoreUnavailable as e:
             fail(str(e), 2)
+    if sc.ticks >= SAY_WORK:
+        from cronsource.adapters.entrypoints.simulate.scenario import MAX_TICKS
+
+        click.echo(
+            f"simulating about {sc.ticks:,} ticks of {len(sc.cron_workflows):,}"
+            f" CronWorkflow(s) (simulate's bound: {MAX_TICKS:,} ticks); Ctrl-C stops it",
+            err=True,
+        )
+    result = _run(sc, obj.store, source, run_simulation, ScenarioError)
+    _show(result, _zones(sc), sel, output or obj.output, auto=output is None)
+
+
+def _run(sc: Any, store: str | None, source: str, run: Any, scenario_error: Any) -> Any:
+    """The simulation, ended promptly by SIGINT/SIGTERM, its errors one line each."""
     import signal
 
     from cronsource.adapters.entrypoints.simulate import SimulationInterrupted
@@ -174,21 +336,45 @@ def simulate(scenario: str) -> None:
     # then installs no handler of its own, so Ctrl-C / kill -INT did nothing.
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        result = run_simulation(sc, obj.store, stop=lambda: bool(stopping))
+        return run(sc, store, stop=lambda: bool(stopping))
     except StoreURLError as e:
         fail(str(e), 2)
-    except ScenarioError as e:
-        fail(f"{scenario}: {e}", 2)
+    except scenario_error as e:
+        fail(f"{source}: {e}", 2)
     except SimulationInterrupted as e:
-        fail(f"{scenario}: {e}", 130)
+        fail(f"{source}: {e}", 130)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
 
-    if obj.output in ("json", "yaml"):
-        emit(View(result, [], []), obj.output)
-    elif obj.output == "name":
+
+def _show(
+    result: dict[str, Any], zones: dict[str, str], sel: Selection, output: str, *, auto: bool
+) -> None:
+    """The result in the chosen output; `auto` (no -o on the command): the table, or the
+    summary alone for a fleet, saying so on stderr. The summary counts every decision of
+    the CronWorkflows shown: `--only` picks the rows (and which CronWorkflows), not what
+    their counts add up."""
+    counted = summary(select(result, Selection(sel.names, sel.namespace)), zones)
+    result = select(result, sel)
+    shown = {f"{c['namespace']}/{c['name']}" for c in result["cronWorkflows"]}
+    entries = [e for e in counted if e["cronWorkflow"] in shown]
+    if output in ("json", "yaml"):
+        emit(View({**result, "summary": entries}, [], []), output)
+    elif output == "name":
         for w in result["workflows"]:
             click.echo(w["name"])
+    elif output == "timeline":
+        decisions_table(result, zones, sel, in_time=True)
+    elif output == "summary" or (auto and output == "table" and len(entries) > FLEET):
+        if output != "summary":
+            click.echo(
+                f"{len(entries)} CronWorkflows: one row each; every decision with -o table,"
+                " in time order with -o timeline",
+                err=True,
+            )
+        summary_tables(entries)
     else:
-        simulate_tables(result, _zones(sc))
+        decisions_table(result, zones, sel, in_time=False)
+        click.echo()
+        summary_tables(entries)

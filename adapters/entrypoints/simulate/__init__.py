@@ -9,7 +9,12 @@ keeps a tick from firing twice.
 """
 
 from cronsource.adapters.entrypoints.simulate.orchestrator import SimulationInterrupted, simulate
-from cronsource.adapters.entrypoints.simulate.scenario import Scenario, ScenarioError, load_scenario
+from cronsource.adapters.entrypoints.simulate.scenario import (
+    Scenario,
+    ScenarioError,
+    from_manifests,
+    load_scenario,
+)
 from cronsource.adapters.entrypoints.simulate.target import SimTarget
 
 __all__ = [
@@ -17,6 +22,7 @@ __all__ = [
     "ScenarioError",
     "SimTarget",
     "SimulationInterrupted",
+    "from_manifests",
     "load_scenario",
     "simulate",
 ]

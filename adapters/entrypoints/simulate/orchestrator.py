@@ -215,7 +215,7 @@ class Simulation:
             if steps > MAX_STEPS:
                 raise ScenarioError(
                     f"more than {MAX_STEPS} simulated instants by {rfc3339(now)}; shorten the"
-                    " scenario (end) or use fewer, less frequent schedules"
+                    f" scenario ({sc.end_field}) or use fewer, less frequent schedules"
                 )
             if not first:
                 t = now if self.wake.is_set() else self._next_instant(actions)

@@ -8,7 +8,15 @@ import math
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from cronsource.domain.durations import parse_duration
 from cronsource.domain.manifest import ManifestError, parse_manifest
@@ -20,6 +28,7 @@ from cronsource.domain.schedule import (
     resolve_schedules,
 )
 from cronsource.domain.timestamps import TimestampError, user_time
+from cronsource.projections.readmodel import rfc3339
 
 
 class ScenarioError(ValueError):
@@ -111,8 +120,21 @@ class Scenario(BaseModel):
     )
     cron_workflows: list[dict[str, Any]] = Field(default_factory=list, alias="cronWorkflows")
     actions: list[Action] = Field(default_factory=list)
+    #: How an error names the end: `end` in a scenario file, `--end` for `simulate -f`.
+    _end_field: str = PrivateAttr(default="end")
+    #: The ticks counted against MAX_TICKS before it runs (set by the check).
+    _ticks: int = PrivateAttr(default=0)
 
     _times = field_validator("start", "end", mode="before")(_aware)
+
+    @property
+    def end_field(self) -> str:
+        return self._end_field
+
+    @property
+    def ticks(self) -> int:
+        """About how many ticks it holds (counted before it runs, at most MAX_TICKS)."""
+        return self._ticks
 
     @field_validator("run_duration")
     @classmethod
@@ -166,7 +188,7 @@ COUNT_EXACTLY = 2000
 def _bound_ticks(sc: Scenario) -> None:
     """ScenarioError when the scenario holds more than MAX_TICKS ticks: each manifest's
     schedules from its apply to the end (suspends and deletes aside), counted once per
-    distinct schedule and span."""
+    distinct schedule and span. The count is kept (`Scenario.ticks`)."""
     applied = [(sc.start, m) for m in sc.cron_workflows]
     applied += [(a.at, a.apply) for a in sc.actions if a.apply is not None]
     counted: dict[tuple[Any, ...], int] = {}
@@ -186,10 +208,18 @@ def _bound_ticks(sc: Scenario) -> None:
             counted[key] = _ticks_in(schedule, at, sc.end)
         total += counted[key]
         if total > MAX_TICKS:
+            if sc.end_field == "end":
+                raise ScenarioError(
+                    f"end: the scenario holds more than {MAX_TICKS:,} ticks by"
+                    f" {sc.end.isoformat()}; shorten it or use fewer, less frequent schedules"
+                )
+            n = len(sc.cron_workflows)
             raise ScenarioError(
-                f"end: the scenario holds more than {MAX_TICKS:,} ticks by"
-                f" {sc.end.isoformat()}; shorten it or use fewer, less frequent schedules"
+                f"{sc.end_field}: {n:,} CronWorkflow(s) hold more than {MAX_TICKS:,} ticks by"
+                f" {rfc3339(sc.end)}, simulate's bound on work (at most {MAX_TICKS:,});"
+                " nothing was simulated: shorten the span or simulate fewer CronWorkflows"
             )
+    sc._ticks = total
 
 
 def _ticks_in(schedule: CompiledSchedule, at: datetime, end: datetime) -> int:
@@ -200,3 +230,36 @@ def _ticks_in(schedule: CompiledSchedule, at: datetime, end: datetime) -> int:
         if n >= COUNT_EXACTLY and tick > at:
             return math.ceil(n * ((end - at) / (tick - at)))
     return n
+
+
+def from_manifests(
+    manifests: list[dict[str, Any]],
+    *,
+    start: datetime,
+    end: datetime,
+    outages: list[tuple[datetime, datetime]],
+    run_duration: str = "30s",
+    run_phase: str = "Succeeded",
+) -> Scenario:
+    """The scenario `simulate -f` runs: plain manifests, all applied at `start`, and an
+    outage action per `--outage A..B`. The caller has admitted the manifests and checked the
+    flags; the tick bound is checked here as for a file, naming `--end`."""
+    actions = [{"at": a, "outage": f"{(b - a) // timedelta(microseconds=1)}us"} for a, b in outages]
+    try:
+        sc = Scenario.model_validate(
+            {
+                "start": start,
+                "end": end,
+                "runDuration": run_duration,
+                "runPhase": run_phase,
+                "cronWorkflows": manifests,
+                "actions": actions,
+            }
+        )
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise ScenarioError(f"{where}: {str(err['msg']).removeprefix('Value error, ')}") from None
+    sc._end_field = "--end"
+    _bound_ticks(sc)
+    return sc
