@@ -27,6 +27,8 @@ from cronsource.adapters.entrypoints.simulate.report import (
     timeline,
 )
 
+WORKFLOW_SPEC = {"entrypoint": "main", "templates": [{"name": "main", "container": {"image": "b"}}]}
+
 
 def fired(cron: str, tick: str, at: str | None = None) -> dict[str, Any]:
     return {
@@ -196,7 +198,7 @@ def _manifest(name: str, schedule: str, namespace: str | None = None, **spec: An
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "CronWorkflow",
         "metadata": meta,
-        "spec": {"schedules": [schedule], "workflowSpec": {"entrypoint": "main"}, **spec},
+        "spec": {"schedules": [schedule], "workflowSpec": WORKFLOW_SPEC, **spec},
     }
 
 
