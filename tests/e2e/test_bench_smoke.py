@@ -105,6 +105,9 @@ def test_steady(store: str) -> None:
     assert res["startup_seconds"] > 0
     for key in ("p50_ms", "p99_ms"):
         assert key in res
+    # Exactly once counted with one replica: every tick due in the measured span fired once.
+    assert res["replicas"] == 1 and res["duplicates"] == 0 and res["misses"] == 0
+    assert res["fires"] == res["due_ticks"]
 
 
 def test_peers_ours_only(store: str) -> None:
