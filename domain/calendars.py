@@ -24,9 +24,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
+from uuid import UUID, uuid5
 from zoneinfo import ZoneInfo
 
 from dateutil.rrule import rrulestr
+from eventsourcing.domain import Aggregate, event
 
 ANNOTATION_EXCLUDE_DATES = "cronsource.io/exclude-dates"
 ANNOTATION_CALENDARS = "cronsource.io/calendars"
@@ -233,3 +235,129 @@ def excluded(tick: datetime, zone: str, sources: Sequence[CalendarDates]) -> Exc
         if s.excludes(day):
             return Exclusion(s.source, s.version, day)
     return None
+
+
+# ---------------------------------------------------------------- the Calendar aggregate
+#
+# A calendar is a stream of its own in the same store as the CronWorkflows, so each change
+# is an event with a version, and a decision names the version it consulted. Its stream id
+# is deterministic by namespace and name: a calendar deleted and applied again continues
+# its stream (its versions only grow, so a version named in a skip is never reused).
+
+CALENDAR_STREAMS = UUID("0b7c3f0e-5a47-4c34-9a8f-6f1e2d4c8b21")
+CALENDAR_TOPIC_PREFIX = "cronsource:Calendar"
+
+
+def calendar_id(namespace: str, name: str) -> UUID:
+    return uuid5(CALENDAR_STREAMS, f"{namespace}/{name}")
+
+
+@dataclass(frozen=True)
+class CalendarSpec:
+    """A calendar as admitted: the ConfigMap's `data.dates` and `data.rrule`, checked."""
+
+    namespace: str
+    name: str
+    dates: str
+    rrule: str
+
+    @property
+    def ranges(self) -> tuple[DateRange, ...]:
+        return parse_dates(self.dates, "data.dates") if self.dates.strip() else ()
+
+
+def calendar_spec(doc: Mapping[str, Any], default_namespace: str = "default") -> CalendarSpec:
+    """Admit a ConfigMap document as a calendar; CalendarError in one line naming the field.
+    The ConfigMap must carry the label `cronsource.io/calendar: "true"`."""
+    meta = doc.get("metadata") or {}
+    if not isinstance(meta, Mapping):
+        raise CalendarError("metadata: not a mapping")
+    name = meta.get("name")
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise CalendarError(f"metadata.name: {_shown(str(name))} is not a ConfigMap name")
+    namespace = meta.get("namespace") or default_namespace
+    labels = meta.get("labels") or {}
+    if not isinstance(labels, Mapping) or labels.get(CALENDAR_LABEL) != "true":
+        raise CalendarError(
+            f"metadata.labels: ConfigMap {name} is not a calendar (needs the label"
+            f' {CALENDAR_LABEL}: "true")'
+        )
+    data = doc.get("data") or {}
+    if not isinstance(data, Mapping):
+        raise CalendarError("data: not a mapping")
+    dates, rule = data.get("dates", ""), data.get("rrule", "")
+    if not isinstance(dates, str):
+        raise CalendarError("data.dates: not a string")
+    if not isinstance(rule, str):
+        raise CalendarError("data.rrule: not a string")
+    if not dates.strip() and not rule.strip():
+        raise CalendarError(f"data: calendar {name} has neither data.dates nor data.rrule")
+    parse_dates(dates, "data.dates")
+    if rule.strip():
+        check_rrule(rule.strip(), "data.rrule")
+    return CalendarSpec(str(namespace), name, dates.strip(), rule.strip())
+
+
+def is_calendar_event(ev: Any) -> bool:
+    """Whether an event of the log is a calendar's (the projections of CronWorkflows pass
+    over them)."""
+    return str(getattr(type(ev), "TOPIC", "")).startswith(CALENDAR_TOPIC_PREFIX)
+
+
+class Calendar(Aggregate):
+    """A calendar's stream: applied (dates, rule) and deleted, each a version."""
+
+    TOPIC = "cronsource:Calendar/v1"
+
+    @staticmethod
+    def create_id(namespace: str, name: str) -> UUID:
+        return calendar_id(namespace, name)
+
+    @event("Created", topic="cronsource:CalendarCreated/v1")
+    def __init__(
+        self, namespace: str, name: str, dates: str, rrule: str, at: datetime, timestamp: datetime
+    ) -> None:
+        self.namespace = namespace
+        self.name = name
+        self.dates = dates
+        self.rrule = rrule
+        self.deleted = False
+
+    @event("Applied", topic="cronsource:CalendarApplied/v1")
+    def _applied(self, dates: str, rrule: str, at: datetime, timestamp: datetime) -> None:
+        self.dates = dates
+        self.rrule = rrule
+        self.deleted = False
+
+    @event("Deleted", topic="cronsource:CalendarDeleted/v1")
+    def _deleted(self, at: datetime, timestamp: datetime) -> None:
+        self.deleted = True
+
+    def apply(self, spec: CalendarSpec, at: datetime) -> bool:
+        """Record the spec if it changes anything; returns whether it did."""
+        if not self.deleted and (self.dates, self.rrule) == (spec.dates, spec.rrule):
+            return False
+        self._applied(dates=spec.dates, rrule=spec.rrule, at=at, timestamp=at)
+        return True
+
+    def delete(self, at: datetime) -> bool:
+        if self.deleted:
+            return False
+        self._deleted(at=at, timestamp=at)
+        return True
+
+    def state(self) -> CalendarDates | None:
+        """The dates as of this version; None when deleted."""
+        if self.deleted:
+            return None
+        return CalendarDates(
+            f"calendar {self.name}", self.version, _calendar_ranges(self.dates), self.rrule
+        )
+
+
+@functools.lru_cache(maxsize=256)
+def _calendar_ranges(dates: str) -> tuple[DateRange, ...]:
+    try:
+        return parse_dates(dates, "data.dates")
+    except CalendarError:
+        return ()

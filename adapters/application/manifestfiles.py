@@ -25,6 +25,12 @@ from cronsource.adapters.application.documents import (
     load_json,
     load_yaml,
 )
+from cronsource.domain.calendars import (
+    CALENDAR_LABEL,
+    CalendarError,
+    CalendarSpec,
+    calendar_spec,
+)
 from cronsource.domain.manifest import (
     CronWorkflowManifest,
     ManifestError,
@@ -34,6 +40,17 @@ from cronsource.domain.manifest import (
 )
 
 SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def is_calendar_document(doc: object) -> bool:
+    """A ConfigMap labelled `cronsource.io/calendar: "true"`: read as a calendar."""
+    if not isinstance(doc, dict) or doc.get("kind") != "ConfigMap":
+        return False
+    meta = doc.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    return isinstance(labels, dict) and labels.get(CALENDAR_LABEL) == "true"
+
+
 STDIN = "-"
 
 
@@ -45,6 +62,8 @@ class Admission:
     `bad_files` the paths with a problem, each once."""
 
     manifests: list[tuple[str, CronWorkflowManifest]] = field(default_factory=list)
+    #: ConfigMaps labelled `cronsource.io/calendar: "true"`, admitted as calendars.
+    calendars: list[tuple[str, CalendarSpec]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
@@ -162,6 +181,13 @@ def admit_files(
             continue
         for source, doc in docs:
             kind = doc.get("kind") if isinstance(doc, dict) else None
+            if is_calendar_document(doc):
+                assert isinstance(doc, dict)
+                try:
+                    out.calendars.append((source, calendar_spec(doc, namespace or "default")))
+                except CalendarError as e:
+                    out.bad(path, [f"{source}: {e}"])
+                continue
             if (only_cronworkflows and kind != "CronWorkflow") or is_other_kind(doc):
                 if isinstance(kind, str) and kind:
                     shown = f"kind {kind:.60}"
