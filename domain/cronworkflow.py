@@ -755,6 +755,13 @@ class CronWorkflow(Aggregate):
 
         return check
 
+    def exclusion_at(self, t: datetime) -> Skip | None:
+        """How the tick at `t` would be skipped for a calendar now (Excluded, or SpecError
+        when a named calendar is missing); None when no calendar excludes it. For `next`
+        and `why`: the decision itself consults the calendars as of when it is made."""
+        check = self._exclusion()
+        return check(t) if check is not None else None
+
     @property
     def calendar_states(self) -> dict[str, CalendarDates | None]:
         """The named calendars as of this decision (name: dates, None when there is no

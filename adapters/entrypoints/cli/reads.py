@@ -371,13 +371,28 @@ def next_cmd(name: str, count: int) -> None:
             d["local"] + (f" ({d['dst']['note']})" if d.get("dst") else ""),
             d["utc"] or "",
             ago(parse_timestamp(d["utc"] or "", "utc", bounded=False), t0),
+            _excluded_words(d.get("excluded")),
         ]
         for d in data
     ]
-    emit(
-        View(data, [f"LOCAL ({tz})", "UTC", "WHEN"], rows, names=[d["utc"] or "" for d in data]),
-        obj.output,
-    )
+    headers = [f"LOCAL ({tz})", "UTC", "WHEN"]
+    if not any(d.get("excluded") for d in data):
+        rows = [r[:3] for r in rows]
+    else:
+        headers.append("EXCLUDED")
+    emit(View(data, headers, rows, names=[d["utc"] or "" for d in data]), obj.output)
+
+
+def _excluded_words(x: dict[str, Any] | None) -> str:
+    """`calendar holidays-us v3` or `cronsource.io/exclude-dates v2`: why `next` lists a
+    tick that will not run; a missing calendar says so."""
+    if not x:
+        return ""
+    if x.get("reason") != "Excluded":
+        return f"skipped: {x.get('message', '')}"
+    source = x.get("calendar", "")
+    kind = "" if source.startswith("cronsource.io/") else "calendar "
+    return f"{kind}{source} v{x.get('version')}"
 
 
 @cli.command()
