@@ -298,6 +298,16 @@ def calendar_spec(doc: Mapping[str, Any], default_namespace: str = "default") ->
     return CalendarSpec(str(namespace), name, dates.strip(), rule.strip())
 
 
+def is_calendar_document(doc: object) -> bool:
+    """A ConfigMap labelled `cronsource.io/calendar: "true"`: read as a calendar wherever
+    manifests are read (apply, HTTP, simulate, the watcher)."""
+    if not isinstance(doc, dict) or doc.get("kind") != "ConfigMap":
+        return False
+    meta = doc.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    return isinstance(labels, dict) and labels.get(CALENDAR_LABEL) == "true"
+
+
 def is_calendar_event(ev: Any) -> bool:
     """Whether an event of the log is a calendar's (the projections of CronWorkflows pass
     over them)."""

@@ -26,10 +26,10 @@ from cronsource.adapters.application.documents import (
     load_yaml,
 )
 from cronsource.domain.calendars import (
-    CALENDAR_LABEL,
     CalendarError,
     CalendarSpec,
     calendar_spec,
+    is_calendar_document,
 )
 from cronsource.domain.manifest import (
     CronWorkflowManifest,
@@ -40,15 +40,6 @@ from cronsource.domain.manifest import (
 )
 
 SUFFIXES = (".yaml", ".yml", ".json")
-
-
-def is_calendar_document(doc: object) -> bool:
-    """A ConfigMap labelled `cronsource.io/calendar: "true"`: read as a calendar."""
-    if not isinstance(doc, dict) or doc.get("kind") != "ConfigMap":
-        return False
-    meta = doc.get("metadata")
-    labels = meta.get("labels") if isinstance(meta, dict) else None
-    return isinstance(labels, dict) and labels.get(CALENDAR_LABEL) == "true"
 
 
 STDIN = "-"
