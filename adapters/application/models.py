@@ -152,6 +152,22 @@ class Decision(BaseModel):
     )
 
 
+class CalendarObject(BaseModel):
+    """A calendar (a ConfigMap labelled cronsource.io/calendar) at its current version."""
+
+    namespace: str
+    name: str
+    version: int = Field(description="The calendar stream's version: what skips name")
+    deleted: bool
+    dates: str
+    rrule: str
+    outcome: str | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="created, updated or unchanged (PUT only)",
+    )
+
+
 class FireTime(BaseModel):
     local: str
     utc: str
