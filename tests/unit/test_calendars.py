@@ -194,6 +194,25 @@ def test_a_calendar_change_is_read_by_the_next_decision_and_named_with_its_versi
     ]
 
 
+def test_a_calendar_changed_by_another_process_is_seen_by_the_next_decision() -> None:
+    # `cronsource apply` in one process, `run` in another: the scheduler's service holds a
+    # copy of the calendar from its last decision and must read what follows it.
+    scheduler = service()
+    scheduler.apply_calendar(calendar_spec(configmap(dates="2026-12-25")), utc(2026, 12, 1))
+    cron_id = daily(scheduler, {CALENDARS: "holidays"}, utc(2026, 12, 21, 15))
+    scheduler.tick([cron_id], utc(2026, 12, 22, 14))  # reads (and keeps) version 1
+    other = CronService(env=scheduler.env, recorder=scheduler.recorder)
+
+    other.apply_calendar(
+        calendar_spec(configmap(dates="2026-12-23,2026-12-25")), utc(2026, 12, 22, 20)
+    )
+    scheduler.tick([cron_id], utc(2026, 12, 23, 14))
+
+    assert skips(scheduler, cron_id) == [
+        ("2026-12-23", "Excluded", {"calendar": "holidays", "version": "2", "date": "2026-12-23"})
+    ]
+
+
 def test_an_unchanged_calendar_is_no_new_version() -> None:
     svc = service()
     spec = calendar_spec(configmap(dates="2026-12-25"))
