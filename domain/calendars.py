@@ -246,6 +246,7 @@ def excluded(tick: datetime, zone: str, sources: Sequence[CalendarDates]) -> Exc
 
 CALENDAR_STREAMS = UUID("0b7c3f0e-5a47-4c34-9a8f-6f1e2d4c8b21")
 CALENDAR_TOPIC_PREFIX = "cronsource:Calendar"
+CALENDAR_CREATED_TOPIC = "cronsource:CalendarCreated/v1"
 
 
 def calendar_id(namespace: str, name: str) -> UUID:
@@ -323,7 +324,7 @@ class Calendar(Aggregate):
     def create_id(namespace: str, name: str) -> UUID:
         return calendar_id(namespace, name)
 
-    @event("Created", topic="cronsource:CalendarCreated/v1")
+    @event("Created", topic=CALENDAR_CREATED_TOPIC)
     def __init__(
         self, namespace: str, name: str, dates: str, rrule: str, at: datetime, timestamp: datetime
     ) -> None:

@@ -29,6 +29,7 @@ from eventsourcing.persistence import ApplicationRecorder, EventStore, Integrity
 from cronsource.domain.adoption import ArgoStatus
 from cronsource.domain.backfill import BackfillPlan, Overlap, plan_backfill
 from cronsource.domain.calendars import (
+    CALENDAR_CREATED_TOPIC,
     Calendar,
     CalendarDates,
     CalendarSpec,
@@ -326,6 +327,37 @@ class CronService(Application[UUID]):
             return cal.version
 
         return self._retrying(attempt, calendar_id(namespace, name))
+
+    def known_calendars(self) -> list[Calendar]:
+        """Every calendar ever created in this store, at its latest version (the watcher
+        seeds from it, to delete what vanished from the cluster while nobody watched).
+        Read by the creation events' topic: calendars are few."""
+        start, names = 1, []
+        while True:
+            notes = self.recorder.select_notifications(
+                start=start, limit=1000, topics=[CALENDAR_CREATED_TOPIC]
+            )
+            for n in notes:
+                created: Any = self.mapper.to_domain_event(n)
+                names.append((created.namespace, created.name))
+            if len(notes) < 1000:
+                break
+            start = notes[-1].id + 1
+        found = (self.calendar(ns, name) for ns, name in dict.fromkeys(names))
+        return [cal for cal in found if cal is not None]
+
+    def calendars_changed(self, agg: CronWorkflow) -> bool:
+        """Whether a calendar this aggregate's decision read has changed since (a version
+        later, deleted, or created): a decision made in advance with it is stale, though
+        the aggregate's own version check would take it."""
+        held = agg.calendar_states
+        for name in calendar_names(agg.annotations):
+            before = held.get(name)
+            cal = self.calendar(agg.namespace, name)
+            now = cal.state() if cal is not None else None
+            if (before and before.version) != (now and now.version):
+                return True
+        return False
 
     def resolve_calendars(self, aggs: Iterable[CronWorkflow]) -> None:
         """Give each CronWorkflow that names calendars their state as of now (each

@@ -21,7 +21,9 @@ from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.entrypoints.http import ServeSettings, create_app
 from cronsource.adapters.entrypoints.simulate.scenario import ScenarioError, load_scenario
 from cronsource.adapters.infrastructure.readside.queries import Queries
+from cronsource.adapters.infrastructure.shards import SoleOwner
 from cronsource.adapters.runtime.engine import Engine
+from cronsource.adapters.runtime.loop import SchedulerLoop
 from cronsource.domain.calendars import (
     MAX_DATE_ENTRIES,
     CalendarError,
@@ -449,3 +451,34 @@ def test_a_scenario_takes_calendar_configmaps_and_refuses_an_unknown_name() -> N
     )
     with pytest.raises(ScenarioError, match=r"cronWorkflows\[1\]\.data\.dates: '2026-02-30'"):
         load_scenario(scenario(cw, configmap(dates="2026-02-30")))
+
+
+# ---------------------------------------------------------------- decisions made in advance
+
+
+def test_a_calendar_changed_after_a_decision_made_in_advance_is_read_at_the_instant(
+    engine: Engine,
+) -> None:
+    """The scheduler decides the next instant a few seconds ahead; a calendar applied by
+    another process in between names that tick's date: the decision made in advance (a
+    fire) is dropped and the tick decided again, Excluded by the new version. The
+    CronWorkflow's own version check cannot see it: the calendar is a stream of its own."""
+    h = utc(2026, 5, 4, 11)
+    svc = engine.service
+    svc.apply_calendar(calendar_spec(configmap(dates="2026-12-25")), h - timedelta(hours=1))
+    m = manifest(annotations={CALENDARS: "holidays"}, schedules=["0 * * * *"])
+    cron_id, _ = svc.apply(m, h - timedelta(minutes=30))
+    engine.projector.catch_up(h - timedelta(minutes=30))
+    clock = VirtualClock(h - timedelta(seconds=2))
+    loop = SchedulerLoop(engine, SoleOwner(), role="scheduler", clock=clock)
+    assert loop.prepare_once(clock.now()) == 1
+
+    engine.replica().apply_calendar(
+        calendar_spec(configmap(dates="2026-05-04")), h - timedelta(seconds=1)
+    )
+    clock.set(h)
+    loop.schedule_once(h)
+
+    assert of_type(svc, cron_id, "ScheduleFired") == []
+    [skip] = of_type(svc, cron_id, "ScheduleSkipped")
+    assert (skip.reason, skip.values["version"]) == ("Excluded", "2")
