@@ -69,6 +69,8 @@ class Admission:
     def summary(self) -> str:
         """`6 CronWorkflow(s) valid, 2 other documents skipped, 1 file with errors`."""
         parts = [f"{len(self.manifests)} CronWorkflow(s) valid"]
+        if self.calendars:
+            parts.append(f"{len(self.calendars)} calendar(s) valid")
         if self.skipped:
             n = len(self.skipped)
             parts.append(f"{n} other document{'s' if n != 1 else ''} skipped")

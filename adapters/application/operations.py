@@ -33,6 +33,7 @@ from cronsource.domain.backfill import BackfillPlan, BackfillTooLarge, HistoryRe
 from cronsource.domain.calendars import (
     ANNOTATION_CALENDARS,
     CALENDAR_LABEL,
+    Calendar,
     CalendarSpec,
     calendar_names,
 )
@@ -191,23 +192,37 @@ class Operations(AuditReads):
             version: int = self.service.delete_calendar(namespace, name, self.clock.now())
         return version
 
-    def calendars(self, namespace: str, names: Iterable[str]) -> list[dict[str, Any]]:
-        """The named calendars as they are now (name, version, deleted, dates, rrule)."""
+    def calendars(
+        self, namespace: str | None, names: Iterable[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """The named calendars (None: every calendar of the namespace, or of all when
+        `namespace` is None, deleted ones too) as they are now: namespace, name, version,
+        deleted, dates, rrule."""
+        if names is None:
+            known = self.service.known_calendars()
+            return [
+                self._calendar_object(c)
+                for c in sorted(known, key=lambda c: (c.namespace, c.name))
+                if namespace is None or c.namespace == namespace
+            ]
+        assert namespace is not None
         out = []
         for name in names:
             cal = self.service.calendar(namespace, name)
             if cal is not None:
-                out.append(
-                    {
-                        "namespace": namespace,
-                        "name": name,
-                        "version": cal.version,
-                        "deleted": cal.deleted,
-                        "dates": cal.dates,
-                        "rrule": cal.rrule,
-                    }
-                )
+                out.append(self._calendar_object(cal))
         return out
+
+    @staticmethod
+    def _calendar_object(cal: Calendar) -> dict[str, Any]:
+        return {
+            "namespace": cal.namespace,
+            "name": cal.name,
+            "version": cal.version,
+            "deleted": cal.deleted,
+            "dates": cal.dates,
+            "rrule": cal.rrule,
+        }
 
     def _create(
         self, manifest: CronWorkflowManifest, expected: int | None, at: datetime, applied: bool

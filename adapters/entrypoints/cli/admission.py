@@ -15,7 +15,7 @@ from cronsource.adapters.application.operations import Operations
 from cronsource.adapters.entrypoints.cli.context import KIND, _obj, fail, global_options
 from cronsource.adapters.entrypoints.cli.output import View, emit, one_or_list
 from cronsource.adapters.entrypoints.cli.registry import cli
-from cronsource.domain.calendars import CalendarSpec
+from cronsource.domain.calendars import CalendarSpec, calendar_names
 from cronsource.domain.manifest import CronWorkflowManifest, ManifestError
 from cronsource.domain.service import Applied
 
@@ -126,18 +126,25 @@ def apply(files: tuple[str, ...], force: bool) -> None:
     machine = obj.output in ("json", "yaml")
     items: list[dict[str, Any]] = []
 
-    with obj.operations(notice=True, settle_each=machine) as ops:
-        pending = {(c.namespace, c.name) for c in calendars}
-        refused = []
-        for m in manifests:
-            try:
-                ops.check_calendars(m, pending)
-            except ManifestError as e:
-                refused.append(str(e))
+    pending = {(c.namespace, c.name) for c in calendars}
+    if any(calendar_names(m.metadata.annotations) for m in manifests):
+        # Before anything is applied (and before the notice about `run`): a CronWorkflow
+        # naming a calendar neither the store nor these files hold is refused, naming it.
+        with obj.operations() as ops:
+            refused = []
+            for m in manifests:
+                try:
+                    ops.check_calendars(m, pending)
+                except ManifestError as e:
+                    refused.append(str(e))
+        if len(refused) == 1 and len(manifests) == 1:
+            fail(refused[0])
         if refused:
             for line in refused:
                 click.echo(f"error: {line}", err=True)
             fail(f"nothing applied: {len(refused)} CronWorkflow(s) name unknown calendars")
+
+    with obj.operations(notice=True, settle_each=machine) as ops:
         for c in calendars:
             version, what = ops.apply_calendar(c)
             if machine:

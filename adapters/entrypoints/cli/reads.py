@@ -396,6 +396,42 @@ def _excluded_words(x: dict[str, Any] | None) -> str:
 
 
 @cli.command()
+@click.argument("names", nargs=-1)
+@global_options(selector=False)
+def calendars(names: tuple[str, ...]) -> None:
+    """Calendars (ConfigMaps labelled cronsource.io/calendar) and their versions: what an
+    Excluded skip names. Deleted ones are listed as such (their streams stay)."""
+    obj = _obj()
+    with obj.operations() as ops:
+        namespace = None if obj.all_namespaces else obj.ns
+        found = ops.calendars(namespace, list(names) if names else None)
+    if names and not [c for c in found if not c["deleted"]]:
+        fail(f"calendar {obj.ns}/{names[0]} not found")
+    rows = [
+        [
+            c["namespace"],
+            c["name"],
+            str(c["version"]),
+            "deleted" if c["deleted"] else "",
+            _entries(c["dates"]),
+            c["rrule"].replace("\n", " "),
+        ]
+        for c in found
+    ]
+    emit(
+        View(found, ["NAMESPACE", "NAME", "VERSION", "DELETED", "DATES", "RRULE"], rows),
+        obj.output,
+    )
+
+
+def _entries(dates: str) -> str:
+    """`2026-12-25, 2027-01-01 (+3 more)`: the first entries of a calendar's dates."""
+    entries = [e for e in dates.replace(",", " ").split() if e]
+    shown = ", ".join(entries[:3])
+    return shown + (f" (+{len(entries) - 3} more)" if len(entries) > 3 else "")
+
+
+@cli.command()
 @global_options(all_namespaces=False, selector=False, namespace=False)
 def replicas() -> None:
     """The `cronsource run` replicas on this store: identity (pod name), shards owned, the
