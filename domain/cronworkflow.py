@@ -697,15 +697,23 @@ class CronWorkflow(Aggregate):
             ticks = rest
         pol = self.policy(late_tolerance)
         if catch_up and when is True and (self.active or self.buffered) and self._buffering():
-            if exclusion is not None:
-                # Excluded ticks never wait in the buffer: skipped in tick order first.
-                marks = [(t, x) for t in ticks if (x := exclusion(t)) is not None]
-                for _, x in marks:
-                    self._skipped_range(x, at, None, decided_by)
-                ticks = [t for t in ticks if t not in dict(marks)]
-                if not ticks:
-                    return fires
-            self._buffer(ticks, at, pol, decided_by)
+            if exclusion is None:
+                self._buffer(ticks, at, pol, decided_by)
+                return fires
+            # Excluded ticks never wait in the buffer: in tick order, the ticks between them
+            # are buffered (or skipped) as a group, each excluded one skipped on its own.
+            group: list[datetime] = []
+            for t in ticks:
+                x = exclusion(t)
+                if x is None:
+                    group.append(t)
+                    continue
+                if group:
+                    self._buffer(group, at, pol, decided_by)
+                    group = []
+                self._skipped_range(x, at, None, decided_by)
+            if group:
+                self._buffer(group, at, pol, decided_by)
             return fires
         if not catch_up:
             pol = TickPolicy(pol.concurrency, None, False, 1, pol.late_tolerance)

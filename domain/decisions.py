@@ -245,6 +245,11 @@ def decide_ticks(
     return Outcome(decisions, last, waiting)
 
 
+def _any_between(excluded: Sequence[datetime], a: datetime, b: datetime) -> bool:
+    """Whether a tick of the sorted `excluded` lies strictly between a and b."""
+    return bisect.bisect_right(excluded, a) < bisect.bisect_left(excluded, b)
+
+
 def _with_exclusions(
     ticks: Sequence[datetime],
     marks: dict[datetime, Skip],
@@ -277,8 +282,23 @@ def _with_exclusions(
             skips[-1] = Skip(prev.first, t, prev.count + 1, x.reason, x.message, x.detail)
         else:
             skips.append(x)
+    # A skip of the rest spans its ticks only: where an excluded tick lies inside its range,
+    # it is split there, so that every tick (read by range) has one decision.
+    split: list[Decision] = []
+    ordered = sorted(marks)
+    for d in inner.decisions:
+        if isinstance(d, Fire) or d.count == 1:
+            split.append(d)
+            continue
+        span = rest[bisect.bisect_left(rest, d.first) : bisect.bisect_right(rest, d.last)]
+        start = 0
+        for k in range(1, len(span) + 1):
+            if k == len(span) or _any_between(ordered, span[k - 1], span[k]):
+                part = span[start:k]
+                split.append(Skip(part[0], part[-1], len(part), d.reason, d.message, d.detail))
+                start = k
     decisions = sorted(
-        [*inner.decisions, *skips],
+        [*split, *skips],
         key=lambda d: d.scheduled_time if isinstance(d, Fire) else d.first,
     )
     ends = [d.scheduled_time if isinstance(d, Fire) else d.last for d in decisions]

@@ -14,6 +14,8 @@ from uuid import UUID
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cronsource.adapters.application.explain import explain
 from cronsource.adapters.application.objects import next_fire_times
@@ -482,3 +484,87 @@ def test_a_calendar_changed_after_a_decision_made_in_advance_is_read_at_the_inst
     assert of_type(svc, cron_id, "ScheduleFired") == []
     [skip] = of_type(svc, cron_id, "ScheduleSkipped")
     assert (skip.reason, skip.values["version"]) == ("Excluded", "2")
+
+
+# ---------------------------------------------------------------- the rule, as a property
+
+
+@given(
+    n=st.integers(1, 30),
+    excluded_at=st.sets(st.integers(0, 29)),
+    concurrency=st.sampled_from(["Allow", "Forbid", "Replace"]),
+    deadline_minutes=st.sampled_from([None, 0, 5, 90]),
+    catchup_all=st.booleans(),
+    active=st.booleans(),
+    late_seconds=st.sampled_from([0, 5, 45, 600]),
+    suspended=st.booleans(),
+)
+def test_every_tick_gets_one_decision_and_no_excluded_tick_runs(
+    n: int,
+    excluded_at: set[int],
+    concurrency: Any,
+    deadline_minutes: int | None,
+    catchup_all: bool,
+    active: bool,
+    late_seconds: int,
+    suspended: bool,
+) -> None:
+    """Whatever the policy: the decisions cover exactly the ticks up to the watermark, each
+    once, in order; no excluded tick fires and each is an Excluded skip; the watermark
+    never passes a tick that waits; without exclusions the outcome is what it was."""
+    ticks = [utc(2026, 12, 24) + timedelta(minutes=m) for m in range(n)]
+    now = ticks[-1] + timedelta(seconds=late_seconds)
+    deadline = None if deadline_minutes is None else timedelta(minutes=deadline_minutes)
+    policy = TickPolicy(concurrency, deadline, catchup_all)
+    runs = RunState(("run-0",) if active else ())
+    marked = {ticks[i] for i in excluded_at if i < n}
+
+    def excluded(t: datetime) -> Skip | None:
+        return Skip(t, t, 1, "Excluded", "x") if t in marked else None
+
+    hold: Any = "Suspended" if suspended else None
+    out = decide_ticks(ticks, now, policy, runs, suspension=hold, excluded=excluded)
+
+    covered: list[datetime] = []
+    for d in out.decisions:
+        if isinstance(d, Skip):
+            span = [t for t in ticks if d.first <= t <= d.last]
+            assert len(span) == d.count
+            assert (d.reason == "Excluded") == all(t in marked for t in span)
+            covered += span
+        else:
+            assert d.scheduled_time not in marked
+            covered.append(d.scheduled_time)
+    assert covered == sorted(covered) and len(set(covered)) == len(covered)
+    assert covered == [t for t in ticks if out.decided_until and t <= out.decided_until]
+    if not out.waiting:
+        assert covered == ticks
+    if not marked:
+        assert out == decide_ticks(ticks, now, policy, runs, suspension=hold)
+
+
+def test_an_excluded_tick_never_joins_the_buffer() -> None:
+    # Forbid with BufferAll, a run active from 22:00: 23:00 waits in the buffer; 00:00 and
+    # 01:00 of the excluded date are Excluded skips, not buffered; when the run ends, 23:00
+    # starts.
+    svc = service()
+    m = manifest(
+        annotations={"cronsource.io/overlap": "BufferAll", EXCLUDE: "2026-05-04"},
+        schedules=["0 * * * *"],
+        concurrencyPolicy="Forbid",
+    )
+    cron_id, _ = svc.apply(m, utc(2026, 5, 3, 21, 30))
+    svc.tick([cron_id], utc(2026, 5, 3, 22))
+    for t in (utc(2026, 5, 3, 23), utc(2026, 5, 4, 0), utc(2026, 5, 4, 1)):
+        svc.tick([cron_id], t)
+    agg = svc.load(cron_id)
+    assert agg.buffered == [utc(2026, 5, 3, 23)]
+    assert [(d, r) for d, r, _ in skips(svc, cron_id)] == [
+        ("2026-05-04", "Excluded"),
+        ("2026-05-04", "Excluded"),
+    ]
+    [run] = agg.active
+    svc.run_completed(cron_id, run, "Succeeded", utc(2026, 5, 4, 1, 30), utc(2026, 5, 4, 1, 30))
+    svc.tick([cron_id], utc(2026, 5, 4, 1, 30))
+    fired = [(e.scheduled_time, e.trigger) for e in of_type(svc, cron_id, "ScheduleFired")]
+    assert fired[-1] == (utc(2026, 5, 3, 23), "buffer")
