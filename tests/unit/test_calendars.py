@@ -332,6 +332,7 @@ def test_a_configmap_without_the_label_or_any_dates_is_no_calendar() -> None:
         calendar_spec(configmap())
 
 
+@pytest.mark.stores("memory", "sqlite", "postgres")
 def test_apply_refuses_a_cronworkflow_naming_an_unknown_calendar_and_stores_nothing(
     engine: Engine,
 ) -> None:
@@ -352,6 +353,7 @@ def test_apply_refuses_a_cronworkflow_naming_an_unknown_calendar_and_stores_noth
 # ---------------------------------------------------------------- projections, next, why
 
 
+@pytest.mark.stores("memory", "sqlite", "postgres")
 def test_the_read_model_passes_over_calendar_events(engine: Engine) -> None:
     svc = engine.service
     svc.apply_calendar(calendar_spec(configmap(dates="2026-12-25")), utc(2026, 12, 1))
@@ -458,6 +460,7 @@ def test_a_scenario_takes_calendar_configmaps_and_refuses_an_unknown_name() -> N
 # ---------------------------------------------------------------- decisions made in advance
 
 
+@pytest.mark.stores("memory", "sqlite", "postgres")
 def test_a_calendar_changed_after_a_decision_made_in_advance_is_read_at_the_instant(
     engine: Engine,
 ) -> None:
