@@ -571,3 +571,26 @@ def test_an_excluded_tick_never_joins_the_buffer() -> None:
     svc.tick([cron_id], utc(2026, 5, 4, 1, 30))
     fired = [(e.scheduled_time, e.trigger) for e in of_type(svc, cron_id, "ScheduleFired")]
     assert fired[-1] == (utc(2026, 5, 3, 23), "buffer")
+
+
+@pytest.mark.stores("sqlite")
+def test_retention_keeps_a_calendars_stream_whole(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Calendar events older than the window stay (no snapshot covers them, and a skip may
+    name any version); retention neither removes them nor tries to snapshot them."""
+    from cronsource.adapters.runtime.retention import Retention
+
+    svc = engine.service
+    t0 = utc(2026, 5, 1)
+    svc.apply_calendar(calendar_spec(configmap(dates="2026-12-25")), t0)
+    svc.apply_calendar(calendar_spec(configmap(dates="2026-12-26")), t0 + timedelta(hours=1))
+    cron_id, _ = svc.apply(manifest(annotations={CALENDARS: "holidays"}), t0)
+    svc.tick([cron_id], t0 + timedelta(days=3))
+    engine.projector.catch_up(t0 + timedelta(days=3))
+
+    Retention(engine, timedelta(days=1)).step(t0 + timedelta(days=3), lambda: True)
+
+    cal_events = list(svc.recorder.select_events(svc.calendar("default", "holidays").id))  # type: ignore[union-attr]
+    assert [e.originator_version for e in cal_events] == [1, 2]
+    assert "snapshots of" not in caplog.text
