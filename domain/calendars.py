@@ -131,11 +131,37 @@ def check_rrule(text: str, field: str) -> None:
             )
     try:
         rule = _rule(text)
-        first = rule.after(RRULE_DTSTART, inc=True)
+        never = _never_matches(rule)
+        first = None if never else rule.after(RRULE_DTSTART, inc=True)
     except (ValueError, TypeError, OverflowError) as e:
         raise CalendarError(f"{field}: not an RFC 5545 rule dateutil reads: {e}") from None
     if first is None:
         raise CalendarError(f"{field}: the rule matches no date")
+
+
+#: A leap year 403 years before dateutil's last (9999): the Gregorian calendar, weekdays
+#: included, repeats every 400 years, so a rule's filters that match no date from here on
+#: match none ever.
+_PROBE_YEAR = 9596
+
+
+def _never_matches(ruleset: Any) -> bool:
+    """Whether some RRULE of the set has filters no date satisfies (BYMONTH=2 with
+    BYMONTHDAY=30): checked from _PROBE_YEAR with INTERVAL=1 and no COUNT or UNTIL, a
+    search of at most 403 years (a quarter of a second for DAILY), where dateutil's own
+    search of such a rule from 1970 runs day by day to the year 9999 (5 s). A rule whose
+    filters match but whose INTERVAL misses every match is left to that search."""
+    for rule in getattr(ruleset, "_rrule", ()):
+        start = getattr(rule, "_dtstart", None)
+        if start is None:
+            continue
+        day = 28 if (start.month, start.day) == (2, 29) else start.day
+        probe = rule.replace(
+            dtstart=start.replace(year=_PROBE_YEAR, day=day), interval=1, count=None, until=None
+        )
+        if probe.after(probe._dtstart, inc=True) is None:
+            return True
+    return False
 
 
 @functools.lru_cache(maxsize=4096)

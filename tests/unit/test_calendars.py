@@ -7,7 +7,6 @@ projections passing over calendar events, `next`/`why`, HTTP and simulate's scen
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -287,15 +286,14 @@ def test_admission_refuses_a_bad_date_or_name_in_one_line(
     assert "\n" not in str(e.value)
 
 
-def test_a_hundred_thousand_dates_are_refused_naming_the_count_quickly() -> None:
+def test_a_hundred_thousand_dates_are_refused_naming_the_count() -> None:
+    # Counted before any is parsed (bench/calendars.py times it).
     dates = ",".join(["2026-12-25"] * 100_000)
-    started = time.perf_counter()
     with pytest.raises(CalendarError) as e:
         calendar_spec(configmap(dates=dates))
     assert str(e.value).startswith(
         f"data.dates: 100000 entries, more than the {MAX_DATE_ENTRIES} a calendar may list"
     )
-    assert time.perf_counter() - started < 2
 
 
 def test_ten_thousand_entries_and_long_ranges_are_taken_without_expanding_them() -> None:
