@@ -4,7 +4,8 @@ streams. Given a calendar that does not name today and a CronWorkflow naming it,
 when the ConfigMap is edited to name today, the next tick is an `Excluded` skip naming the
 calendar's version 2 and no child is created; an edit with a malformed date is not admitted
 (the calendar keeps version 2, nothing half stored); when the ConfigMap is deleted, the
-ticks are `SpecError` skips naming the missing calendar. An unlabelled ConfigMap is not read.
+ticks are `SpecError` skips naming the missing calendar, and the object in the cluster shows
+a `SpecError` condition naming it. An unlabelled ConfigMap is not read.
 """
 
 from __future__ import annotations
@@ -130,6 +131,14 @@ def test_the_watcher_reads_calendar_configmaps_and_each_edit_is_a_version(
         assert last.reason == "SpecError"
         assert f"calendar 'holidays' not found in namespace {ns}" in last.message
         assert len(children()) == 1
+
+        # The object in the cluster says so: a SpecError condition naming the calendar.
+        def spec_error() -> str:
+            obj = api.get_namespaced_custom_object(GROUP, VERSION, ns, CWF, "workdays")
+            conds = (obj.get("status") or {}).get("conditions") or []
+            return next((c["message"] for c in conds if c["type"] == "SpecError"), "")
+
+        until(lambda: "calendar 'holidays' not found" in spec_error(), loop.turn, "the condition")
     finally:
         sync.stop()
         kube.close()
