@@ -34,7 +34,7 @@ from cronsource.domain.calendars import (
 )
 from cronsource.domain.decisions import RunState, Skip, TickPolicy, decide_ticks
 from cronsource.domain.manifest import ManifestError
-from cronsource.domain.service import CronService
+from cronsource.domain.service import CronService, event_type
 from tests.unit.test_aggregate import decisions, manifest, of_type, service
 
 EXCLUDE = "cronsource.io/exclude-dates"
@@ -592,3 +592,34 @@ def test_retention_keeps_a_calendars_stream_whole(
     cal_events = list(svc.recorder.select_events(svc.calendar("default", "holidays").id))  # type: ignore[union-attr]
     assert [e.originator_version for e in cal_events] == [1, 2]
     assert "snapshots of" not in caplog.text
+
+
+def test_the_golden_calendar_log_replays_with_the_versions_its_skips_name() -> None:
+    """tests/golden/calendars.*: a log recorded once (a calendar applied, changed, deleted and
+    applied again; the annotation; an Excluded and a SpecError skip). Every build must read
+    it: the calendar's stream, and the skips naming its versions."""
+    from tests.unit.test_golden import replay
+
+    svc = replay("calendars")
+    cal = svc.calendar("default", "holidays")
+    assert cal is not None and (cal.version, cal.deleted, cal.dates) == (4, False, "2026-12-25")
+    [created] = [e for e in svc.events.get(cal.id)][:1]
+    assert created.name == "holidays"
+    [cron_id] = {
+        e.originator_id
+        for e in svc.recorder.select_notifications(start=1, limit=100)
+        if e.originator_id != cal.id
+    }
+    named = [
+        (e.reason, (e.values or {}).get("calendar"), (e.values or {}).get("version"))
+        for e in svc.events.get(cron_id)
+        if event_type(e) == "ScheduleSkipped"
+    ]
+    assert named == [
+        ("Excluded", "cronsource.io/exclude-dates", "1"),
+        ("Excluded", "holidays", "2"),
+        ("Excluded", "holidays", "2"),
+        ("SpecError", None, None),  # deleted: version 3
+        ("DeadlineExceeded", None, None),  # 12-28..12-31, missed
+        ("Excluded", "holidays", "4"),  # applied again: the stream goes on
+    ]
