@@ -271,6 +271,7 @@ class Operations(AuditReads):
                 # object's, and written back it would outlive the stop.
                 live["metadata"]["labels"] = dict(agg.labels)
                 manifest, demanded = edit(live)
+                self.check_calendars(manifest)
                 try:
                     with self._counting_stale() if demanded is not None else nullcontext():
                         _, what = self.service.apply(

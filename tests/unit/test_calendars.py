@@ -623,3 +623,19 @@ def test_the_golden_calendar_log_replays_with_the_versions_its_skips_name() -> N
         ("DeadlineExceeded", None, None),  # 12-28..12-31, missed
         ("Excluded", "holidays", "4"),  # applied again: the stream goes on
     ]
+
+
+def test_http_a_patch_naming_an_unknown_calendar_is_refused(client: TestClient) -> None:
+    cw = "/api/v1/namespaces/default/cronworkflows"
+    body = manifest().model_dump(by_alias=True, exclude_none=True, mode="json")
+    assert client.post(cw, json=body).status_code == 201
+    patch = {"metadata": {"annotations": {CALENDARS: "freeze"}}}
+    r = client.patch(
+        f"{cw}/nightly",
+        json=patch,
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert r.status_code == 422
+    assert "calendar 'freeze' not found in namespace default" in r.json()["detail"]
+    live = client.get(f"{cw}/nightly").json()
+    assert CALENDARS not in (live["metadata"].get("annotations") or {})

@@ -5,7 +5,7 @@ applied, so bad input stores nothing).
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
@@ -126,27 +126,15 @@ def apply(files: tuple[str, ...], force: bool) -> None:
     machine = obj.output in ("json", "yaml")
     items: list[dict[str, Any]] = []
 
-    pending = {(c.namespace, c.name) for c in calendars}
     if any(calendar_names(m.metadata.annotations) for m in manifests):
         # Before anything is applied (and before the notice about `run`): a CronWorkflow
         # naming a calendar neither the store nor these files hold is refused, naming it.
         with obj.operations() as ops:
-            refused = []
-            for m in manifests:
-                try:
-                    ops.check_calendars(m, pending)
-                except ManifestError as e:
-                    refused.append(str(e))
-        if len(refused) == 1 and len(manifests) == 1:
-            fail(refused[0])
-        if refused:
-            for line in refused:
-                click.echo(f"error: {line}", err=True)
-            fail(f"nothing applied: {len(refused)} CronWorkflow(s) name unknown calendars")
+            refuse_unknown_calendars(ops, manifests, calendars)
 
     with obj.operations(notice=True, settle_each=machine) as ops:
-        for c in calendars:
-            version, what = ops.apply_calendar(c)
+
+        def calendar_applied(c: CalendarSpec, version: int, what: str) -> None:
             if machine:
                 items.extend(ops.calendars(c.namespace, [c.name]))
             else:
@@ -159,9 +147,36 @@ def apply(files: tuple[str, ...], force: bool) -> None:
             else:
                 click.echo(name if obj.output == "name" else f"{name} {result.what}")
 
-        apply_all(ops, manifests, applied, force=force, pending_calendars=pending)
+        apply_all(
+            ops,
+            manifests,
+            applied,
+            force=force,
+            calendars=calendars,
+            calendar_applied=calendar_applied,
+        )
     if machine:
         emit(View(one_or_list(items, listed=len(items) != 1), [], []), obj.output)
+
+
+def refuse_unknown_calendars(
+    ops: Operations, manifests: Sequence[CronWorkflowManifest], calendars: Sequence[CalendarSpec]
+) -> None:
+    """Exit 1 naming every CronWorkflow that names a calendar neither the store nor
+    `calendars` (applied with it) holds: one line when it is the only manifest."""
+    pending = {(c.namespace, c.name) for c in calendars}
+    refused = []
+    for m in manifests:
+        try:
+            ops.check_calendars(m, pending)
+        except ManifestError as e:
+            refused.append(str(e))
+    if len(refused) == 1 and len(manifests) == 1:
+        fail(refused[0])
+    if refused:
+        for line in refused:
+            click.echo(f"error: {line}", err=True)
+        fail(f"nothing applied: {len(refused)} CronWorkflow(s) name unknown calendars")
 
 
 def apply_all(
@@ -170,12 +185,17 @@ def apply_all(
     applied: Callable[[CronWorkflowManifest, Applied], None],
     *,
     force: bool = False,
-    pending_calendars: Collection[tuple[str, str]] = (),
+    calendars: Sequence[CalendarSpec] = (),
+    calendar_applied: Callable[[CalendarSpec, int, str], None] | None = None,
 ) -> None:
     """Apply every manifest three-way (`apply` and `run PATHS`): its notes as `warning:`
     lines, then `applied` says what it did. First every merge is decided without saving: one
     whose result is not a valid CronWorkflow (a value another writer set, merged with the
-    file's) refuses them all, naming it, so files valid on their own are never half applied."""
+    file's), or one naming an unknown calendar, refuses them all, naming it, so files valid
+    on their own are never half applied. Then the `calendars` (ConfigMaps among the files)
+    are applied, `calendar_applied` saying each one's version, and then the CronWorkflows."""
+    refuse_unknown_calendars(ops, manifests, calendars)
+    pending_calendars = {(c.namespace, c.name) for c in calendars}
     refused = []
     for m in manifests:
         try:
@@ -193,6 +213,10 @@ def apply_all(
             click.echo(f"error: {line}", err=True)
         n = len(manifests)
         fail(f"nothing applied: {len(refused)} of {n} CronWorkflow(s) would not be valid")
+    for c in calendars:
+        version, what = ops.apply_calendar(c)
+        if calendar_applied is not None:
+            calendar_applied(c, version, what)
     for m in manifests:
         try:
             result = ops.apply(m, three_way=True, force=force)
