@@ -248,6 +248,7 @@ class CronService(Application[UUID]):
         self._on_saved: list[Callable[[Sequence[CronWorkflow]], None]] = []
         #: The calendars read so far, each brought up to date when asked (`calendar`).
         self._calendars: dict[UUID, Calendar] = {}
+        self._calendar_lock = threading.Lock()
         self._on_recorded: list[Callable[[list[tuple[str, str, Any]]], None]] = []
 
     def on_saved(self, callback: Callable[[Sequence[CronWorkflow]], None]) -> None:
@@ -280,19 +281,30 @@ class CronService(Application[UUID]):
 
     def calendar(self, namespace: str, name: str) -> Calendar | None:
         """The calendar's stream at its latest version (deleted ones too); None if never
-        applied. Kept between calls and brought up to date by reading only the events
-        after the copy held: one short query per calendar and decision batch."""
+        applied. A copy is kept between calls and brought up to date by reading only the
+        events after it: one short query per calendar and decision batch. The caller gets
+        a copy of its own (a command's change is kept only once saved: `_keep_calendar`),
+        and the kept one is moved on under a lock (the scheduler and HTTP threads share
+        it)."""
         cal_id = calendar_id(namespace, name)
-        held = self._calendars.get(cal_id)
-        if held is None:
-            try:
-                held = cast(Calendar, self.repository.get(cal_id, projector_func=_replay))
-            except AggregateNotFoundError:
-                return None
-        else:
-            held = cast(Calendar, self.fast_forward(held))  # type: ignore[arg-type]
-        self._calendars[cal_id] = held
-        return held
+        with self._calendar_lock:
+            held = self._calendars.get(cal_id)
+            if held is None:
+                try:
+                    held = cast(Calendar, self.repository.get(cal_id, projector_func=_replay))
+                except AggregateNotFoundError:
+                    return None
+            else:
+                held = cast(Calendar, self.fast_forward(held))  # type: ignore[arg-type]
+            self._calendars[cal_id] = held
+            return deepcopy(held)
+
+    def _keep_calendar(self, cal: Calendar) -> None:
+        """Keep a copy just saved (no pending events) as the one `calendar` moves on."""
+        with self._calendar_lock:
+            held = self._calendars.get(cal.id)
+            if held is None or held.version < cal.version:
+                self._calendars[cal.id] = deepcopy(cal)
 
     def apply_calendar(self, spec: CalendarSpec, at: datetime) -> tuple[int, str]:
         """Create or update a calendar (an admitted ConfigMap); returns (version, outcome:
@@ -310,7 +322,7 @@ class CronService(Application[UUID]):
                 outcome = "updated"
             else:
                 outcome = "unchanged"
-            self._calendars[cal.id] = cal
+            self._keep_calendar(cal)
             return cal.version, outcome
 
         return self._retrying(attempt, calendar_id(spec.namespace, spec.name))
@@ -324,6 +336,7 @@ class CronService(Application[UUID]):
                 raise NotFound(f"calendar {namespace}/{name} not found")
             cal.delete(at)
             self.save(cal)
+            self._keep_calendar(cal)
             return cal.version
 
         return self._retrying(attempt, calendar_id(namespace, name))

@@ -12,6 +12,7 @@ from typing import Any
 from uuid import UUID
 
 import pytest
+from eventsourcing.persistence import IntegrityError
 from fastapi.testclient import TestClient
 from hypothesis import given
 from hypothesis import strategies as st
@@ -639,3 +640,27 @@ def test_http_a_patch_naming_an_unknown_calendar_is_refused(client: TestClient) 
     assert "calendar 'freeze' not found in namespace default" in r.json()["detail"]
     live = client.get(f"{cw}/nightly").json()
     assert CALENDARS not in (live["metadata"].get("annotations") or {})
+
+
+def test_a_refused_calendar_save_leaves_no_change_behind_and_is_retried(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The store refuses the first save of a change (another writer won the version): the
+    retry starts from the log, not from the refused copy, and records the change."""
+    svc = service()
+    svc.apply_calendar(calendar_spec(configmap(dates="2026-12-25")), utc(2026, 12, 1))
+    real_save = svc.save
+    refused = []
+
+    def save_refusing_once(*objs: Any, **kwargs: Any) -> Any:
+        if not refused:
+            refused.append(objs)
+            raise IntegrityError("stale")
+        return real_save(*objs, **kwargs)
+
+    monkeypatch.setattr(svc, "save", save_refusing_once)
+    got = svc.apply_calendar(calendar_spec(configmap(dates="2026-12-26")), utc(2026, 12, 2))
+
+    assert refused and got == (2, "updated")
+    fresh = CronService(env=svc.env, recorder=svc.recorder).calendar("default", "holidays")
+    assert fresh is not None and (fresh.version, fresh.dates) == (2, "2026-12-26")
