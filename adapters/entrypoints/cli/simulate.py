@@ -13,6 +13,7 @@ import click
 from cronsource.adapters.entrypoints.cli.context import _obj, fail, global_options, read_input
 from cronsource.adapters.entrypoints.cli.output import (
     View,
+    calendar_cell,
     dst_cell,
     emit,
     print_table,
@@ -69,7 +70,9 @@ def simulate_tables(result: dict[str, Any], zones: dict[str, str]) -> None:
             fired[cw][e.get("trigger", "schedule")] += 1
             phase = w.get("phase", "-")
         else:
-            decision = f"skipped: {e.get('reason')}" + values_cell(e) + dst_cell(e)
+            decision = (
+                f"skipped: {e.get('reason')}" + calendar_cell(e) + values_cell(e) + dst_cell(e)
+            )
             skipped[cw][e.get("reason") or "?"] += e.get("count", 1)
             phase = "-"
         rows.append(
