@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 import functools
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from itertools import islice
 from typing import Any, Literal, cast
@@ -24,6 +24,14 @@ from eventsourcing.utils import get_topic, register_topic
 
 from cronsource.domain.adoption import ArgoStatus
 from cronsource.domain.backfill import BackfillPlan, BackfillTooLarge, start_from_queue
+from cronsource.domain.calendars import (
+    ANNOTATION_CALENDARS,
+    CALENDAR_LABEL,
+    CalendarDates,
+    annotation_dates,
+    calendar_names,
+    excluded,
+)
 from cronsource.domain.decisions import (
     DEFAULT_LATE_TOLERANCE,
     Fire,
@@ -664,6 +672,7 @@ class CronWorkflow(Aggregate):
         if when is None:
             return fires
         read = None if when is True else self._when_read(ticks, at)
+        exclusion = self._exclusion()
         end = self.suspension_end
         held = [t for t in ticks if end is not None and t < end]
         if held:
@@ -680,6 +689,7 @@ class CronWorkflow(Aggregate):
                 when=when,
                 run_name=lambda t: workflow_name(self.name, t),
                 superseded=superseded or bool(rest),
+                excluded=exclusion,
             )
             fires += self._record(outcome, at, read, decided_by)
             if outcome.waiting or not rest:
@@ -687,7 +697,23 @@ class CronWorkflow(Aggregate):
             ticks = rest
         pol = self.policy(late_tolerance)
         if catch_up and when is True and (self.active or self.buffered) and self._buffering():
-            self._buffer(ticks, at, pol, decided_by)
+            if exclusion is None:
+                self._buffer(ticks, at, pol, decided_by)
+                return fires
+            # Excluded ticks never wait in the buffer: in tick order, the ticks between them
+            # are buffered (or skipped) as a group, each excluded one skipped on its own.
+            group: list[datetime] = []
+            for t in ticks:
+                x = exclusion(t)
+                if x is None:
+                    group.append(t)
+                    continue
+                if group:
+                    self._buffer(group, at, pol, decided_by)
+                    group = []
+                self._skipped_range(x, at, None, decided_by)
+            if group:
+                self._buffer(group, at, pol, decided_by)
             return fires
         if not catch_up:
             pol = TickPolicy(pol.concurrency, None, False, 1, pol.late_tolerance)
@@ -699,8 +725,61 @@ class CronWorkflow(Aggregate):
             when=when,
             run_name=lambda t: workflow_name(self.name, t),
             superseded=superseded,
+            excluded=exclusion,
         )
         return fires + self._record(outcome, at, read, decided_by)
+
+    def _exclusion(self) -> Callable[[datetime], Skip | None] | None:
+        """The Excluded skip of a tick whose date (in the CronWorkflow's zone) a calendar
+        excludes: `cronsource.io/exclude-dates` (versioned by the generation), then the
+        calendars `cronsource.io/calendars` names, as the service resolved them for this
+        decision (`calendar_states`, not stored: the calendar streams' state at their
+        versions). A named calendar that does not exist skips the ticks as SpecError naming
+        it: the CronWorkflow asked not to run on some dates, and which is unknown."""
+        sources: list[CalendarDates] = []
+        own = annotation_dates(self.annotations, self.generation)
+        if own is not None:
+            sources.append(own)
+        names = calendar_names(self.annotations)
+        if names:
+            resolved = self.calendar_states
+            missing = [n for n in names if resolved.get(n) is None]
+            if missing:
+                message = (
+                    f"{ANNOTATION_CALENDARS}: calendar {missing[0]!r} not found in namespace"
+                    f' {self.namespace} (a ConfigMap labelled {CALENDAR_LABEL}: "true")'
+                )
+                return lambda t: Skip(t, t, 1, "SpecError", message)
+            sources += [s for n in names if (s := resolved.get(n)) is not None]
+        if not sources:
+            return None
+        zone = self.spec_model.timezone or ""
+
+        def check(t: datetime) -> Skip | None:
+            x = excluded(t, zone, sources)
+            if x is None:
+                return None
+            return Skip(t, t, 1, "Excluded", x.message, tuple(x.detail().items()))
+
+        return check
+
+    def exclusion_at(self, t: datetime) -> Skip | None:
+        """How the tick at `t` would be skipped for a calendar now (Excluded, or SpecError
+        when a named calendar is missing); None when no calendar excludes it. For `next`
+        and `why`: the decision itself consults the calendars as of when it is made."""
+        check = self._exclusion()
+        return check(t) if check is not None else None
+
+    @property
+    def calendar_states(self) -> dict[str, CalendarDates | None]:
+        """The named calendars as of this decision (name: dates, None when there is no
+        such calendar), set by the service before it decides (`CronService`); transient,
+        never part of the state events or snapshots restore."""
+        return cast(dict[str, CalendarDates | None], self.__dict__.get("_calendars", {}))
+
+    @calendar_states.setter
+    def calendar_states(self, states: dict[str, CalendarDates | None]) -> None:
+        self.__dict__["_calendars"] = states
 
     def _buffer(
         self, ticks: list[datetime], at: datetime, pol: TickPolicy, decided_by: str | None
@@ -854,7 +933,7 @@ class CronWorkflow(Aggregate):
             message=d.message,
             at=at,
             expression=read[0] if read else "",
-            values=(read[1] or None) if read else None,
+            values=(read[1] or None) if read else (dict(d.detail) or None),
             decided_by=decided_by,
             timestamp=at,
         )

@@ -8,6 +8,7 @@ events; nothing here logs, saves or reads a clock.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -24,6 +25,7 @@ SkipReason = Literal[
     "ScheduleChanged",
     "PausedAfterFailures",
     "BufferFull",
+    "Excluded",
 ]
 #: What holds a CronWorkflow's ticks until it runs again: its ticks of that time are decided
 #: when it does, by the resume rule, and skipped for this reason.
@@ -52,6 +54,8 @@ class Skip:
     count: int
     reason: SkipReason
     message: str = ""
+    #: What an Excluded skip names: {calendar, version, date} (recorded as the event's values).
+    detail: tuple[tuple[str, str], ...] = ()
 
 
 Decision = Fire | Skip
@@ -107,8 +111,14 @@ def decide_ticks(
     when: bool | str = True,
     run_name: Callable[[datetime], str] = lambda t: t.isoformat(),
     superseded: bool = False,
+    excluded: Callable[[datetime], Skip | None] | None = None,
 ) -> Outcome:
     """Decide every undecided tick in `ticks` (ascending, all <= now) as of `now`.
+
+    `excluded` gives the Excluded skip of a tick a calendar excludes (None: it is not): such
+    a tick never runs and never counts as a run, but it is still a tick of the schedule, so
+    older ticks it follows are not its catch-up (as if it had run). The rest are decided by
+    the rules below; the Excluded skips join them in tick order.
 
     `suspension` set means these are the ticks of a suspension being resumed: the latest may
     run as a catch-up within the deadline, the others are skipped for that reason, so a resume
@@ -117,6 +127,23 @@ def decide_ticks(
     """
     if not ticks:
         return Outcome()
+    if excluded is not None:
+        marks = {t: x for t in ticks if (x := excluded(t)) is not None}
+        if marks:
+            return _with_exclusions(
+                ticks,
+                marks,
+                lambda rest, later: decide_ticks(
+                    rest,
+                    now,
+                    policy,
+                    runs,
+                    suspension=suspension,
+                    when=when,
+                    run_name=run_name,
+                    superseded=superseded or later,
+                ),
+            )
     deadline = policy.deadline if policy.deadline and policy.deadline > timedelta(0) else None
 
     def within_deadline(t: datetime) -> bool:
@@ -216,6 +243,66 @@ def decide_ticks(
     decisions += _fold(run, message)
     last = decided[-1][0] if decided else None
     return Outcome(decisions, last, waiting)
+
+
+def _any_between(excluded: Sequence[datetime], a: datetime, b: datetime) -> bool:
+    """Whether a tick of the sorted `excluded` lies strictly between a and b."""
+    return bisect.bisect_right(excluded, a) < bisect.bisect_left(excluded, b)
+
+
+def _with_exclusions(
+    ticks: Sequence[datetime],
+    marks: dict[datetime, Skip],
+    decide: Callable[[list[datetime], bool], Outcome],
+) -> Outcome:
+    """Decide the ticks no calendar excludes (`decide(rest, superseded)`: superseded when an
+    excluded tick comes after them), then add the Excluded skips of the excluded ticks up
+    to where that decided: a tick waiting for a run (Forbid with a deadline) stops the
+    decisions there, and excluded ticks after it wait with it, so the watermark never
+    passes an undecided tick."""
+    rest = [t for t in ticks if t not in marks]
+    inner = decide(rest, bool(rest) and max(marks) > rest[-1]) if rest else Outcome()
+    if inner.waiting:
+        waiting_tick = next(
+            t for t in rest if inner.decided_until is None or t > inner.decided_until
+        )
+        marked = [t for t in sorted(marks) if t < waiting_tick]
+    else:
+        marked = sorted(marks)
+    skips: list[Skip] = []
+    for t in marked:
+        x = marks[t]
+        prev = skips[-1] if skips else None
+        if (
+            prev is not None
+            and (prev.reason, prev.message, prev.detail) == (x.reason, x.message, x.detail)
+            # no tick decided otherwise lies between them
+            and bisect.bisect_left(rest, t) == bisect.bisect_right(rest, prev.last)
+        ):
+            skips[-1] = Skip(prev.first, t, prev.count + 1, x.reason, x.message, x.detail)
+        else:
+            skips.append(x)
+    # A skip of the rest spans its ticks only: where an excluded tick lies inside its range,
+    # it is split there, so that every tick (read by range) has one decision.
+    split: list[Decision] = []
+    ordered = sorted(marks)
+    for d in inner.decisions:
+        if isinstance(d, Fire) or d.count == 1:
+            split.append(d)
+            continue
+        span = rest[bisect.bisect_left(rest, d.first) : bisect.bisect_right(rest, d.last)]
+        start = 0
+        for k in range(1, len(span) + 1):
+            if k == len(span) or _any_between(ordered, span[k - 1], span[k]):
+                part = span[start:k]
+                split.append(Skip(part[0], part[-1], len(part), d.reason, d.message, d.detail))
+                start = k
+    decisions = sorted(
+        [*split, *skips],
+        key=lambda d: d.scheduled_time if isinstance(d, Fire) else d.first,
+    )
+    ends = [d.scheduled_time if isinstance(d, Fire) else d.last for d in decisions]
+    return Outcome(decisions, max(ends, default=None), inner.waiting)
 
 
 # ---------------------------------------------------------------- pause after failures

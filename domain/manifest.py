@@ -25,6 +25,12 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from cronsource.domain.calendars import (
+    ANNOTATION_CALENDARS,
+    ANNOTATION_EXCLUDE_DATES,
+    calendar_names_problem,
+    exclude_dates_problem,
+)
 from cronsource.domain.durations import parse_duration
 from cronsource.domain.expression_budget import admission_problem
 from cronsource.domain.expressions import ExpressionError
@@ -210,6 +216,14 @@ class ObjectMeta(_OpenMeta):
             raise ValueError(
                 f"{ANNOTATION_OVERLAP} must be BufferOne or BufferAll (value: {_shown_value(o)})"
             )
+        if (x := v.get(ANNOTATION_EXCLUDE_DATES)) is not None and (
+            problem := exclude_dates_problem(x)
+        ):
+            raise ValueError(problem)
+        if (c := v.get(ANNOTATION_CALENDARS)) is not None and (
+            problem := calendar_names_problem(c)
+        ):
+            raise ValueError(problem)
         if (b := v.get(ANNOTATION_MAX_BUFFER)) is not None and buffer_cap(b) is None:
             raise ValueError(
                 f"{ANNOTATION_MAX_BUFFER} must be a whole number from 1 to {MAX_MAX_BUFFER}"

@@ -28,6 +28,14 @@ from eventsourcing.persistence import ApplicationRecorder, EventStore, Integrity
 
 from cronsource.domain.adoption import ArgoStatus
 from cronsource.domain.backfill import BackfillPlan, Overlap, plan_backfill
+from cronsource.domain.calendars import (
+    CALENDAR_CREATED_TOPIC,
+    Calendar,
+    CalendarDates,
+    CalendarSpec,
+    calendar_id,
+    calendar_names,
+)
 from cronsource.domain.cronworkflow import CronWorkflow, CronWorkflowSnapshot, Phase, stream_id
 from cronsource.domain.decisions import DEFAULT_LATE_TOLERANCE
 from cronsource.domain.lastapplied import DEFAULT_MANAGER, applied_config, with_manager
@@ -238,6 +246,9 @@ class CronService(Application[UUID]):
         #: asking the store; only a second writer's saves are left for the store to refuse.
         self.saved_versions: dict[UUID, int] = {}
         self._on_saved: list[Callable[[Sequence[CronWorkflow]], None]] = []
+        #: The calendars read so far, each brought up to date when asked (`calendar`).
+        self._calendars: dict[UUID, Calendar] = {}
+        self._calendar_lock = threading.Lock()
         self._on_recorded: list[Callable[[list[tuple[str, str, Any]]], None]] = []
 
     def on_saved(self, callback: Callable[[Sequence[CronWorkflow]], None]) -> None:
@@ -261,9 +272,122 @@ class CronService(Application[UUID]):
     def load(self, cron_id: UUID) -> CronWorkflow:
         try:
             agg: CronWorkflow = self.repository.get(cron_id, projector_func=_replay)
-            return agg
         except AggregateNotFoundError:
             raise NotFound(str(cron_id)) from None
+        self.resolve_calendars([agg])
+        return agg
+
+    # ------------------------------------------------------------------ calendars
+
+    def calendar(self, namespace: str, name: str) -> Calendar | None:
+        """The calendar's stream at its latest version (deleted ones too); None if never
+        applied. A copy is kept between calls and brought up to date by reading only the
+        events after it: one short query per calendar and decision batch. The caller gets
+        a copy of its own (a command's change is kept only once saved: `_keep_calendar`),
+        and the kept one is moved on under a lock (the scheduler and HTTP threads share
+        it)."""
+        cal_id = calendar_id(namespace, name)
+        with self._calendar_lock:
+            held = self._calendars.get(cal_id)
+            if held is None:
+                try:
+                    held = cast(Calendar, self.repository.get(cal_id, projector_func=_replay))
+                except AggregateNotFoundError:
+                    return None
+            else:
+                held = cast(Calendar, self.fast_forward(held))  # type: ignore[arg-type]
+            self._calendars[cal_id] = held
+            return deepcopy(held)
+
+    def _keep_calendar(self, cal: Calendar) -> None:
+        """Keep a copy just saved (no pending events) as the one `calendar` moves on."""
+        with self._calendar_lock:
+            held = self._calendars.get(cal.id)
+            if held is None or held.version < cal.version:
+                self._calendars[cal.id] = deepcopy(cal)
+
+    def apply_calendar(self, spec: CalendarSpec, at: datetime) -> tuple[int, str]:
+        """Create or update a calendar (an admitted ConfigMap); returns (version, outcome:
+        created, updated or unchanged). A change is seen by the next decision of every
+        CronWorkflow naming it (`resolve_calendars`)."""
+
+        def attempt() -> tuple[int, str]:
+            cal = self.calendar(spec.namespace, spec.name)
+            if cal is None:
+                cal = Calendar(spec.namespace, spec.name, spec.dates, spec.rrule, at, timestamp=at)
+                self.save(cal)
+                outcome = "created"
+            elif cal.apply(spec, at):
+                self.save(cal)
+                outcome = "updated"
+            else:
+                outcome = "unchanged"
+            self._keep_calendar(cal)
+            return cal.version, outcome
+
+        return self._retrying(attempt, calendar_id(spec.namespace, spec.name))
+
+    def delete_calendar(self, namespace: str, name: str, at: datetime) -> int:
+        """Delete a calendar (its stream goes on); NotFound when there is none."""
+
+        def attempt() -> int:
+            cal = self.calendar(namespace, name)
+            if cal is None or cal.deleted:
+                raise NotFound(f"calendar {namespace}/{name} not found")
+            cal.delete(at)
+            self.save(cal)
+            self._keep_calendar(cal)
+            return cal.version
+
+        return self._retrying(attempt, calendar_id(namespace, name))
+
+    def known_calendars(self) -> list[Calendar]:
+        """Every calendar ever created in this store, at its latest version (the watcher
+        seeds from it, to delete what vanished from the cluster while nobody watched).
+        Read by the creation events' topic: calendars are few."""
+        start, names = 1, []
+        while True:
+            notes = self.recorder.select_notifications(
+                start=start, limit=1000, topics=[CALENDAR_CREATED_TOPIC]
+            )
+            for n in notes:
+                created: Any = self.mapper.to_domain_event(n)
+                names.append((created.namespace, created.name))
+            if len(notes) < 1000:
+                break
+            start = notes[-1].id + 1
+        found = (self.calendar(ns, name) for ns, name in dict.fromkeys(names))
+        return [cal for cal in found if cal is not None]
+
+    def calendars_changed(self, agg: CronWorkflow) -> bool:
+        """Whether a calendar this aggregate's decision read has changed since (a version
+        later, deleted, or created): a decision made in advance with it is stale, though
+        the aggregate's own version check would take it."""
+        held = agg.calendar_states
+        for name in calendar_names(agg.annotations):
+            before = held.get(name)
+            cal = self.calendar(agg.namespace, name)
+            now = cal.state() if cal is not None else None
+            if (before and before.version) != (now and now.version):
+                return True
+        return False
+
+    def resolve_calendars(self, aggs: Iterable[CronWorkflow]) -> None:
+        """Give each CronWorkflow that names calendars their state as of now (each
+        calendar read once per call), for the decisions it makes next."""
+        seen: dict[tuple[str, str], CalendarDates | None] = {}
+        for agg in aggs:
+            names = calendar_names(agg.annotations)
+            if not names:
+                continue
+            states: dict[str, CalendarDates | None] = {}
+            for n in names:
+                key = (agg.namespace, n)
+                if key not in seen:
+                    cal = self.calendar(*key)
+                    seen[key] = cal.state() if cal is not None else None
+                states[n] = seen[key]
+            agg.calendar_states = states
 
     def load_many(self, versions: Mapping[UUID, int | None]) -> dict[UUID, CronWorkflow]:
         """Many aggregates at once (`None`: the latest version), missing ones left out.
@@ -696,6 +820,7 @@ class CronService(Application[UUID]):
                 event: Any = to_domain(stored)
                 agg = event.mutate(agg)
             out.append(agg)
+        self.resolve_calendars(out)
         return out
 
     def _record_ends(self, batch: Sequence[RunEnd], at: datetime) -> None:
@@ -956,6 +1081,7 @@ class CronService(Application[UUID]):
         cold = [i for i in ids if i not in fresh]
         if cold:
             fresh.update(self.load_many(dict.fromkeys(cold)))
+        self.resolve_calendars(fresh.values())
         aggs = []
         for cron_id in ids:
             agg = fresh.get(cron_id)

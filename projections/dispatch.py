@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from eventsourcing.persistence import Tracking
 
+from cronsource.domain.calendars import is_calendar_event
 from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.decisions import DEFAULT_LATE_TOLERANCE
 from cronsource.domain.service import event_type
@@ -243,6 +244,8 @@ class Dispatcher:
         late_tolerance = self.late_tolerance()
         self.follower.prefetch([ev for ev, _ in batch])
         for ev, _ in batch:
+            if is_calendar_event(ev):
+                continue  # a calendar's change creates nothing
             agg = self.follower.follow(ev)
             kind = event_type(ev)
             if kind == "ScheduleFired":

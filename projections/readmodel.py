@@ -20,6 +20,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import Tracking
 
+from cronsource.domain.calendars import is_calendar_event
 from cronsource.domain.cronhash import resolved_schedules
 from cronsource.domain.cronworkflow import (
     VERSIONS_LOST,
@@ -137,6 +138,11 @@ class StatusRow:
         }
 
 
+#: What the view writes per event: its tracking, the status row (None: a later event of
+#: the batch carries it) and its audit row (None: a calendar's event, which has none).
+ViewItem = tuple[Tracking, StatusRow | None, AuditRow | None]
+
+
 class ReadModelView(Protocol):
     """Where the views live; every write carries the tracking position (exactly once)."""
 
@@ -144,7 +150,7 @@ class ReadModelView(Protocol):
 
     def write(self, tracking: Tracking, status: StatusRow, audit: AuditRow) -> None: ...
 
-    def write_batch(self, items: Sequence[tuple[Tracking, StatusRow | None, AuditRow]]) -> int: ...
+    def write_batch(self, items: Sequence[ViewItem]) -> int: ...
 
 
 def status_of(agg: CronWorkflow) -> dict[str, Any]:
@@ -386,7 +392,7 @@ class AggregateFollower:
         need: dict[UUID, int | None] = {}
         for ev in events:
             cron_id, version = ev.originator_id, ev.originator_version
-            if cron_id in seen:
+            if cron_id in seen or is_calendar_event(ev):
                 continue
             seen.add(cron_id)
             agg = self._cache.get(cron_id)
@@ -448,16 +454,22 @@ class ReadModelProjection:
         A CronWorkflow's status row is built once per batch, with its last event: the rows
         its earlier events would have written are overwritten in the same transaction anyway.
         """
-        followed = []
+        followed: list[tuple[Tracking, CronWorkflow | None, AuditRow | None]] = []
         last: dict[UUID, int] = {}
         self.follower.prefetch([ev for ev, _ in batch])
         for k, (ev, tracking) in enumerate(batch):
+            if is_calendar_event(ev):
+                # A calendar's change: no CronWorkflow row; the position still moves past it.
+                followed.append((tracking, None, None))
+                continue
             agg = self.follower.follow(ev)
             followed.append((tracking, agg, audit_row(ev, agg, tracking.notification_id)))
             last[agg.id] = k
         return self.view.write_batch(
             [
                 (tracking, status_row(agg) if last[agg.id] == k else None, audit)
+                if agg is not None
+                else (tracking, None, None)
                 for k, (tracking, agg, audit) in enumerate(followed)
             ]
         )

@@ -159,6 +159,12 @@ def _explain(
             out["explanation"] = f"not decided yet: the spec was rejected ({agg.spec_error})"
         else:
             out["explanation"] = "not decided yet: the scheduler decides it when it is due"
+        skip = agg.exclusion_at(t)
+        if skip is not None and not agg.suspended:
+            # What the calendars say now; the decision reads them as they are then.
+            out["excluded"] = {"reason": skip.reason, "message": skip.message, **dict(skip.detail)}
+            out["explanation"] += f"; as the calendars are now it will be skipped ({skip.reason}:"
+            out["explanation"] += f" {skip.message})"
     elif t in agg.buffered:
         out["outcome"] = "Pending"
         out["explanation"] = _buffered(agg, t)

@@ -25,6 +25,12 @@ from cronsource.adapters.application.documents import (
     load_json,
     load_yaml,
 )
+from cronsource.domain.calendars import (
+    CalendarError,
+    CalendarSpec,
+    calendar_spec,
+    is_calendar_document,
+)
 from cronsource.domain.manifest import (
     CronWorkflowManifest,
     ManifestError,
@@ -34,6 +40,8 @@ from cronsource.domain.manifest import (
 )
 
 SUFFIXES = (".yaml", ".yml", ".json")
+
+
 STDIN = "-"
 
 
@@ -48,6 +56,10 @@ class Admission:
 
     manifests: list[tuple[str, CronWorkflowManifest]] = field(default_factory=list)
     documents: list[dict[str, Any]] = field(default_factory=list)
+    #: ConfigMaps labelled `cronsource.io/calendar: "true"`, admitted as calendars, and the
+    #: documents as read (`simulate -f` applies them before the CronWorkflows).
+    calendars: list[tuple[str, CalendarSpec]] = field(default_factory=list)
+    calendar_documents: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
@@ -62,6 +74,8 @@ class Admission:
     def summary(self) -> str:
         """`6 CronWorkflow(s) valid, 2 other documents skipped, 1 file with errors`."""
         parts = [f"{len(self.manifests)} CronWorkflow(s) valid"]
+        if self.calendars:
+            parts.append(f"{len(self.calendars)} calendar(s) valid")
         if self.skipped:
             n = len(self.skipped)
             parts.append(f"{n} other document{'s' if n != 1 else ''} skipped")
@@ -165,6 +179,17 @@ def admit_files(
             continue
         for source, doc in docs:
             kind = doc.get("kind") if isinstance(doc, dict) else None
+            if is_calendar_document(doc):
+                assert isinstance(doc, dict)
+                try:
+                    out.calendars.append((source, calendar_spec(doc, namespace or "default")))
+                except CalendarError as e:
+                    out.bad(path, [f"{source}: {e}"])
+                    continue
+                if namespace and isinstance(doc.get("metadata"), dict):
+                    doc["metadata"].setdefault("namespace", namespace)
+                out.calendar_documents.append(doc)
+                continue
             if (only_cronworkflows and kind != "CronWorkflow") or is_other_kind(doc):
                 if isinstance(kind, str) and kind:
                     shown = f"kind {kind:.60}"

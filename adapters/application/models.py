@@ -110,6 +110,24 @@ class DstNote(BaseModel):
     note: str = Field(examples=["02:30 does not exist on 2027-03-14"])
 
 
+class ExcludedNote(BaseModel):
+    """Why a listed tick will not run: a calendar (or `cronsource.io/exclude-dates`) names
+    its date, as of that source's version now; a later change is seen when it is decided."""
+
+    reason: str = Field(
+        description="Excluded, or SpecError when a named calendar does not exist",
+        examples=["Excluded"],
+    )
+    message: str = Field(examples=["excluded by calendar holidays-us (version 3): 2026-12-25"])
+    calendar: str | None = Field(
+        default=None,
+        description="The calendar's name, or cronsource.io/exclude-dates",
+        examples=["holidays-us"],
+    )
+    version: str | None = Field(default=None, examples=["3"])
+    date: str | None = Field(default=None, description="The tick's date in the CronWorkflow's zone")
+
+
 class Decision(BaseModel):
     at: str
     outcome: str = Field(
@@ -127,6 +145,27 @@ class Decision(BaseModel):
         description="Present when DST moved the tick out of a gap (a time asked inside the"
         " gap is answered for that tick) or folded a repeated hour",
     )
+    excluded: ExcludedNote | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="Present when the tick is not decided yet and a calendar excludes it now",
+    )
+
+
+class CalendarObject(BaseModel):
+    """A calendar (a ConfigMap labelled cronsource.io/calendar) at its current version."""
+
+    namespace: str
+    name: str
+    version: int = Field(description="The calendar stream's version: what skips name")
+    deleted: bool
+    dates: str
+    rrule: str
+    outcome: str | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="created, updated or unchanged (PUT only)",
+    )
 
 
 class FireTime(BaseModel):
@@ -137,6 +176,11 @@ class FireTime(BaseModel):
         # Absent rather than null: only a tick DST moved or folded has one.
         exclude_if=lambda v: v is None,
         description="Present when DST moved this tick out of a gap or folded a repeated hour",
+    )
+    excluded: ExcludedNote | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="Present when a calendar excludes this tick: it is listed, and skipped",
     )
 
 

@@ -51,7 +51,9 @@ def backfill_result(name: str, plan: BackfillPlan, dry_run: bool) -> dict[str, A
 def next_fire_times(agg: CronWorkflow, now: datetime, count: int) -> list[dict[str, Any]]:
     """The next `count` fire times after now (or after the last decided tick, if later), in
     the CronWorkflow's zone and in UTC; the same as `cronsource next`. A tick that DST moved
-    out of a gap, or the one run of a repeated wall time, carries `dst` (DstShift.as_dict)."""
+    out of a gap, or the one run of a repeated wall time, carries `dst` (DstShift.as_dict);
+    one a calendar excludes carries `excluded` (reason, message, calendar, version, date):
+    it is listed, and does not run."""
     zone = ZoneInfo(agg.spec_model.timezone or "UTC")
     t = max(now, agg.decided_until)
     out = []
@@ -61,5 +63,9 @@ def next_fire_times(agg: CronWorkflow, now: datetime, count: int) -> list[dict[s
         shift = agg.schedule.dst_shift(t)
         if shift is not None:
             item["dst"] = shift.as_dict()
+        skip = agg.exclusion_at(t)
+        if skip is not None:
+            # Excluded by a calendar as it is now (a later change of it is seen when decided).
+            item["excluded"] = {"reason": skip.reason, "message": skip.message, **dict(skip.detail)}
         out.append(item)
     return out

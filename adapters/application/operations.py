@@ -13,7 +13,7 @@ in adapters/infrastructure/readside/queries.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from datetime import datetime
 from typing import Any, TypeVar
@@ -30,9 +30,16 @@ from cronsource.adapters.application.selectors import parse_label_selector, sele
 from cronsource.adapters.clock import Clock
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.domain.backfill import BackfillPlan, BackfillTooLarge, HistoryRemoved, Overlap
+from cronsource.domain.calendars import (
+    ANNOTATION_CALENDARS,
+    CALENDAR_LABEL,
+    Calendar,
+    CalendarSpec,
+    calendar_names,
+)
 from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.lastapplied import DEFAULT_MANAGER
-from cronsource.domain.manifest import CronWorkflowManifest
+from cronsource.domain.manifest import CronWorkflowManifest, ManifestError
 from cronsource.domain.service import AlreadyExists, Applied, Conflict, NotFound, StaleVersion
 from cronsource.projections.readmodel import StatusRow, status_row
 
@@ -115,8 +122,12 @@ class Operations(AuditReads):
         force: bool = False,
         dry_run: bool = False,
         manager: str = DEFAULT_MANAGER,
+        pending_calendars: Collection[tuple[str, str]] = (),
     ) -> Applied:
-        """Create or update. `three_way`: a file applied, as `kubectl apply` (`cronsource
+        """Create or update. A CronWorkflow naming a calendar that does not exist is
+        refused (ManifestError naming it), unless it is among `pending_calendars`
+        ((namespace, name) of calendars applied in the same batch, before it).
+        `three_way`: a file applied, as `kubectl apply` (`cronsource
         apply`, the library's `apply`, HTTP's server-side apply: fields other writers changed
         since the last apply keep their values unless `force`); else the writer's values as
         they are (PUT). `manager` (three-way): the field manager applying; an apply by
@@ -125,6 +136,7 @@ class Operations(AuditReads):
         validate it, save nothing."""
         meta = manifest.metadata
         at = self.clock.now()
+        self.check_calendars(manifest, pending_calendars)
         if dry_run:
             if not three_way:
                 raise FieldError("dryRun", "applies to a three-way apply only")
@@ -146,6 +158,71 @@ class Operations(AuditReads):
                     cron_id, what = self.service.apply(manifest, at, expected)
                     result = Applied(cron_id, what)
         return result
+
+    def check_calendars(
+        self, manifest: CronWorkflowManifest, pending: Collection[tuple[str, str]] = ()
+    ) -> None:
+        """Admission of `cronsource.io/calendars`: every calendar it names exists in the
+        CronWorkflow's namespace (or comes in the same batch); else ManifestError naming
+        the first that does not."""
+        ns = manifest.metadata.namespace
+        for name in calendar_names(manifest.metadata.annotations):
+            if (ns, name) in pending:
+                continue
+            cal = self.service.calendar(ns, name)
+            if cal is None or cal.deleted:
+                raise ManifestError(
+                    [
+                        f"metadata.annotations: {ANNOTATION_CALENDARS}: calendar {name!r} not"
+                        f" found in namespace {ns} (a ConfigMap labelled {CALENDAR_LABEL}:"
+                        ' "true")'
+                    ],
+                    f"{ns}/{manifest.metadata.name}",
+                )
+
+    def apply_calendar(self, spec: CalendarSpec) -> tuple[int, str]:
+        """Create or update a calendar; (its version, created/updated/unchanged)."""
+        with self._settled():
+            applied: tuple[int, str] = self.service.apply_calendar(spec, self.clock.now())
+        return applied
+
+    def delete_calendar(self, namespace: str, name: str) -> int:
+        """Delete a calendar; its version after. NotFound when there is none."""
+        with self._settled():
+            version: int = self.service.delete_calendar(namespace, name, self.clock.now())
+        return version
+
+    def calendars(
+        self, namespace: str | None, names: Iterable[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """The named calendars (None: every calendar of the namespace, or of all when
+        `namespace` is None, deleted ones too) as they are now: namespace, name, version,
+        deleted, dates, rrule."""
+        if names is None:
+            known = self.service.known_calendars()
+            return [
+                self._calendar_object(c)
+                for c in sorted(known, key=lambda c: (c.namespace, c.name))
+                if namespace is None or c.namespace == namespace
+            ]
+        assert namespace is not None
+        out = []
+        for name in names:
+            cal = self.service.calendar(namespace, name)
+            if cal is not None:
+                out.append(self._calendar_object(cal))
+        return out
+
+    @staticmethod
+    def _calendar_object(cal: Calendar) -> dict[str, Any]:
+        return {
+            "namespace": cal.namespace,
+            "name": cal.name,
+            "version": cal.version,
+            "deleted": cal.deleted,
+            "dates": cal.dates,
+            "rrule": cal.rrule,
+        }
 
     def _create(
         self, manifest: CronWorkflowManifest, expected: int | None, at: datetime, applied: bool
@@ -194,6 +271,7 @@ class Operations(AuditReads):
                 # object's, and written back it would outlive the stop.
                 live["metadata"]["labels"] = dict(agg.labels)
                 manifest, demanded = edit(live)
+                self.check_calendars(manifest)
                 try:
                     with self._counting_stale() if demanded is not None else nullcontext():
                         _, what = self.service.apply(

@@ -32,6 +32,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from cronsource.adapters.runtime.engine import Engine
+from cronsource.domain.cronworkflow import CronWorkflow
 
 log = logging.getLogger("cronsource")
 
@@ -103,7 +104,11 @@ class Retention:
                 # Old events no snapshot covers yet: snapshot those streams as they are
                 # now, and the same range again removes them.
                 aggs = engine.service.load_many(dict.fromkeys(uncovered))
-                engine.service.take_snapshots(list(aggs.values()))
+                # A calendar's stream has no snapshot and is kept whole: each version is
+                # what some skip names, and a calendar changes rarely.
+                engine.service.take_snapshots(
+                    [a for a in aggs.values() if isinstance(a, CronWorkflow)]
+                )
                 n2, _, _ = recorder.remove_covered(table, self._after, last, keep, BATCH)
                 n += n2
             removed += n

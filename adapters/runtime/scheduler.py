@@ -236,11 +236,19 @@ class Scheduler:
         since (a run completion its watcher reported, a command it served): those it has
         are left out and decided now on fresh state, instead of being committed for the
         store to refuse. So one replica rejects no write; a second writer's saves are the
-        store's to refuse, as the version check is there for (`rejected_writes`)."""
+        store's to refuse, as the version check is there for (`rejected_writes`). A
+        decision that read a calendar changed since is left out too: calendars are streams
+        of their own, which the CronWorkflow's version check does not cover."""
         saved = self.service.saved_versions
         kept = []
         for instant, batch in prepared:
-            current = [a for a in batch if saved.get(a.id, 0) <= a.version - len(a.pending_events)]
+            current = [
+                a
+                for a in batch
+                if saved.get(a.id, 0) <= a.version - len(a.pending_events)
+                # A calendar it read changed since: its store version would not say so.
+                and not self.service.calendars_changed(a)
+            ]
             if current:
                 kept.append((instant, current))
         return kept

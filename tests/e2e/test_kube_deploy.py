@@ -71,6 +71,8 @@ NEEDED: dict[tuple[str, str], set[str]] = {
     ("argoproj.io", "cronworkflows"): {"get", "list", "watch", "patch"},
     ("argoproj.io", "cronworkflows/finalizers"): {"update"},
     ("argoproj.io", "workflows"): {"get", "list", "watch", "create", "patch", "delete"},
+    # Calendars: ConfigMaps labelled cronsource.io/calendar (adapters/runtime/kube/watch.py).
+    ("", "configmaps"): {"list", "watch"},
 }
 VERBS = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
 # Resources it must not touch, beside every other verb on the ones above.
@@ -79,7 +81,6 @@ OTHERS = [
     ("argoproj.io", "workflows/finalizers"),
     ("argoproj.io", "workflowtemplates"),
     ("", "secrets"),
-    ("", "configmaps"),
     ("", "pods"),
     ("", "pods/exec"),
     ("", "events"),

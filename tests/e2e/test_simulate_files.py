@@ -186,3 +186,27 @@ def test_ten_thousand_manifests_are_refused_at_once_naming_the_bound(tmp_path: P
     assert line.startswith("error: --end: 10,000 CronWorkflow(s) hold more than 1,000,000"), line
     assert "simulate's bound on work" in line and "nothing was simulated" in line
     assert time.monotonic() - t0 < 45  # counted, not run
+
+
+def test_a_calendar_among_the_manifests_excludes_its_dates(tmp_path: Path) -> None:
+    # Given a CronWorkflow naming a calendar and the calendar's ConfigMap in one plain file
+    cron = manifest("daily", schedules=["0 9 * * *"], timezone="UTC")
+    cron["metadata"]["annotations"] = {"cronsource.io/calendars": "holidays"}
+    calendar = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "holidays", "labels": {"cronsource.io/calendar": "true"}},
+        "data": {"dates": "2026-12-25"},
+    }
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump_all([cron, calendar]))
+    # When simulate -f runs them over Christmas
+    span = ("--start", "2026-12-24T00:00:00Z", "--end", "2026-12-27T00:00:00Z")
+    data = _json(cs("simulate", "-f", str(path), *span, "-o", "json"))
+    # Then the calendar's date is an Excluded skip and the others fire
+    skips = [e for e in data["events"] if e["type"] == "ScheduleSkipped"]
+    assert [(e["scheduledTime"], e["reason"]) for e in skips] == [
+        ("2026-12-25T09:00:00Z", "Excluded")
+    ]
+    fired = [e["scheduledTime"] for e in data["events"] if e["type"] == "ScheduleFired"]
+    assert fired == ["2026-12-24T09:00:00Z", "2026-12-26T09:00:00Z"]

@@ -49,12 +49,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from cronsource.adapters.infrastructure.kube.port import CWF, GROUP, VERSION, WF, ApiError
+from cronsource.adapters.infrastructure.kube.port import CM, CWF, GROUP, VERSION, WF, ApiError
 from tests.instants import T0
 
 T = TypeVar("T")
 
-KINDS = {CWF: "CronWorkflow", WF: "Workflow"}
+KINDS = {CWF: "CronWorkflow", WF: "Workflow", CM: "ConfigMap"}
+#: The apiVersion of each kind: ConfigMaps are core v1.
+API_VERSIONS = {CM: "v1"}
 #: A DNS-1123 subdomain, as the API server checks `metadata.name` of custom objects.
 NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
@@ -273,7 +275,8 @@ class FakeKube:
                 "the namespace of the provided object does not match the namespace sent on"
                 " the request",
             )
-        if (obj.get("apiVersion"), obj.get("kind")) != (f"{GROUP}/{VERSION}", KINDS.get(plural)):
+        api_version = API_VERSIONS.get(plural, f"{GROUP}/{VERSION}")
+        if (obj.get("apiVersion"), obj.get("kind")) != (api_version, KINDS.get(plural)):
             raise error(400, "BadRequest", f"the object is not a {KINDS.get(plural)}")
         if not name or len(name) > 253 or not NAME.fullmatch(name):
             raise error(

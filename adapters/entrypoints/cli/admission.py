@@ -15,6 +15,7 @@ from cronsource.adapters.application.operations import Operations
 from cronsource.adapters.entrypoints.cli.context import KIND, _obj, fail, global_options
 from cronsource.adapters.entrypoints.cli.output import View, emit, one_or_list
 from cronsource.adapters.entrypoints.cli.registry import cli
+from cronsource.domain.calendars import CalendarSpec, calendar_names
 from cronsource.domain.manifest import CronWorkflowManifest, ManifestError
 from cronsource.domain.service import Applied
 
@@ -51,8 +52,10 @@ def admit(
     *,
     only_cronworkflows: bool = False,
     exclude: str | None = None,
+    with_calendars: list[CalendarSpec] | None = None,
 ) -> list[CronWorkflowManifest]:
-    """The manifests to apply, or exit 1 after naming every problem of every file: nothing
+    """The manifests to apply (and, into `with_calendars` when given, the calendars), or
+    exit 1 after naming every problem of every file: nothing
     is applied when any file is bad, and when others were fine that is said, so a silent
     directory apply cannot be taken for a done one. `run PATHS` (`only_cronworkflows`)
     names each document it skips; `apply` counts them."""
@@ -73,8 +76,10 @@ def admit(
                 f" ({n} valid CronWorkflow(s) not applied either)"
             )
         sys.exit(1)
-    if not got.manifests:
+    if not got.manifests and not (got.calendars and with_calendars is not None):
         fail("found no CronWorkflow in the specified files")  # Argo: "found nothing to lint"
+    if with_calendars is not None:
+        with_calendars.extend(c for _, c in got.calendars)
     return [m for _, m in got.manifests]
 
 
@@ -116,11 +121,24 @@ def apply(files: tuple[str, ...], force: bool) -> None:
     since the last apply while the file's value for it is unchanged; --force-conflicts
     takes the file's values. An unchanged file changes nothing and says `unchanged`."""
     obj = _obj()
-    manifests = admit(files, obj.namespace)
+    calendars: list[CalendarSpec] = []
+    manifests = admit(files, obj.namespace, with_calendars=calendars)
     machine = obj.output in ("json", "yaml")
     items: list[dict[str, Any]] = []
 
+    if any(calendar_names(m.metadata.annotations) for m in manifests):
+        # Before anything is applied (and before the notice about `run`): a CronWorkflow
+        # naming a calendar neither the store nor these files hold is refused, naming it.
+        with obj.operations() as ops:
+            refuse_unknown_calendars(ops, manifests, calendars)
+
     with obj.operations(notice=True, settle_each=machine) as ops:
+
+        def calendar_applied(c: CalendarSpec, version: int, what: str) -> None:
+            if machine:
+                items.extend(ops.calendars(c.namespace, [c.name]))
+            else:
+                click.echo(f"calendar/{c.name} {what} (version {version})")
 
         def applied(m: CronWorkflowManifest, result: Applied) -> None:
             name = f"{KIND}/{m.metadata.name}"
@@ -129,9 +147,36 @@ def apply(files: tuple[str, ...], force: bool) -> None:
             else:
                 click.echo(name if obj.output == "name" else f"{name} {result.what}")
 
-        apply_all(ops, manifests, applied, force=force)
+        apply_all(
+            ops,
+            manifests,
+            applied,
+            force=force,
+            calendars=calendars,
+            calendar_applied=calendar_applied,
+        )
     if machine:
         emit(View(one_or_list(items, listed=len(items) != 1), [], []), obj.output)
+
+
+def refuse_unknown_calendars(
+    ops: Operations, manifests: Sequence[CronWorkflowManifest], calendars: Sequence[CalendarSpec]
+) -> None:
+    """Exit 1 naming every CronWorkflow that names a calendar neither the store nor
+    `calendars` (applied with it) holds: one line when it is the only manifest."""
+    pending = {(c.namespace, c.name) for c in calendars}
+    refused = []
+    for m in manifests:
+        try:
+            ops.check_calendars(m, pending)
+        except ManifestError as e:
+            refused.append(str(e))
+    if len(refused) == 1 and len(manifests) == 1:
+        fail(refused[0])
+    if refused:
+        for line in refused:
+            click.echo(f"error: {line}", err=True)
+        fail(f"nothing applied: {len(refused)} CronWorkflow(s) name unknown calendars")
 
 
 def apply_all(
@@ -140,15 +185,27 @@ def apply_all(
     applied: Callable[[CronWorkflowManifest, Applied], None],
     *,
     force: bool = False,
+    calendars: Sequence[CalendarSpec] = (),
+    calendar_applied: Callable[[CalendarSpec, int, str], None] | None = None,
 ) -> None:
     """Apply every manifest three-way (`apply` and `run PATHS`): its notes as `warning:`
     lines, then `applied` says what it did. First every merge is decided without saving: one
     whose result is not a valid CronWorkflow (a value another writer set, merged with the
-    file's) refuses them all, naming it, so files valid on their own are never half applied."""
+    file's), or one naming an unknown calendar, refuses them all, naming it, so files valid
+    on their own are never half applied. Then the `calendars` (ConfigMaps among the files)
+    are applied, `calendar_applied` saying each one's version, and then the CronWorkflows."""
+    refuse_unknown_calendars(ops, manifests, calendars)
+    pending_calendars = {(c.namespace, c.name) for c in calendars}
     refused = []
     for m in manifests:
         try:
-            ops.apply(m, three_way=True, force=force, dry_run=True)
+            ops.apply(
+                m,
+                three_way=True,
+                force=force,
+                dry_run=True,
+                pending_calendars=pending_calendars,
+            )
         except ManifestError as e:
             refused.append(str(e))
     if refused:
@@ -156,6 +213,10 @@ def apply_all(
             click.echo(f"error: {line}", err=True)
         n = len(manifests)
         fail(f"nothing applied: {len(refused)} of {n} CronWorkflow(s) would not be valid")
+    for c in calendars:
+        version, what = ops.apply_calendar(c)
+        if calendar_applied is not None:
+            calendar_applied(c, version, what)
     for m in manifests:
         try:
             result = ops.apply(m, three_way=True, force=force)

@@ -203,6 +203,17 @@ def values_cell(e: dict[str, Any]) -> str:
     return f" [{expr}" + (f"; {seen}" if seen else "") + "]"
 
 
+def calendar_cell(e: dict[str, Any]) -> str:
+    """` (calendar holidays v2)`: the calendar (or `cronsource.io/exclude-dates`) and version
+    an Excluded skip names."""
+    values = e.get("values") or {}
+    if e.get("reason") != "Excluded" or "calendar" not in values:
+        return ""
+    source = str(values["calendar"])
+    kind = "" if source.startswith("cronsource.io/") else "calendar "
+    return f" ({kind}{source} v{values.get('version')})"
+
+
 def detail_cell(e: dict[str, Any]) -> str:
     """What happened, in a word or two: trigger, reason, phase, who."""
     t = e["type"]

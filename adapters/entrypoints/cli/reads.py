@@ -371,13 +371,64 @@ def next_cmd(name: str, count: int) -> None:
             d["local"] + (f" ({d['dst']['note']})" if d.get("dst") else ""),
             d["utc"] or "",
             ago(parse_timestamp(d["utc"] or "", "utc", bounded=False), t0),
+            _excluded_words(d.get("excluded")),
         ]
         for d in data
     ]
+    headers = [f"LOCAL ({tz})", "UTC", "WHEN"]
+    if not any(d.get("excluded") for d in data):
+        rows = [r[:3] for r in rows]
+    else:
+        headers.append("EXCLUDED")
+    emit(View(data, headers, rows, names=[d["utc"] or "" for d in data]), obj.output)
+
+
+def _excluded_words(x: dict[str, Any] | None) -> str:
+    """`calendar holidays-us v3` or `cronsource.io/exclude-dates v2`: why `next` lists a
+    tick that will not run; a missing calendar says so."""
+    if not x:
+        return ""
+    if x.get("reason") != "Excluded":
+        return f"skipped: {x.get('message', '')}"
+    source = x.get("calendar", "")
+    kind = "" if source.startswith("cronsource.io/") else "calendar "
+    return f"{kind}{source} v{x.get('version')}"
+
+
+@cli.command()
+@click.argument("names", nargs=-1)
+@global_options(selector=False)
+def calendars(names: tuple[str, ...]) -> None:
+    """Calendars (ConfigMaps labelled cronsource.io/calendar) and their versions: what an
+    Excluded skip names. Deleted ones are listed as such (their streams stay)."""
+    obj = _obj()
+    with obj.operations() as ops:
+        namespace = None if obj.all_namespaces else obj.ns
+        found = ops.calendars(namespace, list(names) if names else None)
+    if names and not [c for c in found if not c["deleted"]]:
+        fail(f"calendar {obj.ns}/{names[0]} not found")
+    rows = [
+        [
+            c["namespace"],
+            c["name"],
+            str(c["version"]),
+            "deleted" if c["deleted"] else "",
+            _entries(c["dates"]),
+            c["rrule"].replace("\n", " "),
+        ]
+        for c in found
+    ]
     emit(
-        View(data, [f"LOCAL ({tz})", "UTC", "WHEN"], rows, names=[d["utc"] or "" for d in data]),
+        View(found, ["NAMESPACE", "NAME", "VERSION", "DELETED", "DATES", "RRULE"], rows),
         obj.output,
     )
+
+
+def _entries(dates: str) -> str:
+    """`2026-12-25, 2027-01-01 (+3 more)`: the first entries of a calendar's dates."""
+    entries = [e for e in dates.replace(",", " ").split() if e]
+    shown = ", ".join(entries[:3])
+    return shown + (f" (+{len(entries) - 3} more)" if len(entries) > 3 else "")
 
 
 @cli.command()

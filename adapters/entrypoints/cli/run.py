@@ -164,6 +164,7 @@ def run_replica(
     from cronsource.adapters.infrastructure.logs import configure_logging, replica_filter
     from cronsource.adapters.infrastructure.replica import BadReplicaName, replica_identity
     from cronsource.adapters.runtime.retention import RetentionTooShort, check_retain
+    from cronsource.domain.calendars import CalendarSpec
     from cronsource.domain.durations import parse_duration
 
     obj = _obj()
@@ -207,12 +208,14 @@ def run_replica(
             http_token = load_token(http_token_file)
         except ServeError as e:
             fail(str(e))
+    calendars: list[CalendarSpec] = []
     manifests = (
         admit(
             paths,
             obj.namespace,
             only_cronworkflows=True,
             exclude=None if kube else workflows_dir,
+            with_calendars=calendars,
         )
         if paths
         else []
@@ -261,6 +264,10 @@ def run_replica(
             ops,
             manifests,
             lambda m, result: click.echo(f"{KIND}/{m.metadata.name} {result.what}", err=True),
+            calendars=calendars,
+            calendar_applied=lambda c, version, what: click.echo(
+                f"calendar/{c.name} {what} (version {version})", err=True
+            ),
         )
     except SystemExit:
         engine.close()

@@ -16,6 +16,7 @@ import click
 from cronsource.adapters.entrypoints.cli.context import _obj, fail, global_options, read_input
 from cronsource.adapters.entrypoints.cli.output import (
     View,
+    calendar_cell,
     dst_cell,
     emit,
     print_plain,
@@ -82,6 +83,7 @@ def _cells(r: Row, by_name: dict[str, Any]) -> tuple[str, str, str]:
         w = by_name.get(e["workflow"] or "", {})
         return decision_cell(r) + dst_cell(e), e["workflow"] or "-", w.get("phase", "-")
     extra = values_cell(e) if r.folded == 1 else values_cell({"expression": e.get("expression")})
+    extra = (calendar_cell(e) if r.folded == 1 else "") + extra
     return decision_cell(r) + extra + (dst_cell(e) if r.count == 1 else ""), "-", "-"
 
 
@@ -180,7 +182,7 @@ def _plain_scenario(
         )
     try:
         return from_manifests(
-            got.documents,
+            got.calendar_documents + got.documents,
             start=t0,
             end=t1,
             outages=windows,

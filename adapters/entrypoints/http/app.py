@@ -37,6 +37,7 @@ from cronsource.adapters.entrypoints.http.middleware import BodyLimit, observe
 from cronsource.adapters.entrypoints.http.problems import Problem
 from cronsource.adapters.entrypoints.http.routers import (
     audit,
+    calendars,
     commands,
     cronworkflows,
     operations,
@@ -89,6 +90,7 @@ def create_app(
     app.middleware("http")(observe(metrics))
 
     app.include_router(cronworkflows.router)
+    app.include_router(calendars.router)
     app.include_router(commands.router)
     app.include_router(audit.router)
     app.include_router(statuspage.router)

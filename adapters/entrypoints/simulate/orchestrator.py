@@ -31,6 +31,7 @@ from cronsource.adapters.infrastructure.shards import SoleOwner
 from cronsource.adapters.infrastructure.store.config import StoreConfig
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.loop import SchedulerLoop
+from cronsource.domain.calendars import calendar_spec, is_calendar_document
 from cronsource.domain.durations import parse_duration
 from cronsource.domain.manifest import parse_manifest, scheduling_options
 from cronsource.projections.readmodel import rfc3339
@@ -142,6 +143,9 @@ class Simulation:
         return self.svc.find(ns or "default", name).id  # type: ignore[no-any-return]
 
     def _apply(self, manifest: dict[str, Any], at: datetime) -> None:
+        if is_calendar_document(manifest):
+            self.svc.apply_calendar(calendar_spec(manifest), at)
+            return
         m = parse_manifest(manifest)
         # As `cronsource apply` does (three-way), so a scenario previews what the user's
         # apply will do: a `suspend` action survives a later `apply` of a file that says
@@ -194,7 +198,8 @@ class Simulation:
 
     def run(self) -> None:
         sc = self.sc
-        for m in sc.cron_workflows:
+        # Calendars first: a CronWorkflow's first decision reads the calendars it names.
+        for m in sorted(sc.cron_workflows, key=lambda d: not is_calendar_document(d)):
             self._apply(m, sc.start)
         actions = sorted(enumerate(sc.actions), key=lambda ia: (ia[1].at, ia[0]))
         clock = self.clock

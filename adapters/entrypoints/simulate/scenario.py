@@ -18,6 +18,13 @@ from pydantic import (
     model_validator,
 )
 
+from cronsource.domain.calendars import (
+    ANNOTATION_CALENDARS,
+    CalendarError,
+    calendar_names,
+    calendar_spec,
+    is_calendar_document,
+)
 from cronsource.domain.durations import parse_duration
 from cronsource.domain.manifest import ManifestError, parse_manifest
 from cronsource.domain.schedule import (
@@ -163,19 +170,37 @@ def load_scenario(data: object) -> Scenario:
             )
             msgs.append(f"{path or '<scenario>'}: {str(err['msg']).removeprefix('Value error, ')}")
         raise ScenarioError("; ".join(msgs)) from None
-    for i, m in enumerate(sc.cron_workflows):
-        try:
-            parse_manifest(m)
-        except ManifestError as e:
-            raise ScenarioError("; ".join(f"cronWorkflows[{i}].{p}" for p in e.problems)) from None
-    for i, a in enumerate(sc.actions):
-        if a.apply is not None:
+    calendars: set[tuple[str, str]] = set()
+    documents = [(f"cronWorkflows[{i}]", m) for i, m in enumerate(sc.cron_workflows)]
+    # The calendars among the first manifests are applied first; actions in time order.
+    documents.sort(key=lambda d: not is_calendar_document(d[1]))
+    documents += [
+        (f"actions[{i}].apply", a.apply)
+        for i, a in sorted(enumerate(sc.actions), key=lambda ia: (ia[1].at, ia[0]))
+        if a.apply
+    ]
+    for path, m in documents:
+        if is_calendar_document(m):
+            # A ConfigMap labelled cronsource.io/calendar: "true" among the manifests: a
+            # calendar, applied like a CronWorkflow (at the start, or by its action).
             try:
-                parse_manifest(a.apply)
-            except ManifestError as e:
+                cal = calendar_spec(m)
+            except CalendarError as e:
+                raise ScenarioError(f"{path}.{e}") from None
+            calendars.add((cal.namespace, cal.name))
+            continue
+        try:
+            manifest = parse_manifest(m)
+        except ManifestError as e:
+            raise ScenarioError("; ".join(f"{path}.{p}" for p in e.problems)) from None
+        ns = manifest.metadata.namespace
+        for name in calendar_names(manifest.metadata.annotations):
+            if (ns, name) not in calendars:
                 raise ScenarioError(
-                    "; ".join(f"actions[{i}].apply.{p}" for p in e.problems)
-                ) from None
+                    f"{path}.metadata.annotations: {ANNOTATION_CALENDARS}: calendar {name!r}"
+                    f" not found in namespace {ns} (no calendar ConfigMap of that name is"
+                    " applied by then in the scenario)"
+                )
     _bound_ticks(sc)
     return sc
 
@@ -189,8 +214,12 @@ def _bound_ticks(sc: Scenario) -> None:
     """ScenarioError when the scenario holds more than MAX_TICKS ticks: each manifest's
     schedules from its apply to the end (suspends and deletes aside), counted once per
     distinct schedule and span. The count is kept (`Scenario.ticks`)."""
-    applied = [(sc.start, m) for m in sc.cron_workflows]
-    applied += [(a.at, a.apply) for a in sc.actions if a.apply is not None]
+    applied = [(sc.start, m) for m in sc.cron_workflows if not is_calendar_document(m)]
+    applied += [
+        (a.at, a.apply)
+        for a in sc.actions
+        if a.apply is not None and not is_calendar_document(a.apply)
+    ]
     counted: dict[tuple[Any, ...], int] = {}
     total = 0
     for at, manifest in applied:

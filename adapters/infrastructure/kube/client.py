@@ -15,7 +15,7 @@ import threading
 import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Coroutine
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import aiohttp
 from kubernetes.aio import client as aclient
@@ -23,7 +23,13 @@ from kubernetes.aio import config as aconfig
 from kubernetes.aio import watch as awatch
 from kubernetes.aio.client.exceptions import ApiException
 
-from cronsource.adapters.infrastructure.kube.port import FIELD_MANAGER, GROUP, VERSION, ApiError
+from cronsource.adapters.infrastructure.kube.port import (
+    CM,
+    FIELD_MANAGER,
+    GROUP,
+    VERSION,
+    ApiError,
+)
 
 T = TypeVar("T")
 
@@ -90,6 +96,11 @@ class AioKube:
         self._loop = loop
         self.api_client = api_client
         self.api = aclient.CustomObjectsApi(api_client)
+        self.core = aclient.CoreV1Api(api_client)
+
+    def _plain(self, got: object) -> dict[str, Any]:
+        """A core object (the client's model classes) as the JSON the API sent."""
+        return _obj(self.api_client.sanitize_for_serialization(got))
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -117,6 +128,12 @@ class AioKube:
 
     async def get(self, namespace: str, plural: str, name: str) -> dict[str, Any]:
         try:
+            if plural == CM:
+                return self._plain(
+                    await self.core.read_namespaced_config_map(
+                        name, namespace, _request_timeout=REQUEST_TIMEOUT
+                    )
+                )
             return _obj(
                 await self.api.get_namespaced_custom_object(
                     GROUP, VERSION, namespace, plural, name, _request_timeout=REQUEST_TIMEOUT
@@ -127,6 +144,16 @@ class AioKube:
 
     async def list(self, namespace: str | None, plural: str, label_selector: str) -> dict[str, Any]:
         try:
+            if plural == CM:
+                if namespace:
+                    cms = await self.core.list_namespaced_config_map(
+                        namespace, label_selector=label_selector, _request_timeout=REQUEST_TIMEOUT
+                    )
+                else:
+                    cms = await self.core.list_config_map_for_all_namespaces(
+                        label_selector=label_selector, _request_timeout=REQUEST_TIMEOUT
+                    )
+                return self._plain(cms)
             if namespace:
                 got = await self.api.list_namespaced_custom_object(
                     GROUP,
@@ -150,6 +177,15 @@ class AioKube:
 
     async def create(self, namespace: str, plural: str, body: dict[str, Any]) -> dict[str, Any]:
         try:
+            if plural == CM:
+                return self._plain(
+                    await self.core.create_namespaced_config_map(
+                        namespace,
+                        cast(Any, body),  # the client sends a dict as the JSON it is
+                        field_manager=FIELD_MANAGER,
+                        _request_timeout=REQUEST_TIMEOUT,
+                    )
+                )
             return _obj(
                 await self.api.create_namespaced_custom_object(
                     GROUP,
@@ -168,6 +204,17 @@ class AioKube:
         self, namespace: str, plural: str, name: str, body: dict[str, Any]
     ) -> dict[str, Any]:
         try:
+            if plural == CM:
+                return self._plain(
+                    await self.core.patch_namespaced_config_map(
+                        name,
+                        namespace,
+                        body,
+                        _content_type="application/merge-patch+json",
+                        field_manager=FIELD_MANAGER,
+                        _request_timeout=REQUEST_TIMEOUT,
+                    )
+                )
             return _obj(
                 await self.api.patch_namespaced_custom_object(
                     GROUP,
@@ -186,6 +233,11 @@ class AioKube:
 
     async def delete(self, namespace: str, plural: str, name: str) -> None:
         try:
+            if plural == CM:
+                await self.core.delete_namespaced_config_map(
+                    name, namespace, _request_timeout=REQUEST_TIMEOUT
+                )
+                return
             await self.api.delete_namespaced_custom_object(
                 GROUP, VERSION, namespace, plural, name, _request_timeout=REQUEST_TIMEOUT
             )
@@ -201,9 +253,16 @@ class AioKube:
         resource_version: str | None,
         timeout_seconds: int,
     ) -> AsyncIterator[dict[str, Any]]:
-        if namespace:
-            fn: Any = self.api.list_namespaced_custom_object
-            args: tuple[Any, ...] = (GROUP, VERSION, namespace, plural)
+        fn: Any
+        args: tuple[Any, ...]
+        if plural == CM:
+            if namespace:
+                fn, args = self.core.list_namespaced_config_map, (namespace,)
+            else:
+                fn, args = self.core.list_config_map_for_all_namespaces, ()
+        elif namespace:
+            fn = self.api.list_namespaced_custom_object
+            args = (GROUP, VERSION, namespace, plural)
         else:
             fn, args = self.api.list_cluster_custom_object, (GROUP, VERSION, plural)
         kwargs: dict[str, Any] = {

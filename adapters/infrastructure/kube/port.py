@@ -24,6 +24,9 @@ GROUP, VERSION = "argoproj.io", "v1alpha1"
 #: each Workflow by it).
 FIELD_MANAGER = "cronsource"
 CWF, WF = "cronworkflows", "workflows"
+#: Calendars are ConfigMaps (core v1) labelled `cronsource.io/calendar: "true"`: the one
+#: core resource the port reaches, with the same calls.
+CM = "configmaps"
 
 T = TypeVar("T")
 
@@ -47,8 +50,8 @@ class ApiError(Exception):
 
 
 class KubeApi(Protocol):
-    """Custom objects of argoproj.io/v1alpha1, as dicts. `namespace=None` lists and watches
-    across all namespaces."""
+    """Custom objects of argoproj.io/v1alpha1 and ConfigMaps (plural CM), as dicts.
+    `namespace=None` lists and watches across all namespaces."""
 
     async def get(self, namespace: str, plural: str, name: str) -> dict[str, Any]: ...
 

@@ -20,7 +20,7 @@ from cronsource.adapters.infrastructure.readside.database import (
     SqliteDatabase,
 )
 from cronsource.adapters.infrastructure.readside.queries import Queries
-from cronsource.projections.readmodel import AuditRow, StatusRow
+from cronsource.projections.readmodel import AuditRow, StatusRow, ViewItem
 
 
 class ReadModel(Queries):
@@ -62,7 +62,7 @@ class ReadModel(Queries):
     def write(self, tracking: Tracking, status: StatusRow | None, audit: AuditRow) -> None:
         self.write_batch([(tracking, status, audit)])
 
-    def write_batch(self, items: Sequence[tuple[Tracking, StatusRow | None, AuditRow]]) -> int:
+    def write_batch(self, items: Sequence[ViewItem]) -> int:
         return writer.write_batch(self._writes, self.projection, items)
 
     # ------------------------------------------------------------------ retention

@@ -11,17 +11,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from eventsourcing.persistence import Tracking
-
 from cronsource.adapters.infrastructure.readside import positions
 from cronsource.adapters.infrastructure.readside.database import Database
 from cronsource.adapters.infrastructure.readside.rows import ts
-from cronsource.projections.readmodel import AuditRow, StatusRow
+from cronsource.projections.readmodel import StatusRow, ViewItem
 
 
-def write_batch(
-    db: Database, projection: str, items: Sequence[tuple[Tracking, StatusRow | None, AuditRow]]
-) -> int:
+def write_batch(db: Database, projection: str, items: Sequence[ViewItem]) -> int:
     """Apply events (in log order) and move the position to the last, in one transaction.
     Events at or below the stored position were applied before and are skipped, so a
     replay after a crash, or a second projector, changes nothing. Returns rows applied.
@@ -87,6 +83,7 @@ def write_batch(
                     json.dumps(a.detail),
                 )
                 for _, _, a in fresh
+                if a is not None
             ],
         )
         positions.set_position(conn, db.dialect, projection, app, fresh[-1][0].notification_id)

@@ -15,7 +15,7 @@ from cronsource.adapters.infrastructure.kube.port import WF, KubeApi
 from cronsource.adapters.infrastructure.kube.seen import SeenMetadata
 from cronsource.adapters.infrastructure.kube.status import StatusWriter
 from cronsource.adapters.infrastructure.kube.target import KubeTarget
-from cronsource.adapters.runtime.kube.watch import CronWorkflowWatcher
+from cronsource.adapters.runtime.kube.watch import CalendarWatcher, CronWorkflowWatcher
 from cronsource.adapters.runtime.kube.workflows import ViewProgress, WorkflowWatcher
 from cronsource.adapters.runtime.recovery import recover_lost_runs
 from cronsource.projections.dispatch import LABEL_CRON
@@ -34,7 +34,8 @@ STATUS_WAITS_AT_MOST = timedelta(seconds=60)
 
 class KubeSync:
     """Everything the cluster side needs beside the dispatcher, driven from the scheduler
-    loop: `start()` begins both watches as tasks on the client's loop, `poll()` (the
+    loop: `start()` begins the watches (calendars, CronWorkflows, Workflows) as tasks on
+    the client's loop, `poll()` (the
     RunPoller of adapters/runtime/runwatcher.py) applies what they saw on the caller's thread
     and writes changed statuses back."""
 
@@ -74,6 +75,7 @@ class KubeSync:
             seen=seen,
             on_runs_adopted=self.runs.check,
         )
+        self.calendars = CalendarWatcher(kube, engine.service, namespace, clock=clock)
         self.status = StatusWriter(kube, seen=seen, workflows=workflows)
         self._written: dict[str, int] = {}
         # The dispatcher's position when status writes last saw it move, and when; and since
@@ -85,7 +87,9 @@ class KubeSync:
 
     def start(self, watch_seconds: int = 30) -> None:
         self.crons.seed(self.engine.view.statuses(self.namespace))
+        self.calendars.seed()
         self.tasks = [
+            self.calendars.start(self._stop, watch_seconds),
             self.crons.start(self._stop, watch_seconds),
             self.runs.start(self._stop, watch_seconds),
         ]
@@ -169,7 +173,9 @@ class KubeSync:
     def poll(
         self, now: datetime, budget: float | None = None, stop: Callable[[], bool] | None = None
     ) -> int:
-        n = self.crons.drain(now, budget, stop) + self.runs.drain(now, budget, stop)
+        # Calendars first: a CronWorkflow that names a new calendar finds it.
+        n = self.calendars.drain(now, budget, stop)
+        n += self.crons.drain(now, budget, stop) + self.runs.drain(now, budget, stop)
         if n:
             self.engine.projector.step(now, budget=budget, stop=stop)
         return n + self.write_statuses(now)

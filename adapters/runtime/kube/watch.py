@@ -23,10 +23,11 @@ from typing import Any
 from uuid import UUID
 
 from cronsource.adapters.clock import SYSTEM_CLOCK, Clock
-from cronsource.adapters.infrastructure.kube.port import CWF, ApiError, KubeApi
+from cronsource.adapters.infrastructure.kube.port import CM, CWF, ApiError, KubeApi
 from cronsource.adapters.infrastructure.kube.seen import SeenMetadata
 from cronsource.adapters.infrastructure.kube.status import ANNOTATION_SEQUENCE, ANNOTATION_STREAM
 from cronsource.domain.adoption import ArgoStatus, read_argo_status
+from cronsource.domain.calendars import CALENDAR_LABEL, CalendarError, calendar_spec
 from cronsource.domain.manifest import ManifestError, parse_manifest
 from cronsource.domain.service import CronService, NotFound
 from cronsource.projections.readmodel import StatusRow
@@ -370,3 +371,68 @@ class CronWorkflowWatcher(_ListWatch):
         )
         if status.active and self.on_runs_adopted is not None:
             self.on_runs_adopted(cron_id, key[0], [name for name, _ in status.active], at)
+
+
+class CalendarWatcher(_ListWatch):
+    """ConfigMaps labelled `cronsource.io/calendar: "true"` -> apply_calendar /
+    delete_calendar: each change of one is a new version of its calendar's stream, read by
+    the next decision of every CronWorkflow that names it.
+
+    The API server cannot refuse a bad calendar for us: a ConfigMap that is not one we admit
+    (a malformed date, 100,000 dates, a rule that matches nothing) is logged in one line
+    naming the field and kept in `rejected`; the calendar keeps its last admitted version,
+    and nothing half of the bad one is stored. A CronWorkflow naming a calendar that does
+    not exist skips its ticks as SpecError naming it (domain/cronworkflow.py `_exclusion`)."""
+
+    plural = CM
+
+    def __init__(
+        self,
+        kube: KubeApi,
+        service: CronService,
+        namespace: str | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        super().__init__(kube, namespace, f"{CALENDAR_LABEL}=true", clock)
+        self.service = service
+        self.known: set[tuple[str, str]] = set()
+        self.rejected: dict[tuple[str, str], str] = {}
+
+    def seed(self) -> int:
+        """Remember the live calendars the store knows, so that the first list after a
+        restart deletes those removed from the cluster while no watcher ran."""
+        for cal in self.service.known_calendars():
+            if cal.deleted or (self.namespace and cal.namespace != self.namespace):
+                continue
+            self.known.add((cal.namespace, cal.name))
+        return len(self.known)
+
+    def _reconcile(self, items: list[dict[str, Any]], before: Any, at: datetime) -> None:
+        present = {_key(o) for o in items}
+        for key in list(self.known - present):
+            self._delete(key, at)
+
+    def _delete(self, key: tuple[str, str], at: datetime) -> None:
+        self.known.discard(key)
+        self.rejected.pop(key, None)
+        try:
+            self.service.delete_calendar(key[0], key[1], at)
+        except NotFound:
+            return
+
+    def _handle(self, kind: str, obj: dict[str, Any], at: datetime) -> None:
+        key = _key(obj)
+        if kind == "DELETED":
+            self._delete(key, at)
+            return
+        self.known.add(key)
+        try:
+            spec = calendar_spec(obj, key[0])
+        except CalendarError as e:
+            self.rejected[key] = str(e)
+            log.warning("calendar %s/%s not admitted: %s", key[0], key[1], e)
+            return
+        self.rejected.pop(key, None)
+        version, what = self.service.apply_calendar(spec, at)
+        if what != "unchanged":
+            log.info("calendar %s/%s %s (version %d)", key[0], key[1], what, version)

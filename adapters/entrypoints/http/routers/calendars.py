@@ -1,0 +1,99 @@
+"""Calendars (docs/user-guide.md, "Calendars"): a ConfigMap labelled
+`cronsource.io/calendar: "true"`, replaced with PUT, read with GET, deleted with DELETE. Each
+change is a version of the calendar's stream; the CronWorkflows that name it read it at
+their next decision."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from cronsource.adapters.application.inputs import FieldError
+from cronsource.adapters.application.models import CalendarObject
+from cronsource.adapters.entrypoints.http.admission import content_type, parse_body
+from cronsource.adapters.entrypoints.http.dependencies import TOKEN, Ops, Settings
+from cronsource.adapters.entrypoints.http.params import Name, Namespace
+from cronsource.adapters.entrypoints.http.problems import problem_responses
+from cronsource.adapters.entrypoints.http.replies import log_command
+from cronsource.adapters.entrypoints.http.routers.cronworkflows import bounded
+from cronsource.domain.calendars import CalendarError, calendar_spec
+from cronsource.domain.service import NotFound
+
+BASE = "/namespaces/{namespace}/calendars"
+router = APIRouter(prefix="/api/v1", dependencies=[TOKEN], responses=problem_responses(401))
+
+
+def _field_of(e: CalendarError) -> FieldError:
+    """`data.dates: '2026-02-30' is not a date ...` as a 422 naming the field."""
+    field, _, message = str(e).partition(": ")
+    return FieldError(field, message, "body")
+
+
+@router.put(
+    BASE + "/{name}",
+    response_model=CalendarObject,
+    responses=problem_responses(400, 415, 422),
+    summary="Create or replace a calendar (a ConfigMap labelled cronsource.io/calendar)",
+    description="The body is the ConfigMap: `data.dates` (dates and YYYY-MM-DD..YYYY-MM-DD"
+    " ranges, at most 10,000 entries) and optionally `data.rrule` (RFC 5545 lines, DAILY or"
+    " coarser). A change is a new version; an unchanged body changes nothing.",
+    tags=["calendars"],
+)
+async def put(
+    namespace: Namespace, name: Name, request: Request, ops: Ops, settings: Settings
+) -> dict[str, Any]:
+    raw, ctype = await request.body(), content_type(request)
+
+    def run() -> dict[str, Any]:
+        doc = parse_body(raw, ctype)
+        if not isinstance(doc, dict):
+            raise FieldError("<body>", "a ConfigMap is required", "body")
+        meta = doc.setdefault("metadata", {})
+        if isinstance(meta, dict):
+            meta.setdefault("namespace", namespace)
+            meta.setdefault("name", name)
+            if (meta.get("namespace"), meta.get("name")) != (namespace, name):
+                raise FieldError("metadata", "namespace and name must match the path", "body")
+        if doc.get("kind", "ConfigMap") != "ConfigMap":
+            raise FieldError("kind", f"{doc.get('kind')!r}: a calendar is a ConfigMap", "body")
+        try:
+            spec = calendar_spec(doc, namespace)
+        except CalendarError as e:
+            raise _field_of(e) from None
+        version, what = ops.apply_calendar(spec)
+        log_command(f"calendar {what}", namespace, name, version)
+        [out] = ops.calendars(namespace, [name])
+        return dict(out, outcome=what)
+
+    return await bounded(run, settings.request_timeout)
+
+
+@router.get(
+    BASE + "/{name}",
+    response_model=CalendarObject,
+    responses=problem_responses(404),
+    summary="A calendar as it is now, with its version",
+    tags=["calendars"],
+)
+def get(namespace: Namespace, name: Name, ops: Ops) -> dict[str, Any]:
+    found = ops.calendars(namespace, [name])
+    if not found or found[0]["deleted"]:
+        raise NotFound(f"calendar {namespace}/{name} not found")
+    return found[0]
+
+
+@router.delete(
+    BASE + "/{name}",
+    response_model=CalendarObject,
+    responses=problem_responses(404),
+    summary="Delete a calendar (its stream and versions stay)",
+    description="A CronWorkflow that still names it skips its ticks as SpecError, naming it,"
+    " until the calendar exists again or the annotation goes.",
+    tags=["calendars"],
+)
+def delete(namespace: Namespace, name: Name, ops: Ops) -> dict[str, Any]:
+    version = ops.delete_calendar(namespace, name)
+    log_command("calendar deleted", namespace, name, version)
+    [out] = ops.calendars(namespace, [name])
+    return out
