@@ -71,6 +71,9 @@ NEEDED: dict[tuple[str, str], set[str]] = {
     ("argoproj.io", "cronworkflows"): {"get", "list", "watch", "patch"},
     ("argoproj.io", "cronworkflows/finalizers"): {"update"},
     ("argoproj.io", "workflows"): {"get", "list", "watch", "create", "patch", "delete"},
+    # Kubernetes Events on the CronWorkflows (adapters/infrastructure/kube/events.py): a new
+    # Event, or the count of one written before.
+    ("", "events"): {"create", "patch"},
 }
 VERBS = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
 # Resources it must not touch, beside every other verb on the ones above.
@@ -82,7 +85,6 @@ OTHERS = [
     ("", "configmaps"),
     ("", "pods"),
     ("", "pods/exec"),
-    ("", "events"),
     ("", "serviceaccounts"),
     ("", "serviceaccounts/token"),
     ("", "namespaces"),
