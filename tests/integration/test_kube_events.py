@@ -17,6 +17,7 @@ selector the API server serves).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -190,6 +191,15 @@ def test_a_create_failing_transiently_is_retried_then_given_up_with_condition_an
             e for e in described(core, ns, "flaky", uid) if e.reason == "SuccessfulCreate"
         ]
         assert (created.type, created.message) == ("Normal", f"Created workflow {child}")
+        # The same Events through the events.k8s.io API, as `kubectl events --for` reads them
+        # (as JSON: the Python client's model refuses the null `eventTime` of core Events).
+        regarding = client.EventsV1Api(kube_api).list_namespaced_event(
+            ns, field_selector=f"regarding.name=flaky,regarding.uid={uid}", _preload_content=False
+        )
+        assert {e["reason"] for e in json.loads(regarding.data)["items"]} == {
+            "TransientSubmissionError",
+            "SuccessfulCreate",
+        }
         until(lambda: "TransientSubmissionError" not in conditions(), loop.turn, "cleared")
         assert sync.events.recorder.stats.failed == sync.events.recorder.stats.dropped == 0
     finally:

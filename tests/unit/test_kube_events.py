@@ -8,6 +8,8 @@ tests/integration/test_kube_events.py runs the same against the real API server.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -234,3 +236,43 @@ def test_the_feed_emits_new_audit_rows_for_objects_the_cluster_shows(
         "uid": "uid-1",
     }
     assert written["source"] == {"component": "cronsource"} and written["count"] == 1
+
+
+class HangingApi:
+    """An API server that does not answer an Event write until `release` is set."""
+
+    def __init__(self, kube: FakeKube) -> None:
+        self.kube = kube
+        self.release = threading.Event()
+
+    async def _hang(self, body: dict[str, Any]) -> dict[str, Any]:
+        while not self.release.is_set():
+            await asyncio.sleep(0.01)
+        return body
+
+    async def create_event(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._hang(body)
+
+    async def patch_event(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._hang(body)
+
+    def run(self, coro: Any) -> Any:
+        return self.kube.run(coro)
+
+
+def test_an_api_that_does_not_answer_blocks_neither_emit_nor_stop(kube: FakeKube) -> None:
+    api = HangingApi(kube)
+    rec = EventRecorder(api, queue_size=10)
+    rec.start()
+    thread = rec._thread
+    assert thread is not None
+    try:
+        for i in range(100):  # the thread is stuck on the first; the queue fills, then drops
+            rec.emit(REF, "Normal", "R", f"m{i}", T0)
+        assert rec.stats.dropped >= 89
+        rec.stop(timeout=0.2)  # returns within its timeout, the write still hanging
+        assert rec._thread is None and rec.stats.created == 0
+    finally:
+        api.release.set()  # let the thread finish before the fake cluster goes
+        rec._queue.put(None)
+        thread.join(timeout=10)

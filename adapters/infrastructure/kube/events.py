@@ -335,14 +335,16 @@ class EventRecorder:
             self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Write what is queued (within `timeout`), then end the thread."""
+        """Write what is queued, then end the thread; at most `timeout` seconds in all (what
+        is still queued then is lost with the process: best effort)."""
         if self._thread is None:
             return
+        deadline = self.clock.monotonic() + timeout
         try:
-            self._queue.put(None, timeout=timeout)
+            self._queue.put(None, timeout=timeout / 2)
         except queue.Full:
             pass
-        self._thread.join(timeout)
+        self._thread.join(max(0.0, deadline - self.clock.monotonic()))
         self._thread = None
 
     def pending(self) -> int:
