@@ -28,12 +28,13 @@ from cronsource.adapters.runtime.projector import Projector
 from cronsource.adapters.runtime.retention import Retention
 from cronsource.adapters.runtime.runwatcher import RunPoller, RunWatcher
 from cronsource.adapters.runtime.waker import Waker
-from cronsource.domain.cronworkflow import CronWorkflow
+from cronsource.domain.cronworkflow import SUBMISSION_REFUSED, CronWorkflow
 from cronsource.domain.decisions import DEFAULT_LATE_TOLERANCE
 from cronsource.domain.service import CronService, LogIndex
 from cronsource.projections.dispatch import (
     NOT_STARTED_REASON,
     Dispatcher,
+    FailureSink,
     NotStartedSink,
     WorkflowTarget,
 )
@@ -93,11 +94,10 @@ def bootstrap(
             target,
             view,
             AggregateFollower(load_at, load_many=service.load_many),
-            on_failure=lambda cid, wf, t, msg, at: service.submission_failed(
-                cid, wf, t, msg, False, at
-            ),
+            on_failure=_failure_sink(service),
             on_not_started=_not_started_sink(service),
             late_tolerance=lambda: service.late_tolerance,
+            on_recovered=service.submission_recovered,
         )
     projector = Projector(service, view, readmodel, dispatcher, lock_for(config, replica), clock)
     return Engine(config, service, view, readmodel, dispatcher, projector, indexes[0], clock)
@@ -110,6 +110,34 @@ def migrate(config: StoreConfig) -> None:
     view = config.read_model()
     view.create_tables()
     view.close()
+
+
+def _failure_sink(service: CronService) -> FailureSink:
+    """The dispatcher's SubmissionFailed, recorded through the domain service."""
+
+    def record(
+        cron_id: Any,
+        workflow: str,
+        scheduled_time: datetime,
+        message: str,
+        at: datetime,
+        *,
+        transient: bool = False,
+        reason: str = SUBMISSION_REFUSED,
+        attempts: int = 1,
+    ) -> bool:
+        return service.submission_failed(
+            cron_id,
+            workflow,
+            scheduled_time,
+            message,
+            transient,
+            at,
+            reason=reason,
+            attempts=attempts,
+        )
+
+    return record
 
 
 def _not_started_sink(service: CronService) -> NotStartedSink:

@@ -92,6 +92,13 @@ _TICK = timedelta(microseconds=1)
 #: examples/cron-when.yaml (`(now() - lastScheduledTime).Seconds() > 360`) runs every 6
 #: minutes, not 7. Fixed, so that `simulate` and replicas decide alike (docs/design.md section 4).
 NOW_AFTER_TICK = timedelta(milliseconds=1)
+#: The reasons of SubmissionFailed (v2). A refusal for good: Argo's condition type for it
+#: (`SubmissionError`). A transient error that is retried: Argo PR #16233's condition type
+#: (`TransientSubmissionError`, for argoproj/argo-workflows#14880). Transient errors until the
+#: fire's deadline passed: the fire is given up, with the last error.
+SUBMISSION_REFUSED = "SubmissionError"
+SUBMISSION_RETRYING = "TransientSubmissionError"
+SUBMISSION_EXHAUSTED = "SubmissionRetriesExhausted"
 
 Phase = Literal["Succeeded", "Failed", "Error"]
 
@@ -225,6 +232,7 @@ _SNAPSHOT_FIELDS = (
     "failure_streak",
     "failure_pause",
     "buffered",
+    "submission_trouble",
 )
 
 
@@ -271,9 +279,10 @@ class CronWorkflow(Aggregate):
     #: rule moved to the scheduler, the last-applied record and runs not started (no
     #: `suspension_end`, `suspension_reason`, `last_applied`, `not_started`); 2: before the
     #: pause after failures (no `failure_streak`, `failure_pause`); 3: before buffered
-    #: overlap (no `buffered`); 4: today's.
+    #: overlap (no `buffered`); 4: before retried submissions (no `submission_trouble`);
+    #: 5: today's.
     #: Each step has an `upcast_vN_vN+1`.
-    class_version = 4
+    class_version = 5
     Snapshot = CronWorkflowSnapshot
 
     def snapshot_state(self) -> dict[str, Any]:
@@ -328,6 +337,12 @@ class CronWorkflow(Aggregate):
         that time took `cronsource.io/overlap`), so the buffer is empty, exactly."""
         state.setdefault("buffered", [])
 
+    @staticmethod
+    def upcast_v4_v5(state: dict[str, Any]) -> None:
+        """A snapshot of before retried submissions: no transient SubmissionFailed was ever
+        recorded (nothing wrote one), so there is no trouble to show, exactly."""
+        state.setdefault("submission_trouble", None)
+
     # ------------------------------------------------------------------ creation
 
     @staticmethod
@@ -374,6 +389,12 @@ class CronWorkflow(Aggregate):
         #: The latest run not started past its deadline, for the status condition:
         #: {"workflow": name, "message": why}; None until one is.
         self.not_started: dict[str, str] | None = None
+        #: The latest fire whose Workflow could not be created for a transient error (5xx,
+        #: 429, no answer), for the `TransientSubmissionError` condition: {"workflow": name,
+        #: "message": last error, "attempts": n, "reason": TransientSubmissionError while it
+        #: is retried, SubmissionRetriesExhausted once its deadline passed}; None when the
+        #: last create after it succeeded (SubmissionRecovered).
+        self.submission_trouble: dict[str, Any] | None = None
         self.active: dict[str, datetime] = {}
         self.finished: list[tuple[str, str, datetime]] = []
         self.succeeded = 0
@@ -1290,17 +1311,58 @@ class CronWorkflow(Aggregate):
         return True
 
     def submission_failed(
-        self, workflow: str, scheduled_time: datetime, message: str, transient: bool, at: datetime
-    ) -> None:
+        self,
+        workflow: str,
+        scheduled_time: datetime,
+        message: str,
+        transient: bool,
+        at: datetime,
+        *,
+        reason: str | None = None,
+        attempts: int = 1,
+    ) -> bool:
+        """The dispatcher could not create this fire's Workflow. `reason` (default by
+        `transient`): SubmissionError, refused for good (403, 422, a name that is not ours);
+        TransientSubmissionError, a transient error it goes on retrying (the run stays
+        active); SubmissionRetriesExhausted, transient errors until the fire's deadline
+        passed, `message` the last one. Returns whether anything was recorded: a transient
+        failure of a run that is not active (it ended, or the fire was given up) or that is
+        already recorded as retried is not recorded again, so a dispatcher that repeats its
+        batch, or restarts, records each retried fire once."""
+        reason = reason or (SUBMISSION_RETRYING if transient else SUBMISSION_REFUSED)
+        trouble = self.submission_trouble
+        if workflow not in self.active or (
+            transient
+            and trouble is not None
+            and trouble["workflow"] == workflow
+            and trouble["reason"] == SUBMISSION_RETRYING
+        ):
+            return False
         self._submission_failed(
             workflow_name=workflow,
             scheduled_time=scheduled_time,
             message=message,
             transient=transient,
+            reason=reason,
+            attempts=attempts,
             timestamp=at,
         )
         if not transient:
             self._start_queued(at)
+        return True
+
+    def submission_recovered(self, workflow: str, attempts: int, at: datetime) -> bool:
+        """A Workflow was created after transient failures were recorded (of this fire, or
+        of an earlier one given up): the `TransientSubmissionError` condition clears, as
+        Argo clears it at the next successful submission (PR #16233). Nothing is recorded
+        when no trouble is shown, so every successful create may call it."""
+        trouble = self.submission_trouble
+        if trouble is None or (
+            trouble["reason"] == SUBMISSION_RETRYING and trouble["workflow"] != workflow
+        ):
+            return False  # nothing shown, or another fire is still being retried
+        self._submission_recovered(workflow_name=workflow, attempts=attempts, timestamp=at)
+        return True
 
     def _prune_history(self, at: datetime) -> None:
         spec = self.spec_model
@@ -1610,10 +1672,24 @@ class CronWorkflow(Aggregate):
         message: str,
         transient: bool,
         timestamp: datetime,
+        reason: str = SUBMISSION_REFUSED,
+        attempts: int = 1,
     ) -> None:
+        # v2: `reason` and `attempts` (upcast below).
         if not transient:
             self.active.pop(workflow_name, None)
             self.backfill_running.discard(workflow_name)
+        if reason in (SUBMISSION_RETRYING, SUBMISSION_EXHAUSTED):
+            self.submission_trouble = {
+                "workflow": workflow_name,
+                "message": message,
+                "attempts": attempts,
+                "reason": reason,
+            }
+
+    @event("SubmissionRecovered", topic="cronsource:SubmissionRecovered/v1")
+    def _submission_recovered(self, workflow_name: str, attempts: int, timestamp: datetime) -> None:
+        self.submission_trouble = None
 
     @event("RunNotStarted", topic="cronsource:RunNotStarted/v1")
     def _run_not_started(
@@ -1766,6 +1842,13 @@ def _upcast_stop_without_values(state: dict[str, Any]) -> None:
     state["values"] = None
 
 
+def _upcast_submission_failed_v1(state: dict[str, Any]) -> None:
+    """v1 of SubmissionFailed had no reason and no attempt count: what it recorded was one
+    attempt, a refusal for good unless `transient` (which nothing but tests wrote)."""
+    state["reason"] = SUBMISSION_RETRYING if state.get("transient") else SUBMISSION_REFUSED
+    state["attempts"] = 1
+
+
 # Version 2 of the decision events: ScheduleFired and ScheduleSkipped add `decided_by`, the
 # identity of the replica that decided (None for a manual run, a backfill, a command, or an
 # event written before it); ScheduleSkipped also records the `when` expression and the values
@@ -1777,6 +1860,10 @@ CronWorkflow.ScheduleSkipped.class_version = 2  # type: ignore[attr-defined]
 CronWorkflow.ScheduleSkipped.upcast_v1_v2 = staticmethod(_upcast_skip_v1)  # type: ignore[attr-defined]
 CronWorkflow.Stopped.class_version = 2  # type: ignore[attr-defined]
 CronWorkflow.Stopped.upcast_v1_v2 = staticmethod(_upcast_stop_without_values)  # type: ignore[attr-defined]
+# Version 2 of SubmissionFailed adds `reason` (refused, retried, retries exhausted) and
+# `attempts` (how many creates failed). Same topic; v1 events are upcast on load.
+CronWorkflow.SubmissionFailed.class_version = 2  # type: ignore[attr-defined]
+CronWorkflow.SubmissionFailed.upcast_v1_v2 = staticmethod(_upcast_submission_failed_v1)  # type: ignore[attr-defined]
 
 # A snapshot is read by processes that never took one: its topic must resolve from the start
 # (the library registers an explicit TOPIC only when a snapshot is first taken).

@@ -888,11 +888,33 @@ class CronService(Application[UUID]):
         message: str,
         transient: bool,
         at: datetime,
-    ) -> None:
-        self.command(
-            cron_id,
-            lambda a: a.submission_failed(workflow, scheduled_time, message, transient, at),
+        *,
+        reason: str | None = None,
+        attempts: int = 1,
+    ) -> bool:
+        """Record that a fire's Workflow was not created (CronWorkflow.submission_failed);
+        whether anything was recorded."""
+        return bool(
+            self.command(
+                cron_id,
+                lambda a: a.submission_failed(
+                    workflow,
+                    scheduled_time,
+                    message,
+                    transient,
+                    at,
+                    reason=reason,
+                    attempts=attempts,
+                ),
+            )
         )
+
+    def submission_recovered(
+        self, cron_id: UUID, workflow: str, attempts: int, at: datetime
+    ) -> bool:
+        """Record a create that succeeded after transient failures
+        (CronWorkflow.submission_recovered); whether anything was recorded."""
+        return bool(self.command(cron_id, lambda a: a.submission_recovered(workflow, attempts, at)))
 
     def run_not_started(
         self,

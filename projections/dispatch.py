@@ -24,7 +24,12 @@ from typing import Any, Protocol
 from eventsourcing.persistence import Tracking
 
 from cronsource.domain.calendars import is_calendar_event
-from cronsource.domain.cronworkflow import CronWorkflow
+from cronsource.domain.cronworkflow import (
+    SUBMISSION_EXHAUSTED,
+    SUBMISSION_REFUSED,
+    SUBMISSION_RETRYING,
+    CronWorkflow,
+)
 from cronsource.domain.decisions import DEFAULT_LATE_TOLERANCE
 from cronsource.domain.service import event_type
 from cronsource.projections.readmodel import AggregateFollower, rfc3339
@@ -71,9 +76,54 @@ def is_same_workflow(existing: dict[str, Any], ours: dict[str, Any]) -> bool:
 
 
 class FailureSink(Protocol):
+    """Records SubmissionFailed: `transient` while the fire is retried, else for good;
+    `reason` one of domain/cronworkflow.py's SUBMISSION_* names."""
+
     def __call__(
-        self, cron_id: Any, workflow: str, scheduled_time: datetime, message: str, at: datetime
-    ) -> None: ...
+        self,
+        cron_id: Any,
+        workflow: str,
+        scheduled_time: datetime,
+        message: str,
+        at: datetime,
+        *,
+        transient: bool = False,
+        reason: str = SUBMISSION_REFUSED,
+        attempts: int = 1,
+    ) -> Any: ...
+
+
+class RecoveredSink(Protocol):
+    """Records SubmissionRecovered: a create succeeded after recorded transient failures."""
+
+    def __call__(self, cron_id: Any, workflow: str, attempts: int, at: datetime) -> Any: ...
+
+
+class CreatedSink(Protocol):
+    """Told of each Workflow the target created (or found ours): the Kubernetes Events'
+    `SuccessfulCreate`. Must not block: it is on the dispatcher's path."""
+
+    def __call__(self, agg: CronWorkflow, workflow: str, at: datetime) -> None: ...
+
+
+#: How long a fire without a starting deadline (manual, backfill, a buffered tick without
+#: `startingDeadlineSeconds`) is retried after its first transient failure before it is
+#: given up. Argo's PR #16233 has no bound (the missed tick is retried at every reconcile
+#: while the condition is set); without one, a Workflow the API server keeps refusing with a
+#: 5xx would hold up every fire after it in the log for ever.
+RETRY_WITHOUT_DEADLINE = timedelta(minutes=10)
+
+
+@dataclass
+class Attempts:
+    """The failed creates of one fire this dispatcher is retrying (in memory: a restart
+    starts counting again, and the aggregate keeps a retried fire from being recorded
+    twice)."""
+
+    first: datetime
+    count: int = 0
+    last_error: str = ""
+    recorded: bool = False
 
 
 class NotStartedSink(Protocol):
@@ -220,12 +270,19 @@ class Dispatcher:
         on_failure: FailureSink | None = None,
         on_not_started: NotStartedSink | None = None,
         late_tolerance: Callable[[], timedelta] = lambda: DEFAULT_LATE_TOLERANCE,
+        on_recovered: RecoveredSink | None = None,
     ):
         self.target = target
         self.positions = positions
         self.follower = follower
         self.on_failure = on_failure
         self.on_not_started = on_not_started
+        self.on_recovered = on_recovered
+        #: Told of every Workflow created (adapters wire the Kubernetes Events here).
+        self.on_created: CreatedSink | None = None
+        #: The fires being retried after transient errors, by (stream id, Workflow name).
+        #: At most one batch's worth: the position does not move past a retried fire.
+        self.attempts: dict[tuple[str, str], Attempts] = {}
         #: The runtime's late tolerance (`run --late-tolerance`), read at each batch.
         self.late_tolerance = late_tolerance
 
@@ -251,6 +308,11 @@ class Dispatcher:
             if kind == "ScheduleFired":
                 wf = build_workflow(agg, ev.workflow_name, ev.scheduled_time)
                 deadline = start_deadline(agg, ev.trigger, late_tolerance)
+                tried = self.attempts.get((str(agg.id), ev.workflow_name))
+                if tried is not None and at >= self._retry_until(ev, agg, tried, late_tolerance):
+                    # A fire this dispatcher was retrying and whose deadline has passed since.
+                    self._given_up(ev, agg, wf, tried, late_tolerance, at)
+                    continue
                 if deadline is not None and at >= ev.scheduled_time + deadline:
                     # Nothing of this fire reaches the target, not even the terminations of
                     # the runs it replaces: they go on, as when a CronJob misses its window.
@@ -286,7 +348,17 @@ class Dispatcher:
 
         Recording twice is harmless (a replay after the event was saved but before the
         position moved): the aggregate records nothing for a run that is not active."""
-        if self.target.created(wf, cron_id=str(agg.id)):
+        try:
+            created = self.target.created(wf, cron_id=str(agg.id))
+        except PermanentSubmissionError:
+            raise
+        except Exception as e:
+            # Whether it was created cannot be known, and the deadline has passed: the fire
+            # is given up with this error rather than holding up every fire after it.
+            tried = Attempts(first=at, count=1, last_error=str(e))
+            self._give_up(ev, agg, tried, deadline, late_tolerance, at)
+            return
+        if created:
             return
         if self.on_not_started is None:
             raise RuntimeError(
@@ -307,10 +379,16 @@ class Dispatcher:
 
         Targets that can take many at once (`create_many`: one flush to disk for the local
         target, concurrent requests for a cluster) answer per creation: None when done, else
-        the error. If any error is transient (it outlived the target's own retries), it is
-        raised before anything is reported: the position stays, the batch is repeated, and the
-        creations that did succeed then answer "already ours". Refusals for good are fed back
-        as SubmissionFailed only once no transient error is left, so never twice.
+        the error. A refusal for good is fed back as SubmissionFailed (SubmissionError). A
+        transient error (one that outlived the target's own retries) is recorded once per
+        fire as SubmissionFailed (TransientSubmissionError, the run stays active), and then
+        raised after the others were reported: the position stays and the batch is repeated
+        after the step's backoff, the creations that did succeed answering "already ours"
+        and a refusal recorded already not being recorded again (the aggregate records a
+        failure only for an active run). A fire still failing at its deadline (`_retry_until`)
+        is given up: SubmissionFailed (SubmissionRetriesExhausted) with the last error and
+        the number of attempts. The first create that succeeds after recorded trouble is
+        recorded as SubmissionRecovered, which clears the status condition.
         """
         if not creates:
             return
@@ -318,22 +396,142 @@ class Dispatcher:
         many = getattr(self.target, "create_many", None)
         errors: list[BaseException | None]
         if many is not None:
-            errors = many(creations, at)
+            try:
+                errors = many(creations, at)
+            except PermanentSubmissionError:
+                raise
+            except Exception as e:  # the whole call failed (no answer): each creation did
+                errors = [e] * len(creations)
         else:
             errors = []
             for c in creations:
                 try:
                     self.target.create(c.workflow, cron_id=c.cron_id, trigger=c.trigger, at=at)
                     errors.append(None)
-                except PermanentSubmissionError as e:
+                except Exception as e:  # refused for good, or transient: sorted out below
                     errors.append(e)
-        for error in errors:
-            if error is not None and not isinstance(error, PermanentSubmissionError):
-                raise error
+        retry: BaseException | None = None
+        late_tolerance = self.late_tolerance()
         for (ev, agg, _), error in zip(creates, errors, strict=True):
+            key = (str(agg.id), ev.workflow_name)
             if error is None:
-                continue
-            if self.on_failure is None:
-                raise error
-            self.on_failure(agg.id, ev.workflow_name, ev.scheduled_time, str(error), at)
+                self._created(ev, agg, self.attempts.pop(key, None), at)
+            elif isinstance(error, PermanentSubmissionError):
+                tried = self.attempts.pop(key, None)
+                if self.on_failure is None:
+                    raise error
+                self.on_failure(
+                    agg.id,
+                    ev.workflow_name,
+                    ev.scheduled_time,
+                    str(error),
+                    at,
+                    transient=False,
+                    reason=SUBMISSION_REFUSED,
+                    attempts=1 + (tried.count if tried else 0),
+                )
+            else:
+                tried = self.attempts.setdefault(key, Attempts(first=at))
+                tried.count += 1
+                tried.last_error = str(error)
+                # Within its deadline (one past it is not created: `process_batch` gives it
+                # up at the next turn, `_given_up`).
+                if self.on_failure is None:
+                    raise error
+                if not tried.recorded:
+                    self.on_failure(
+                        agg.id,
+                        ev.workflow_name,
+                        ev.scheduled_time,
+                        f"{error} (attempt {tried.count}; retried until"
+                        f" {rfc3339(self._retry_until(ev, agg, tried, late_tolerance))})",
+                        at,
+                        transient=True,
+                        reason=SUBMISSION_RETRYING,
+                        attempts=tried.count,
+                    )
+                    tried.recorded = True
+                retry = retry or error
         creates.clear()
+        if retry is not None:
+            # The position stays: the batch is repeated (after the step's backoff), and the
+            # creations that did succeed then answer "already ours".
+            raise retry
+
+    def _created(self, ev: Any, agg: CronWorkflow, tried: Attempts | None, at: datetime) -> None:
+        """A Workflow was created: tell the Events, and clear the transient trouble a
+        retried fire (or an earlier one given up) left on the status."""
+        if self.on_created is not None:
+            self.on_created(agg, ev.workflow_name, at)
+        if self.on_recovered is not None and (
+            tried is not None or agg.submission_trouble is not None
+        ):
+            self.on_recovered(agg.id, ev.workflow_name, 1 + (tried.count if tried else 0), at)
+
+    def _retry_until(
+        self, ev: Any, agg: CronWorkflow, tried: Attempts, late_tolerance: timedelta
+    ) -> datetime:
+        """When a fire failing with transient errors is given up: at its starting deadline
+        (as a fire reached late is not started), else RETRY_WITHOUT_DEADLINE after its first
+        failed create."""
+        deadline = start_deadline(agg, ev.trigger, late_tolerance)
+        if deadline is None:
+            return tried.first + RETRY_WITHOUT_DEADLINE
+        tick: datetime = ev.scheduled_time
+        return tick + deadline
+
+    def _given_up(
+        self,
+        ev: Any,
+        agg: CronWorkflow,
+        wf: dict[str, Any],
+        tried: Attempts,
+        late_tolerance: timedelta,
+        at: datetime,
+    ) -> None:
+        """A retried fire reached past its deadline: done if a create whose answer was lost
+        made it after all, else given up with the last error."""
+        key = (str(agg.id), ev.workflow_name)
+        try:
+            created = self.target.created(wf, cron_id=str(agg.id))
+        except Exception as e:  # this check failed too: the last attempt, and its error
+            created, tried.last_error = False, str(e)
+            tried.count += 1
+        self.attempts.pop(key, None)
+        if created:
+            self._created(ev, agg, tried, at)
+            return
+        deadline = start_deadline(agg, ev.trigger, late_tolerance)
+        self._give_up(ev, agg, tried, deadline, late_tolerance, at)
+
+    def _give_up(
+        self,
+        ev: Any,
+        agg: CronWorkflow,
+        tried: Attempts,
+        deadline: timedelta | None,
+        late_tolerance: timedelta,
+        at: datetime,
+    ) -> None:
+        """Record a fire failed to submit for good after transient errors, with the last."""
+        if self.on_failure is None:
+            raise RuntimeError(
+                f"workflow {agg.namespace}/{ev.workflow_name}: {tried.last_error}, and this"
+                " dispatcher has nowhere to record that it was given up"
+            )
+        bound = (
+            f"its starting deadline of {_duration(deadline)}"
+            if deadline is not None
+            else f"{_duration(RETRY_WITHOUT_DEADLINE)} of retries"
+        )
+        attempts = "1 attempt" if tried.count == 1 else f"{tried.count} attempts"
+        self.on_failure(
+            agg.id,
+            ev.workflow_name,
+            ev.scheduled_time,
+            f"{tried.last_error} ({attempts}; given up after {bound})",
+            at,
+            transient=False,
+            reason=SUBMISSION_EXHAUSTED,
+            attempts=tried.count,
+        )

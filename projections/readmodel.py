@@ -181,6 +181,9 @@ def status_of(agg: CronWorkflow) -> dict[str, Any]:
                 f" {not_started['message']}",
             }
         )
+    trouble = getattr(agg, "submission_trouble", None)
+    if trouble is not None:
+        conditions.append(transient_condition(trouble))
     if agg.failure_pause is not None:
         conditions.append(paused_condition(agg.failure_pause))
     conditions += _adopted_conditions(agg, {c["type"] for c in conditions})
@@ -204,6 +207,28 @@ def status_of(agg: CronWorkflow) -> dict[str, Any]:
     if resolved:
         status["resolvedSchedules"] = resolved
     return status
+
+
+#: Argo's condition type for a submission that failed for a transient error (PR #16233, for
+#: argoproj/argo-workflows#14880), with its message's words.
+TRANSIENT_CONDITION = "TransientSubmissionError"
+
+
+def transient_condition(trouble: dict[str, Any]) -> dict[str, Any]:
+    """The TransientSubmissionError condition of a fire whose create met transient errors:
+    set at its first, kept when it is given up at its deadline, cleared by the next create
+    that succeeds (SubmissionRecovered)."""
+    attempts = int(trouble.get("attempts") or 1)
+    if trouble.get("reason") == "SubmissionRetriesExhausted":
+        state = "given up"
+    else:
+        state = "will retry"
+    return {
+        "type": TRANSIENT_CONDITION,
+        "status": "True",
+        "message": f"Failed to submit Workflow {trouble['workflow']} (transient, {state};"
+        f" {attempts} attempt{'s' if attempts != 1 else ''}): {trouble['message']}",
+    }
 
 
 #: The condition of a CronWorkflow paused after failures (`cronsource.io/pause-after-failures`).
@@ -299,6 +324,7 @@ _DETAIL_FIELDS = {
     "workflow_names": "workflows",
     "generation": "generation",
     "transient": "transient",
+    "attempts": "attempts",  # SubmissionFailed v2, SubmissionRecovered
     "overlap": "overlap",
     "parallel": "parallel",
     "created_at": "createdAt",

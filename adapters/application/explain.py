@@ -89,6 +89,22 @@ def _explain(
             skips = [r for r in decisions if r.type == "ScheduleSkipped"]
             if skips:
                 out["explanation"] += f", after first being skipped ({skips[0].reason})"
+            failed = [r for r in decisions if r.type == "SubmissionFailed"]
+            if failed:
+                last = failed[-1]
+                retried = [r for r in failed if r.detail.get("transient")]
+                if retried:
+                    out["explanation"] += (
+                        f"; its create failed with a transient error at {rfc3339(retried[0].at)}"
+                        " and was retried"
+                    )
+                if not last.detail.get("transient"):
+                    out["outcome"] = "SubmissionFailed"
+                    out["reason"] = last.reason
+                    out["explanation"] += (
+                        f"; failed to submit (recorded at {rfc3339(last.at)}):"
+                        f" {last.detail.get('message')}"
+                    )
             not_started = [r for r in decisions if r.type == "RunNotStarted"]
             if not_started:
                 n = not_started[-1]

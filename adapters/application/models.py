@@ -132,8 +132,9 @@ class Decision(BaseModel):
     at: str
     outcome: str = Field(
         description="Fired, NotStarted (fired, its Workflow not created by its starting"
-        " deadline), Skipped, Pending, NotScheduled, NotATick, Unknown, or Removed (before"
-        " the window `run --retain` keeps)"
+        " deadline), SubmissionFailed (fired, its Workflow refused, or its creates failing"
+        " with transient errors until its deadline), Skipped, Pending, NotScheduled,"
+        " NotATick, Unknown, or Removed (before the window `run --retain` keeps)"
     )
     reason: str | None = None
     explanation: str

@@ -205,6 +205,10 @@ def _summary(row: Any) -> str:
         "ScheduleFired": f"fired {row.workflow}",
         "ScheduleSkipped": f"skipped ({row.reason})",
         "RunCompleted": f"run {row.workflow} {row.detail.get('phase', '')}".rstrip(),
-        "SubmissionFailed": f"submission of {row.workflow} failed: {row.detail.get('message')}",
+        "SubmissionFailed": f"submission of {row.workflow} failed"
+        + (f" ({row.reason})" if row.reason else "")
+        + f": {row.detail.get('message')}",
+        "SubmissionRecovered": f"{row.workflow} created after"
+        f" {row.detail.get('attempts')} attempts",
     }.get(row.type, row.type)
     return f"{row.namespace}/{row.name} {what}"

@@ -276,6 +276,31 @@ class _EngineCollector(Collector):
         yield from self.tail.collect()
         yield from self._engine()
         yield from self._ownership()
+        yield from self._kube_events()
+
+    def _kube_events(self) -> Iterable[Metric]:
+        """What became of the Kubernetes Events this process emitted (`run --kube`):
+        written (created, or a count patched on one written before), rate limited by the
+        spam filter, dropped (queue full) or failed (the API refused or did not answer)."""
+        feed = getattr(getattr(self.loop, "watcher", None), "events", None)
+        recorder = getattr(feed, "recorder", None)
+        if recorder is None:
+            return
+        family = CounterMetricFamily(
+            "cronsource_kube_events",
+            "Kubernetes Events emitted on CronWorkflows, by what became of them: created,"
+            " patched (a count on an Event written before), rate_limited (client-go's spam"
+            " filter), dropped (the bounded queue was full), failed (not written)",
+            labels=["outcome"],
+        )
+        for outcome, n in sorted(recorder.stats.as_dict().items()):
+            family.add_metric([outcome], float(n))
+        yield family
+        yield GaugeMetricFamily(
+            "cronsource_kube_events_queued",
+            "Kubernetes Events waiting to be written",
+            value=float(recorder.pending()),
+        )
 
     def _engine(self) -> Iterable[Metric]:
 

@@ -73,6 +73,9 @@ NEEDED: dict[tuple[str, str], set[str]] = {
     ("argoproj.io", "workflows"): {"get", "list", "watch", "create", "patch", "delete"},
     # Calendars: ConfigMaps labelled cronsource.io/calendar (adapters/runtime/kube/watch.py).
     ("", "configmaps"): {"list", "watch"},
+    # Kubernetes Events on the CronWorkflows (adapters/infrastructure/kube/events.py): a new
+    # Event, or the count of one written before.
+    ("", "events"): {"create", "patch"},
 }
 VERBS = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
 # Resources it must not touch, beside every other verb on the ones above.
@@ -83,7 +86,6 @@ OTHERS = [
     ("", "secrets"),
     ("", "pods"),
     ("", "pods/exec"),
-    ("", "events"),
     ("", "serviceaccounts"),
     ("", "serviceaccounts/token"),
     ("", "namespaces"),

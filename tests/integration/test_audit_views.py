@@ -424,7 +424,15 @@ def test_decisions_are_the_fires_skips_and_failed_starts_of_the_history(
             "schedule",
         ),
         decision("report", "11:00:00", "11:00:00", "Fired", report_1100, "schedule"),
-        decision("report", "11:00:00", "11:00:01", "SubmissionFailed", report_1100, "schedule"),
+        decision(
+            "report",
+            "11:00:00",
+            "11:00:01",
+            "SubmissionFailed",
+            report_1100,
+            "schedule",
+            "SubmissionError",
+        ),
         decision("nightly", "11:06:00", "11:06:00", "Fired", MANUAL, "manual"),
     ]
     assert set(messages) == {nightly_1050, report_1100}

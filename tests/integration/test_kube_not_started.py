@@ -1,8 +1,10 @@
 """No run starts past its deadline, against the real API server (tests/kube/apiserver.py):
 the dispatcher creates a fire's Workflow in the cluster only until tick +
 `startingDeadlineSeconds`; an API server that refuses every request (a fault proxy answering
-500, tests/kube/faultproxy.py) until past the deadline leaves no Workflow and a RunNotStarted
-event; a Workflow that exists already is success when the dispatcher replays the fire late.
+500, tests/kube/faultproxy.py) until past the deadline leaves no Workflow, and the fire given
+up with the last error (SubmissionFailed, SubmissionRetriesExhausted); a dispatcher that
+comes back past the deadline records RunNotStarted; a Workflow that exists already is
+success when the dispatcher replays the fire late.
 
 The dispatcher's clock (`at`) is given; the HTTP traffic and the server are real.
 """
@@ -95,12 +97,16 @@ def types(engine: Engine, cron_id: UUID) -> list[str]:
 
 
 def refused_until(engine: Engine, proxy: FaultProxy, heals: timedelta) -> datetime:
-    """The dispatcher tries every 10 s from the tick while the API server answers 500, then
-    once more when it answers again; returns that last instant."""
+    """The dispatcher tries every 10 s from the tick while the API server answers 500 (each
+    try fails and keeps its position until the fire's deadline, when the fire is given up),
+    then once more when it answers again; returns that last instant."""
     t = TICK
     while t < TICK + heals:
-        with pytest.raises(Exception, match="500"):
-            engine.projector.dispatch(t)
+        if t < TICK + DEADLINE:
+            with pytest.raises(Exception, match="500"):
+                engine.projector.dispatch(t)
+        else:
+            engine.projector.dispatch(t)  # given up at the first try past the deadline
         t += timedelta(seconds=10)
     proxy.enabled = False
     engine.projector.dispatch(t)
@@ -129,18 +135,21 @@ def test_an_api_server_refusing_until_past_the_deadline_leaves_no_workflow(
 
     assert proxy.counts["error"] > 0
     assert children(api, ns) == ([NAME] if created else [])
-    not_started = [
-        e for e in engine.service.events.get(cron_id) if event_type(e) == "RunNotStarted"
-    ]
+    assert "RunNotStarted" not in types(engine, cron_id)
+    failed = [e for e in engine.service.events.get(cron_id) if event_type(e) == "SubmissionFailed"]
     if created:
-        assert not_started == []
+        assert [e.reason for e in failed] == ["TransientSubmissionError"]
+        assert types(engine, cron_id)[-1] == "SubmissionRecovered"
         return
-    (ev,) = not_started
-    assert ev.workflow_name == NAME and ev.late_seconds == (back - TICK).total_seconds()
+    # Retried until the deadline, then given up with the last error, at the first try past it.
+    assert [e.reason for e in failed] == ["TransientSubmissionError", "SubmissionRetriesExhausted"]
+    ev = failed[-1]
+    assert ev.workflow_name == NAME and "500" in ev.message and ev.attempts == 7
+    assert ev.timestamp == TICK + DEADLINE
     assert engine.service.load(cron_id).active == {}
-    # The event itself reaches the dispatcher.
+    # The event itself reaches the dispatcher: nothing is created late, nothing recorded twice.
     engine.projector.dispatch(back + timedelta(minutes=1))
-    assert children(api, ns) == [] and types(engine, cron_id).count("RunNotStarted") == 1
+    assert children(api, ns) == [] and types(engine, cron_id).count("SubmissionFailed") == 2
 
 
 def test_a_dispatcher_that_was_down_creates_nothing_past_the_deadline(

@@ -423,6 +423,30 @@ class FakeKube:
         finally:
             self._open_watches.pop(me, None)
 
+    # -- core v1 Events (adapters/infrastructure/kube/events.py) -------------------------------
+
+    async def create_event(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Stored by namespace and name (`kube_events`); 409 for a name taken. Failures are
+        queued with `fail("create_event", ...)`."""
+        await self._call("create_event", "events")
+        key = ("events", namespace, body["metadata"]["name"])
+        if key in self._objects:
+            raise error(409, "AlreadyExists", f'events "{key[2]}" already exists')
+        self._objects[key] = copy.deepcopy(body)
+        return copy.deepcopy(body)
+
+    async def patch_event(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        await self._call("patch_event", "events")
+        key = ("events", namespace, name)
+        if key not in self._objects:
+            raise error(404, "NotFound", f'events "{name}" not found', name=name, kind="events")
+        self._objects[key] = merge_patch(self._objects[key], body)
+        return copy.deepcopy(self._objects[key])
+
+    def kube_events(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        """The core v1 Events written, by namespace and name."""
+        return self.objects("events", namespace)
+
     # -- inside ---------------------------------------------------------------------------------
 
     async def _call(self, verb: str, plural: str) -> None:

@@ -17,7 +17,9 @@ Faults, each with its own probability (``Faults``):
   reset instead of relaying the answer: the create/patch happened but the client cannot know.
 - ``cut``: a watch stream is relayed for up to ``max_delay`` seconds, then reset.
 
-``enabled`` switches all of them off (and on) at once, so a test can stop the faults and wait
+``force`` picks a fault for chosen requests (by their request line), so a test can make, say,
+every create of a Workflow fail while everything else goes through. ``enabled`` switches all of
+them off (and on) at once, so a test can stop the faults and wait
 for convergence. ``counts`` says how many of each were injected, and ``requests`` how many
 requests came.
 """
@@ -34,6 +36,7 @@ import subprocess
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -104,6 +107,10 @@ class FaultProxy:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.faults = faults
         self.enabled = True
+        #: A fault for chosen requests, before the random schedule: called with the request
+        #: line (`POST /apis/... HTTP/1.1`), it names the fault ("error", "reset", "lost") or
+        #: None. Applies while `enabled`.
+        self.force: Callable[[str], str | None] | None = None
         self.counts: Counter[str] = Counter()
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
@@ -202,7 +209,9 @@ class FaultProxy:
             if request is None:
                 return
             head, body, watch = request
-            fault, seconds = self._decide(watch)
+            line = head.split(b"\r\n", 1)[0].decode("latin-1")
+            forced = self.force(line) if self.force is not None and self.enabled else None
+            fault, seconds = (forced, 0.0) if forced else self._decide(watch)
             with self._lock:
                 self.counts["requests"] += 1
                 if fault:

@@ -97,7 +97,7 @@ def test_replace_terminates_only_after_the_replaced_run_was_created(
     ]
 
 
-def test_a_transient_failure_repeats_the_batch_and_a_refusal_is_reported_once(
+def test_a_transient_failure_repeats_the_batch_and_each_failure_is_reported_once(
     engine: Engine, target: RecordingBatchTarget
 ) -> None:
     ok, flaky, refused = (apply(engine, n) for n in ("ok", "flaky", "refused"))
@@ -108,16 +108,22 @@ def test_a_transient_failure_repeats_the_batch_and_a_refusal_is_reported_once(
     engine.service.tick([ok, flaky, refused], T1)
     with pytest.raises(ApiError):
         engine.projector.catch_up(T1)
-    # Nothing reported yet: the batch will be repeated, the refusal with it.
-    assert "SubmissionFailed" not in types(engine, refused)
+    # The refusal is reported at once; the transient failure as retried (the run stays
+    # active), and the batch will be repeated.
+    assert types(engine, refused).count("SubmissionFailed") == 1
+    assert types(engine, flaky).count("SubmissionFailed") == 1
+    with pytest.raises(ApiError):
+        engine.projector.catch_up(T1)  # still failing: neither is recorded again
+    assert types(engine, refused).count("SubmissionFailed") == 1
+    assert types(engine, flaky).count("SubmissionFailed") == 1
 
     del target.fail[workflow_name("flaky", T1)]
     engine.projector.catch_up(T1)
-    engine.projector.catch_up(T1)  # the SubmissionFailed event itself reaches the dispatcher: no-op
+    engine.projector.catch_up(T1)  # the events it recorded reach the dispatcher: no-op
     assert types(engine, refused).count("SubmissionFailed") == 1
-    assert "SubmissionFailed" not in types(engine, flaky)
+    assert types(engine, flaky)[-2:] == ["SubmissionFailed", "SubmissionRecovered"]
     names = {workflow_name(n, T1) for n in ("ok", "flaky", "refused")}
-    assert [set(c[1]) for c in target.calls] == [names, names]
+    assert [set(c[1]) for c in target.calls] == [names, names, names]
 
 
 def types(eng: Engine, cron_id: Any) -> list[str]:

@@ -497,12 +497,15 @@ def test_a_dispatcher_that_was_down_creates_nothing_past_the_deadline(
         pytest.param(timedelta(minutes=3), False, id="refuses for 3 minutes"),
     ],
 )
-def test_a_dispatcher_failing_until_past_the_deadline_records_the_run_not_started(
+def test_a_dispatcher_failing_until_past_the_deadline_gives_the_fire_up_with_the_last_error(
     tmp_path: Path, heals_after: timedelta, created: bool
 ) -> None:
     """One process, scheduler and dispatcher, on a virtual clock that moves 5 s per turn:
     the target refuses every write from the fire on; the dispatcher retries with backoff
-    and, once the target answers, creates the Workflow only if the deadline has not passed."""
+    until the fire's deadline, recording the first failure (TransientSubmissionError) and,
+    past the deadline, the fire failed to submit with the last error and the number of
+    attempts (SubmissionRetriesExhausted); the TransientSubmissionError condition stays on
+    the status until a create succeeds."""
     clock = VirtualClock(ELEVEN - timedelta(seconds=5))
     target = RefusingTarget(tmp_path / "workflows", clock, ELEVEN + heals_after)
     engine, cron_id = hourly_engine(tmp_path, target)
@@ -516,11 +519,24 @@ def test_a_dispatcher_failing_until_past_the_deadline_records_the_run_not_starte
         assert target.refused > 1
         assert target.exists("default", name) is created
         assert [w["name"] for w in target.workflows()] == ([name] if created else [])
-        not_started = of_type(engine.service, cron_id, "RunNotStarted")
-        assert len(not_started) == (0 if created else 1)
-        if not created:
-            # Measured when the dispatcher got to it: the first turn after the target healed.
-            late = not_started[0].late_seconds
-            assert heals_after.total_seconds() <= late < heals_after.total_seconds() + 35
+        assert of_type(engine.service, cron_id, "RunNotStarted") == []
+        failed = of_type(engine.service, cron_id, "SubmissionFailed")
+        reasons = [f.reason for f in failed]
+        (row,) = engine.view.statuses("default")
+        conditions = {c["type"]: c["message"] for c in row.status["conditions"]}
+        if created:
+            assert reasons == ["TransientSubmissionError"]
+            assert event_types(engine, cron_id)[-1] == ("SubmissionRecovered")
+            assert "TransientSubmissionError" not in conditions
+        else:
+            assert reasons == ["TransientSubmissionError", "SubmissionRetriesExhausted"]
+            given_up = failed[-1]
+            assert "the target refuses for now" in given_up.message
+            assert given_up.attempts > 1 and not given_up.transient
+            # Given up at the first attempt at or past the deadline (11:01), not later.
+            assert ELEVEN + timedelta(seconds=60) <= given_up.timestamp
+            assert given_up.timestamp < ELEVEN + timedelta(seconds=60 + 35)
+            assert "given up" in conditions["TransientSubmissionError"]
+            assert [a["name"] for a in row.status["active"]] == []
     finally:
         engine.close()

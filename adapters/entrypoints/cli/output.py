@@ -246,6 +246,12 @@ def detail_cell(e: dict[str, Any]) -> str:
         return "removed " + ",".join(e.get("workflows") or [])
     if t == "RunNotStarted":
         return f"reason={e.get('reason')}: {e.get('message')}"
+    if t == "SubmissionFailed" and e.get("reason"):
+        # v2: why (refused, retried, given up) and how many creates failed.
+        attempts = f" [{e['attempts']} attempts]" if (e.get("attempts") or 1) > 1 else ""
+        return f"reason={e['reason']}: {e.get('message') or '-'}{attempts}"
+    if t == "SubmissionRecovered":
+        return f"created after {e.get('attempts')} attempts"
     if t in ("SubmissionFailed", "SpecRejected", "Stopped"):
         transient = " (transient, retried)" if e.get("transient") else ""
         seen = ", ".join(f"{k}={v}" for k, v in (e.get("values") or {}).items())

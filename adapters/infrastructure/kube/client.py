@@ -22,6 +22,7 @@ from kubernetes.aio import client as aclient
 from kubernetes.aio import config as aconfig
 from kubernetes.aio import watch as awatch
 from kubernetes.aio.client.exceptions import ApiException
+from kubernetes.aio.client.models.core_v1_event import CoreV1Event
 
 from cronsource.adapters.infrastructure.kube.port import (
     CM,
@@ -75,6 +76,12 @@ class LoopThread:
 
 def _obj(got: object) -> dict[str, Any]:
     """The client types custom objects as `object`; they are JSON objects."""
+    assert isinstance(got, dict), type(got)
+    return got
+
+
+def _json(got: object) -> dict[str, Any]:
+    """A model serialised as the API's JSON (Events come back as the client's models)."""
     assert isinstance(got, dict), type(got)
     return got
 
@@ -241,6 +248,37 @@ class AioKube:
             await self.api.delete_namespaced_custom_object(
                 GROUP, VERSION, namespace, plural, name, _request_timeout=REQUEST_TIMEOUT
             )
+        except _FAILURES as e:
+            raise _error(e) from e
+
+    async def create_event(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A core v1 Event (adapters/infrastructure/kube/events.py)."""
+        model = CoreV1Event.from_dict(body)
+        if model is None:
+            raise ApiError(400, "Bad Request", "an Event needs a body")
+        try:
+            got = await self.core.create_namespaced_event(
+                namespace,
+                model,
+                field_manager=FIELD_MANAGER,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+            return _json(self.api_client.sanitize_for_serialization(got))
+        except _FAILURES as e:
+            raise _error(e) from e
+
+    async def patch_event(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A merge patch of a core v1 Event (its count and last timestamp)."""
+        try:
+            got = await self.core.patch_namespaced_event(
+                name,
+                namespace,
+                body,
+                _content_type="application/merge-patch+json",
+                field_manager=FIELD_MANAGER,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+            return _json(self.api_client.sanitize_for_serialization(got))
         except _FAILURES as e:
             raise _error(e) from e
 

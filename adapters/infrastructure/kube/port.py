@@ -1,4 +1,5 @@
-"""Our port to the Kubernetes API: the few calls cronsource makes, on custom objects only.
+"""Our port to the Kubernetes API: the few calls cronsource makes, on custom objects and
+(to write Kubernetes Events) core v1 Events.
 
 Everything else in adapters/infrastructure/kube/ talks to a `KubeApi`; only
 adapters/infrastructure/kube/client.py imports the `kubernetes` client (its asyncio flavour,
@@ -68,6 +69,14 @@ class KubeApi(Protocol):
         ...
 
     async def delete(self, namespace: str, plural: str, name: str) -> None: ...
+
+    async def create_event(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A core v1 Event (adapters/infrastructure/kube/events.py)."""
+        ...
+
+    async def patch_event(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A JSON merge patch of a core v1 Event (its count, last timestamp and message)."""
+        ...
 
     def watch(
         self,

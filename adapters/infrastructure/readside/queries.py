@@ -271,22 +271,23 @@ class Queries(Observations):
     def decisions_at(self, namespace: str, name: str, t: datetime) -> list[AuditRow]:
         """The decisions recorded for the tick at `t`: a ScheduleFired for exactly `t`, or a
         ScheduleSkipped whose range of ticks covers `t`, in log order (a skipped tick may
-        be backfilled later, so both can appear), and a RunNotStarted for exactly `t` (the
-        fire's Workflow was not created in time).
+        be backfilled later, so both can appear), and a RunNotStarted or SubmissionFailed for
+        exactly `t` (the fire's Workflow was not created in time, or its creates failed).
 
         A decision is always recorded at or after its tick, so `at >= t` bounds the scan to
         the decisions made since then that started at or before `t`.
         """
         rows = self._query(
             f"SELECT {AUDIT_COLUMNS} FROM cronsource_audit WHERE namespace = ? AND name = ?"
-            " AND type IN ('ScheduleFired', 'ScheduleSkipped', 'RunNotStarted')"
+            " AND type IN ('ScheduleFired', 'ScheduleSkipped', 'RunNotStarted',"
+            " 'SubmissionFailed')"
             " AND scheduled_time <= ? AND at >= ? ORDER BY notification_id",
             (namespace, name, t.timestamp() + 0.0005, t.timestamp() - 0.0005),
         )
         out = []
         for row in map(audit_from_row, rows):
             assert row.scheduled_time is not None
-            if row.type in ("ScheduleFired", "RunNotStarted"):
+            if row.type in ("ScheduleFired", "RunNotStarted", "SubmissionFailed"):
                 if abs((row.scheduled_time - t).total_seconds()) < 0.001:
                     out.append(row)
             elif row.scheduled_time <= t <= skip_last(row):

@@ -11,10 +11,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from cronsource.adapters.clock import Clock
+from cronsource.adapters.infrastructure.kube.events import EventRecorder
 from cronsource.adapters.infrastructure.kube.port import WF, KubeApi
 from cronsource.adapters.infrastructure.kube.seen import SeenMetadata
 from cronsource.adapters.infrastructure.kube.status import StatusWriter
 from cronsource.adapters.infrastructure.kube.target import KubeTarget
+from cronsource.adapters.runtime.kube.events import KubeEventFeed
 from cronsource.adapters.runtime.kube.watch import CalendarWatcher, CronWorkflowWatcher
 from cronsource.adapters.runtime.kube.workflows import ViewProgress, WorkflowWatcher
 from cronsource.adapters.runtime.recovery import recover_lost_runs
@@ -77,6 +79,12 @@ class KubeSync:
         )
         self.calendars = CalendarWatcher(kube, engine.service, namespace, clock=clock)
         self.status = StatusWriter(kube, seen=seen, workflows=workflows)
+        # Kubernetes Events on the CronWorkflows: from the audit log, and SuccessfulCreate
+        # from the dispatcher; written off the hot path (adapters/runtime/kube/events.py).
+        self.events = KubeEventFeed(engine, EventRecorder(kube, clock=clock), seen)
+        dispatcher = getattr(engine, "dispatcher", None)
+        if dispatcher is not None:
+            dispatcher.on_created = self.events.created
         self._written: dict[str, int] = {}
         # The dispatcher's position when status writes last saw it move, and when; and since
         # when they have been waiting.
@@ -93,6 +101,7 @@ class KubeSync:
             self.crons.start(self._stop, watch_seconds),
             self.runs.start(self._stop, watch_seconds),
         ]
+        self.events.start()
 
     def stop(self, timeout: float = 10.0) -> None:
         """End both watches (an open watch is cancelled, not waited out) and wait for them."""
@@ -100,6 +109,7 @@ class KubeSync:
         for task in self.tasks:
             task.cancel()
         concurrent.futures.wait(self.tasks, timeout=timeout)
+        self.events.stop()
 
     def dispatch_behind(self) -> bool:
         """Whether the dispatcher has fires to create that the status view already shows."""
@@ -178,4 +188,6 @@ class KubeSync:
         n += self.crons.drain(now, budget, stop) + self.runs.drain(now, budget, stop)
         if n:
             self.engine.projector.step(now, budget=budget, stop=stop)
-        return n + self.write_statuses(now)
+        written = self.write_statuses(now)
+        self.events.step(now)
+        return n + written
