@@ -210,7 +210,13 @@ def test_the_feed_emits_new_audit_rows_for_objects_the_cluster_shows(
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "CronWorkflow",
         "metadata": {"name": "job", "namespace": "ns", "uid": "uid-1"},
-        "spec": {"schedules": ["* * * * *"], "workflowSpec": {"entrypoint": "main"}},
+        "spec": {
+            "schedules": ["* * * * *"],
+            "workflowSpec": {
+                "entrypoint": "main",
+                "templates": [{"name": "main", "container": {"image": "busybox"}}],
+            },
+        },
     }
     cron_id, _ = engine.service.apply(parse_manifest(manifest), T0)
     engine.service.suspend(cron_id, T0, "alice")  # before the feed starts: not emitted

@@ -75,7 +75,14 @@ def apply(eng: Engine, name: str, **spec: Any) -> Any:
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "CronWorkflow",
         "metadata": {"name": name, "namespace": "ns"},
-        "spec": {"schedules": ["* * * * *"], "workflowSpec": {"entrypoint": "main"}, **spec},
+        "spec": {
+            "schedules": ["* * * * *"],
+            "workflowSpec": {
+                "entrypoint": "main",
+                "templates": [{"name": "main", "container": {"image": "busybox"}}],
+            },
+            **spec,
+        },
     }
     cron_id, _ = eng.service.apply(parse_manifest(manifest), T0)
     return cron_id
