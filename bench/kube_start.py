@@ -74,8 +74,7 @@ def _seed(kubeconfig: str, crons: int) -> None:
             server.request("POST", path, _cron(f"start-{k}"))
 
 
-def one_round(kubeconfig: str, settle: float, timeout: float) -> dict[str, float]:
-    exe = Path(sys.executable).parent / "cronsource"
+def one_round(kubeconfig: str, settle: float, timeout: float, exe: Path) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="cronsource-kube-start-") as tmp:
         began = time.monotonic()
         proc = subprocess.Popen(
@@ -129,19 +128,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--crons", type=int, default=50, help="CronWorkflows listed (default 50)")
     ap.add_argument("--settle", type=float, default=2.0, help="seconds after ready to read RSS")
     ap.add_argument("--kubeconfig", default=None, help="use this server instead of starting one")
+    ap.add_argument(
+        "--exe",
+        type=Path,
+        default=Path(sys.executable).parent / "cronsource",
+        help="the cronsource to start (default: this venv's; another venv's to compare)",
+    )
     args = ap.parse_args(argv)
     if min(args.rounds, args.crons + 1) < 1:
         ap.error("--rounds must be at least 1 and --crons at least 0")
     with api_server(args.kubeconfig) as (path, server_note, _pid):
         _seed(path, args.crons)
-        rounds = [one_round(path, args.settle, 120.0) for _ in range(args.rounds)]
+        rounds = [one_round(path, args.settle, 120.0, args.exe) for _ in range(args.rounds)]
 
     def median(key: str) -> float | None:
         return r(statistics.median(x[key] for x in rounds), 3)
 
-    revision = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
+    version = subprocess.run([str(args.exe), "--version"], capture_output=True, text=True)
     emit(
         {
             "bench": "kube_start",
@@ -153,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
             "peak_rss_mb": median("peak_rss_mb"),
             "all": rounds,
             "server": server_note,
-            "revision": revision,
+            "exe": str(args.exe),
+            "version": version.stdout.strip(),
             "machine": machine_note(),
         }
     )
