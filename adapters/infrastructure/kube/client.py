@@ -1,19 +1,24 @@
-"""The `KubeApi` port over HTTP, with lightkube's configuration and authentication.
+"""The `KubeApi` port over aiohttp, with lightkube's configuration and credentials.
 
 The only module of cronsource that knows how the cluster is reached. What is hard about a
 Kubernetes client (kubeconfig contexts, client certificates, bearer tokens, in-cluster service
 account tokens re-read when the kubelet rotates them, exec credential plugins) comes from
-lightkube (`KubeConfig` and its connection parameters, giving an `httpx2.AsyncClient`); the six
-calls cronsource makes on custom objects are plain REST requests on that client, below. The
-official `kubernetes` client was 126 MB of the image's 393 MB for these six calls (issue 25).
+lightkube: `KubeConfig` for the configuration, its `verify_cluster` for the TLS context (CA and
+client certificate) and its `user_auth` for the Authorization header. The six calls cronsource
+makes on custom objects are plain REST requests, below. The official `kubernetes` client was
+126 MB of the image's 393 MB for these six calls (issue 25).
 
-The requests are ours rather than lightkube's `AsyncClient` methods because the port needs two
-things its typed API does not give: watch bookmarks (`allowWatchBookmarks`, so a quiet
-label-selected watch keeps a current resourceVersion instead of expiring into a re-list) and a
-watch that ends when the server ends it (lightkube re-opens it forever; the runtime's watcher
-decides what to do between watches: adapters/runtime/kube/watch.py).
+Why not lightkube's own client for the requests:
+- its typed watch has no bookmarks (`allowWatchBookmarks`: a quiet label-selected watch would
+  keep an old resourceVersion and expire into a re-list) and never ends (it re-opens the watch
+  itself; the runtime's watcher decides what to do between watches:
+  adapters/runtime/kube/watch.py);
+- it runs on httpx2, whose client costs about 1 ms of CPU per request here against 0.3 ms for
+  aiohttp (the official client's transport too): a burst of creations went from about 450 to
+  about 290 Workflows/s on the 2-core test machine, where the API server shares the CPU
+  (docs/operator-guide.md, "Throughput of Workflow creation").
 
-One `AioKube` owns an event loop running in a daemon thread and one HTTP client (one
+One `AioKube` owns an event loop running in a daemon thread and one aiohttp session (one
 connection pool) created on that loop. The dispatcher, the status writer and the watchers
 share it: watches are tasks on the loop, and a burst of creations is many coroutines in flight
 on the same pool instead of one request at a time.
@@ -25,25 +30,27 @@ import asyncio
 import concurrent.futures
 import json
 import os
+import ssl
 import threading
 import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any, TypeVar
 
+import aiohttp
 import httpx2
-from lightkube.config.client_adapter import ConnectionParams
+from lightkube.config.client_adapter import user_auth, verify_cluster
 from lightkube.config.kubeconfig import DEFAULT_KUBECONFIG, KubeConfig, SingleConfig
+from lightkube.config.models import User
 from lightkube.core.exceptions import ConfigError
 
 from cronsource.adapters.infrastructure.kube.port import FIELD_MANAGER, GROUP, VERSION, ApiError
 
 T = TypeVar("T")
 
-#: Seconds one ordinary request may wait on each step (connect, send, each read, a free
-#: connection) before it counts as a transient failure. The API server answers a create or a
-#: patch in milliseconds; 30 s only catches a hung connection, and the caller's backoff
-#: retries it.
+#: Seconds one ordinary request may take end to end before it counts as a transient failure.
+#: The API server answers a create or a patch in milliseconds; 30 s only catches a hung
+#: connection, and the caller's backoff retries it.
 REQUEST_TIMEOUT = 30.0
 #: Extra seconds a watch may stay silent past its server-side timeout before the client gives
 #: up on it (with bookmarks the server speaks at least once a minute on a live watch).
@@ -86,26 +93,56 @@ class LoopThread:
 
 
 #: What becomes ApiError(0): "no answer" of every kind (refused, reset, timed out, TLS).
-_NO_ANSWER = (httpx2.HTTPError, asyncio.TimeoutError, OSError)
+_NO_ANSWER = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
 
 
 def _no_answer(exc: BaseException) -> ApiError:
     return ApiError(0, f"{type(exc).__name__}: {exc}")
 
 
-def _object(resp: httpx2.Response) -> dict[str, Any]:
+def _object(status: int, reason: str, data: bytes) -> dict[str, Any]:
     """The JSON object of a successful answer; an ApiError with the status otherwise."""
-    if resp.status_code >= 400:
-        raise ApiError(resp.status_code, resp.reason_phrase, resp.text)
-    got = json.loads(resp.content)
+    if status >= 400:
+        raise ApiError(status, reason, data.decode(errors="replace"))
+    got = json.loads(data)
     if not isinstance(got, dict):
-        raise ApiError(resp.status_code, "not a JSON object", resp.text[:2000])
+        raise ApiError(status, "not a JSON object", data[:2000].decode(errors="replace"))
     return got
 
 
+class Credentials:
+    """The Authorization header of lightkube's `user_auth` (bearer token, token file, exec
+    plugin, basic), taken from its httpx2 auth flow once and again after a 401: a rotated
+    service-account token is re-read, an exec plugin run again."""
+
+    def __init__(self, auth: httpx2.Auth | None, server: str) -> None:
+        self._auth = auth
+        self._server = server
+        self.header: dict[str, str] = {}
+
+    async def refresh(self, *, after_401: bool = False) -> bool:
+        """Ask the flow for the header (after a 401: for a new one); whether it changed."""
+        if self._auth is None:
+            return False
+        flow = self._auth.async_auth_flow(httpx2.Request("GET", self._server))
+        try:
+            request = await flow.__anext__()
+            if after_401:
+                try:
+                    request = await flow.asend(httpx2.Response(401, request=request))
+                except StopAsyncIteration:
+                    pass
+        finally:
+            await flow.aclose()
+        value = request.headers.get("Authorization")
+        before = self.header
+        self.header = {"Authorization": value} if value else {}
+        return self.header != before
+
+
 def _path(namespace: str | None, plural: str, name: str | None = None) -> str:
-    """The URL of a custom resource, relative to the server's (which may carry a path)."""
-    parts = ["apis", GROUP, VERSION]
+    """The path of a custom resource, after the server's URL (which may carry a path)."""
+    parts = ["", "apis", GROUP, VERSION]
     if namespace:
         parts += ["namespaces", urllib.parse.quote(namespace, safe="")]
     parts.append(plural)
@@ -115,11 +152,22 @@ def _path(namespace: str | None, plural: str, name: str | None = None) -> str:
 
 
 class AioKube:
-    """`KubeApi` on an `httpx2.AsyncClient` set up by lightkube. Build with `connect`."""
+    """`KubeApi` on an aiohttp session set up from lightkube's configuration. Build with
+    `connect`."""
 
-    def __init__(self, loop: LoopThread, http: httpx2.AsyncClient) -> None:
+    def __init__(
+        self,
+        loop: LoopThread,
+        session: aiohttp.ClientSession,
+        server: str,
+        credentials: Credentials,
+        proxy: str | None = None,
+    ) -> None:
         self._loop = loop
-        self.http = http
+        self.session = session
+        self._server = server.rstrip("/")
+        self._credentials = credentials
+        self._proxy = proxy
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -141,7 +189,7 @@ class AioKube:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await self.http.aclose()
+        await self.session.close()
 
     # -- the calls --------------------------------------------------------------------------
 
@@ -153,46 +201,57 @@ class AioKube:
         params: dict[str, str] | None = None,
         body: dict[str, Any] | None = None,
         content_type: str = JSON,
-    ) -> httpx2.Response:
+    ) -> dict[str, Any]:
         headers = {"Accept": JSON}
-        content = None
+        data = None
         if body is not None:
-            content = json.dumps(body, separators=(",", ":")).encode()
+            data = json.dumps(body, separators=(",", ":")).encode()
             headers["Content-Type"] = content_type
-        try:
-            return await self.http.request(
-                method, path, params=params, content=content, headers=headers
-            )
-        except _NO_ANSWER as e:
-            raise _no_answer(e) from e
+        for attempt in (1, 2):
+            try:
+                async with self.session.request(
+                    method,
+                    self._server + path,
+                    params=params,
+                    data=data,
+                    headers={**headers, **self._credentials.header},
+                    proxy=self._proxy,
+                    timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT),
+                ) as resp:
+                    raw = await resp.read()
+                    status, reason = resp.status, resp.reason or ""
+            except _NO_ANSWER as e:
+                raise _no_answer(e) from e
+            if status == 401 and attempt == 1 and await self._credentials.refresh(after_401=True):
+                continue
+            break
+        return _object(status, reason, raw)
 
     async def get(self, namespace: str, plural: str, name: str) -> dict[str, Any]:
-        return _object(await self._request("GET", _path(namespace, plural, name)))
+        return await self._request("GET", _path(namespace, plural, name))
 
     async def list(self, namespace: str | None, plural: str, label_selector: str) -> dict[str, Any]:
         params = {"labelSelector": label_selector} if label_selector else None
-        return _object(await self._request("GET", _path(namespace, plural), params=params))
+        return await self._request("GET", _path(namespace, plural), params=params)
 
     async def create(self, namespace: str, plural: str, body: dict[str, Any]) -> dict[str, Any]:
-        resp = await self._request(
+        return await self._request(
             "POST", _path(namespace, plural), params={"fieldManager": FIELD_MANAGER}, body=body
         )
-        return _object(resp)
 
     async def patch(
         self, namespace: str, plural: str, name: str, body: dict[str, Any]
     ) -> dict[str, Any]:
-        resp = await self._request(
+        return await self._request(
             "PATCH",
             _path(namespace, plural, name),
             params={"fieldManager": FIELD_MANAGER},
             body=body,
             content_type=MERGE_PATCH,
         )
-        return _object(resp)
 
     async def delete(self, namespace: str, plural: str, name: str) -> None:
-        _object(await self._request("DELETE", _path(namespace, plural, name)))
+        await self._request("DELETE", _path(namespace, plural, name))
 
     async def watch(
         self,
@@ -212,19 +271,22 @@ class AioKube:
             params["labelSelector"] = label_selector
         if resource_version:
             params["resourceVersion"] = resource_version
-        timeout = httpx2.Timeout(REQUEST_TIMEOUT, read=timeout_seconds + WATCH_GRACE)
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=REQUEST_TIMEOUT, sock_read=timeout_seconds + WATCH_GRACE
+        )
         try:
-            async with self.http.stream(
-                "GET",
-                _path(namespace, plural),
+            async with self.session.get(
+                self._server + _path(namespace, plural),
                 params=params,
-                headers={"Accept": JSON},
+                headers={"Accept": JSON, **self._credentials.header},
+                proxy=self._proxy,
                 timeout=timeout,
             ) as resp:
-                if resp.status_code >= 400:
-                    await resp.aread()
-                    raise ApiError(resp.status_code, resp.reason_phrase, resp.text)
-                async for line in resp.aiter_lines():
+                if resp.status >= 400:
+                    if resp.status == 401:  # a rotated token: the next watch has the new one
+                        await self._credentials.refresh(after_401=True)
+                    raise ApiError(resp.status, resp.reason or "", await resp.text())
+                async for line in resp.content:
                     if not line.strip():
                         continue
                     event = json.loads(line)
@@ -272,20 +334,26 @@ def load_config(kubeconfig: str | None = None) -> SingleConfig:
 def connect(kubeconfig: str | None = None) -> AioKube:
     """An AioKube from a kubeconfig (see `load_config`). Raises if none can be loaded."""
     config = load_config(kubeconfig)
+    server = config.cluster.server
+    user = config.user or User()
+    # The CA (file or data, else the system's) and the client certificate, if any.
+    ssl_context: ssl.SSLContext | bool = True  # plain http: unused
+    if server.startswith("https:"):
+        ssl_context = verify_cluster(config.cluster, user, config.abs_file, trust_env=False)
+    credentials = Credentials(user_auth(user), server)
     loop = LoopThread()
 
-    async def make() -> httpx2.AsyncClient:
-        # The environment is read here, once (env_proxy), not per request (trust_env off).
-        params = ConnectionParams(
-            timeout=httpx2.Timeout(REQUEST_TIMEOUT),
+    async def make() -> aiohttp.ClientSession:
+        await credentials.refresh()  # an exec plugin runs here, once, not per request
+        # The environment is read once (env_proxy), not per request (trust_env off).
+        return aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=POOL_SIZE, ssl=ssl_context),
             trust_env=False,
-            proxy=env_proxy(config.cluster.server),
-        ).httpx_params(config)
-        limits = httpx2.Limits(max_connections=POOL_SIZE, max_keepalive_connections=POOL_SIZE)
-        return httpx2.AsyncClient(**params, limits=limits)
+        )
 
     try:
-        return AioKube(loop, loop.run(make()))
+        session = loop.run(make())
     except BaseException:
         loop.stop()
         raise
+    return AioKube(loop, session, server, credentials, env_proxy(server))
