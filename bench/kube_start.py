@@ -9,9 +9,9 @@ installed `cronsource run --kube` on a new SQLite store and reads from it:
 - `to_ready_s`: wall seconds from the exec to that line (interpreter, imports, all of it),
 - `rss_mb` / `peak_rss_mb`: VmRSS and VmHWM of the process `--settle` seconds after ready.
 
-Medians over the rounds. The Kubernetes client is most of what the imports and the memory of
-a `--kube` process are (issue 25: the official client against lightkube), which is why this
-is measured here and not in bench.history's start-up, whose runs have no cluster.
+Medians over the rounds. The Kubernetes client is much of what the imports and the memory of
+a `--kube` process are (issue 25: the official client against lightkube and aiohttp), which is
+why this is measured here and not in bench.history's start-up, whose runs have no cluster.
 """
 
 from __future__ import annotations

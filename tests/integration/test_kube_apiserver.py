@@ -1,5 +1,6 @@
 """Contract tests of the test API server (tests/kube/apiserver.py): it behaves like a real
-Kubernetes API server in everything cronsource relies on, through the official client.
+Kubernetes API server in everything cronsource relies on, through the official client (and
+one test through cronsource's own).
 
 They document the server's behaviour, not cronsource's: resourceVersion preconditions (409
 Conflict), AlreadyExists, generation bumps without a status subresource, list + watch with
