@@ -14,6 +14,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -494,6 +495,33 @@ def test_cronsource_client_works_against_the_server(
         with pytest.raises(ApiError) as missing:
             k.run(k.get(kube_namespace, CWF, "ours"))
         assert missing.value.status == 404 and missing.value.api_reason == "NotFound"
+    finally:
+        k.close()
+
+
+def test_cronsource_client_rereads_a_rotated_token_file_after_a_401(
+    kube_apiserver: kube.ApiServer, kube_namespace: str, tmp_path: Path
+) -> None:
+    """A kubeconfig with `tokenFile` (as in-cluster service accounts, whose token the kubelet
+    rotates): the token read at connect is refused, the file now holds a good one, and the
+    same client re-reads it after the 401 and goes on, instead of failing until restarted."""
+    import yaml
+
+    from cronsource.adapters.infrastructure.kube import connect
+
+    token_file = tmp_path / "token"
+    token_file.write_text("not-the-token")
+    cfg = yaml.safe_load(kube_apiserver.kubeconfig.read_text())
+    user = cfg["users"][0]["user"]
+    del user["token"]
+    user["tokenFile"] = str(token_file)
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(cfg))
+    k = connect(str(path))
+    try:
+        token_file.write_text(kube_apiserver.token)  # rotated after connect
+        listed = k.run(k.list(kube_namespace, CWF, ""))
+        assert listed["items"] == []
     finally:
         k.close()
 
