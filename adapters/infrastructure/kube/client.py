@@ -316,18 +316,28 @@ def env_proxy(url: str) -> str | None:
 
 def load_config(kubeconfig: str | None = None) -> SingleConfig:
     """The cluster and credentials to use: the kubeconfig given, else in-cluster (the pod's
-    service account), else $KUBECONFIG or ~/.kube/config; its current context. Raises
-    ConfigError (or OSError for a file that cannot be read) if none can be loaded."""
-    if kubeconfig:
-        found = KubeConfig.from_file(kubeconfig)
-    else:
+    service account), else the first file of $KUBECONFIG that exists (they are not merged),
+    else ~/.kube/config; its current context. Raises ConfigError, naming the file, if none
+    can be loaded."""
+    if not kubeconfig:
         try:
-            found = KubeConfig.from_service_account()
+            return _single(KubeConfig.from_service_account(), "in-cluster")
         except (ConfigError, KeyError):  # KeyError: no KUBERNETES_SERVICE_HOST/_PORT
-            found = KubeConfig.from_file(os.environ.get("KUBECONFIG") or DEFAULT_KUBECONFIG)
+            listed = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+            found = [p for p in listed if os.path.exists(os.path.expanduser(p))]
+            kubeconfig = (found or listed or [DEFAULT_KUBECONFIG])[0]
+    try:
+        return _single(KubeConfig.from_file(kubeconfig), kubeconfig)
+    except ConfigError:
+        raise
+    except Exception as e:  # a malformed file: KeyError, msgspec's errors, YAML errors
+        raise ConfigError(f"{kubeconfig}: not a usable kubeconfig ({type(e).__name__}: {e})") from e
+
+
+def _single(found: KubeConfig, where: str) -> SingleConfig:
     single = found.get()
     if single is None:
-        raise ConfigError("the kubeconfig has no current context")
+        raise ConfigError(f"{where}: the kubeconfig has no current context")
     return single
 
 
