@@ -7,7 +7,7 @@ measures in the same run, against the same server:
 - ours (`per_second`): the dispatcher path `cronsource run --kube` runs. Set-up, not timed: a
   throwaway store with N CronWorkflows (each with a uid, as the watcher admits them) all due at
   one instant H, their N ScheduleFired committed and the read model caught up. Timed: an engine
-  built by `bootstrap` with a KubeTarget (the dispatcher on KubeTarget over kubernetes.aio,
+  built by `bootstrap` with a KubeTarget (the dispatcher on KubeTarget over our aiohttp client,
   `--in-flight` creations at a time) catching up as the scheduler loop does, `catch_up(H,
   budget=1 s)` per turn, until its dispatch position reaches the head of the log: every
   Workflow created in the cluster and the position committed.

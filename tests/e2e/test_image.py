@@ -39,10 +39,53 @@ def test_image_is_named_labelled_and_runs_as_a_user(image: str) -> None:  # noqa
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"cronsource {_version()} (python 3."), done.stdout
-    done = subprocess.run(
-        [*PODMAN_RUN, "--entrypoint", "id", image], capture_output=True, text=True, check=True
+    # The image has no shell and no coreutils (no `id`): its own Python says who runs.
+    who = (
+        "import grp, os, pwd; print(os.getuid(), pwd.getpwuid(os.getuid()).pw_name,"
+        " os.getgid(), grp.getgrgid(os.getgid()).gr_name, os.environ['HOME'])"
     )
-    assert done.stdout.startswith("uid=10001(cronsource) gid=10001(cronsource)"), done.stdout
+    done = subprocess.run(
+        [
+            *PODMAN_RUN,
+            "--read-only",
+            "--entrypoint",
+            "/opt/cronsource/bin/python",
+            image,
+            "-c",
+            who,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split() == [
+        "10001",
+        "cronsource",
+        "10001",
+        "cronsource",
+        "/var/lib/cronsource",
+    ], done.stdout
+
+
+def test_image_is_lean_no_shell_no_pip_no_kubernetes_client(image: str) -> None:  # noqa: F811
+    """Issue 25: under 150 MB unpacked, no shell or package manager, no pip, and not the
+    official 126 MB Kubernetes client (lightkube and aiohttp instead)."""
+    got = inspect(image)
+    size = got["Size"]
+    assert isinstance(size, int) and size < 150_000_000, size
+    probe = (
+        "import importlib.util as u, os; "
+        "print([m for m in ('kubernetes', 'pip', 'setuptools') if u.find_spec(m)], "
+        "[p for p in ('/bin/sh', '/usr/bin/apt', '/usr/bin/dpkg', '/usr/bin/perl') "
+        "if os.path.lexists(p)])"
+    )
+    done = subprocess.run(
+        [*PODMAN_RUN, "--entrypoint", "/opt/cronsource/bin/python", image, "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.strip() == "[] []", done.stdout
 
 
 def free_port() -> int:

@@ -21,7 +21,7 @@ def api(kube_api: Any) -> client.CustomObjectsApi:
 
 @pytest.fixture
 def kube(kube_apiserver: Any) -> Iterator[AioKube]:
-    """cronsource's own client (kubernetes.aio on its loop thread) to the test server."""
+    """cronsource's own client (aiohttp on its loop thread) to the test server."""
     k = connect(str(kube_apiserver.kubeconfig))
     yield k
     k.close()

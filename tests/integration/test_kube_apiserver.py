@@ -1,5 +1,6 @@
 """Contract tests of the test API server (tests/kube/apiserver.py): it behaves like a real
-Kubernetes API server in everything cronsource relies on, through the official client.
+Kubernetes API server in everything cronsource relies on, through the official client (and
+one test through cronsource's own).
 
 They document the server's behaviour, not cronsource's: resourceVersion preconditions (409
 Conflict), AlreadyExists, generation bumps without a status subresource, list + watch with
@@ -8,12 +9,12 @@ bookmarks, 410 Gone for expired resourceVersions, ownerReferences, label selecto
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -437,43 +438,95 @@ def test_restart_keeps_objects_and_the_kubeconfig(
         assert server.startup_seconds < kube.READY_TIMEOUT
 
 
-# -- kubernetes.aio, as the adapter uses it ------------------------------------------------------
+# -- cronsource's own client (adapters/infrastructure/kube/client.py) --------------------------
 
 
-def test_asyncio_client_works_against_the_server(
+def test_cronsource_client_works_against_the_server(
     kube_apiserver: kube.ApiServer, kube_namespace: str
 ) -> None:
-    from kubernetes.aio import client as aclient
-    from kubernetes.aio import config as aconfig
-    from kubernetes.aio import watch as awatch
+    """The adapter's calls as the runtime makes them: create (field manager), list, merge
+    patch, a watch with bookmarks that ends when the server ends it, an expired
+    resourceVersion as ApiError(410), delete, and a missing object as ApiError(404)."""
+    from cronsource.adapters.infrastructure.kube import ApiError, connect
 
-    async def scenario() -> list[str]:
-        api_client = await aconfig.new_client_from_config(str(kube_apiserver.kubeconfig))
-        async with api_client:
-            api = aclient.CustomObjectsApi(api_client)
-            await api.create_namespaced_custom_object(
-                GROUP, VERSION, kube_namespace, CWF, cron_workflow("aio")
-            )
-            listed = await api.list_namespaced_custom_object(GROUP, VERSION, kube_namespace, CWF)
-            types = []
-            w = awatch.Watch()
-            async with w.stream(
-                api.list_namespaced_custom_object,
-                GROUP,
-                VERSION,
+    k = connect(str(kube_apiserver.kubeconfig))
+    try:
+        created = k.run(k.create(kube_namespace, CWF, cron_workflow("ours")))
+        managers = [m["manager"] for m in created["metadata"]["managedFields"]]
+        assert managers == ["cronsource"]
+        listed = k.run(k.list(kube_namespace, CWF, ""))
+        assert [i["metadata"]["name"] for i in listed["items"]] == ["ours"]
+        patched = k.run(
+            k.patch(kube_namespace, CWF, "ours", {"metadata": {"annotations": {"a": "1"}}})
+        )
+        assert patched["metadata"]["annotations"] == {"a": "1"}
+        assert patched["spec"]["schedules"] == ["*/5 * * * *"]  # a merge, not a replace
+
+        async def watch() -> list[str]:
+            return [
+                e["type"]
+                async for e in k.watch(
+                    kube_namespace,
+                    CWF,
+                    label_selector="",
+                    resource_version="0",
+                    timeout_seconds=3,
+                )
+            ]
+
+        began = time.monotonic()
+        types = k.run(watch())
+        assert time.monotonic() - began < 15  # ended by the server, not re-opened
+        assert types[0] == "ADDED" and "BOOKMARK" in types
+
+        before = kube_apiserver.expire_watch_cache(f"{CWF}.{GROUP}")
+
+        async def expired() -> None:
+            async for _ in k.watch(
                 kube_namespace,
                 CWF,
-                resource_version="0",
-                allow_watch_bookmarks=True,
+                label_selector="",
+                resource_version=str(before),
                 timeout_seconds=3,
-            ) as stream:
-                async for event in stream:
-                    types.append(event["type"])
-            assert listed["items"][0]["metadata"]["name"] == "aio"
-            return types
+            ):
+                pass
 
-    types = asyncio.run(scenario())
-    assert types[0] == "ADDED" and "BOOKMARK" in types
+        with pytest.raises(ApiError) as gone:
+            k.run(expired())
+        assert gone.value.status == 410
+        k.run(k.delete(kube_namespace, CWF, "ours"))
+        with pytest.raises(ApiError) as missing:
+            k.run(k.get(kube_namespace, CWF, "ours"))
+        assert missing.value.status == 404 and missing.value.api_reason == "NotFound"
+    finally:
+        k.close()
+
+
+def test_cronsource_client_rereads_a_rotated_token_file_after_a_401(
+    kube_apiserver: kube.ApiServer, kube_namespace: str, tmp_path: Path
+) -> None:
+    """A kubeconfig with `tokenFile` (as in-cluster service accounts, whose token the kubelet
+    rotates): the token read at connect is refused, the file now holds a good one, and the
+    same client re-reads it after the 401 and goes on, instead of failing until restarted."""
+    import yaml
+
+    from cronsource.adapters.infrastructure.kube import connect
+
+    token_file = tmp_path / "token"
+    token_file.write_text("not-the-token")
+    cfg = yaml.safe_load(kube_apiserver.kubeconfig.read_text())
+    user = cfg["users"][0]["user"]
+    del user["token"]
+    user["tokenFile"] = str(token_file)
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(cfg))
+    k = connect(str(path))
+    try:
+        token_file.write_text(kube_apiserver.token)  # rotated after connect
+        listed = k.run(k.list(kube_namespace, CWF, ""))
+        assert listed["items"] == []
+    finally:
+        k.close()
 
 
 def test_plain_https_with_the_token(kube_apiserver: kube.ApiServer) -> None:

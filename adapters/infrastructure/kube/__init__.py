@@ -1,11 +1,11 @@
 """The Kubernetes adapter: Workflows created in a cluster, status written back to
 CronWorkflows, CronWorkflows and child Workflows watched into domain commands.
 
-On the official client's asyncio flavour (`kubernetes.aio`), behind our own port
-(`port.KubeApi`), so neither the domain nor the projections nor the rest of this package
-imports the client; only `client.py` does.
+Behind our own port (`port.KubeApi`): only `client.py` knows how the cluster is reached
+(lightkube's configuration and credentials, requests on aiohttp), so neither the domain nor the
+projections nor the rest of this package imports a Kubernetes client library.
 
-- `client`: `connect()` -> AioKube, the port on kubernetes.aio, with its event loop in a thread.
+- `client`: `connect()` -> AioKube, the port over aiohttp, with its event loop in a thread.
 - `target`: KubeTarget, the WorkflowTarget of projections/dispatch.py, whose `create_many`
   creates a batch's Workflows concurrently.
 - `status`: StatusWriter, merge patches with resourceVersion precondition and sequence.

@@ -1,28 +1,48 @@
-"""The `KubeApi` port on the official client's asyncio flavour, `kubernetes.aio` (37.x).
+"""The `KubeApi` port over aiohttp, with lightkube's configuration and credentials.
 
-The only module of cronsource that imports the Kubernetes client. One `AioKube` owns an event
-loop running in a daemon thread and one `kubernetes.aio` ApiClient (one aiohttp session, one
-connection pool) created on that loop. The dispatcher, the status writer and the watchers share
-it: watches are tasks on the loop, and a burst of creations is many coroutines in flight on the
-same pool instead of one request at a time.
+The only module of cronsource that knows how the cluster is reached. What is hard about a
+Kubernetes client (kubeconfig contexts, client certificates, bearer tokens, in-cluster service
+account tokens re-read when the kubelet rotates them, exec credential plugins) comes from
+lightkube: `KubeConfig` for the configuration, its `verify_cluster` for the TLS context (CA and
+client certificate) and its `user_auth` for the Authorization header. The six calls cronsource
+makes on custom objects are plain REST requests, below. The official `kubernetes` client was
+126 MB of the image's 393 MB for these six calls (issue 25).
+
+Why not lightkube's own client for the requests:
+- its typed watch has no bookmarks (`allowWatchBookmarks`: a quiet label-selected watch would
+  keep an old resourceVersion and expire into a re-list) and never ends (it re-opens the watch
+  itself; the runtime's watcher decides what to do between watches:
+  adapters/runtime/kube/watch.py);
+- it runs on httpx2, whose client costs about 1 ms of CPU per request here against 0.3 ms for
+  aiohttp (the official client's transport too): a burst of creations went from about 450 to
+  about 290 Workflows/s on the 2-core test machine, where the API server shares the CPU
+  (docs/operator-guide.md, "Throughput of Workflow creation").
+
+One `AioKube` owns an event loop running in a daemon thread and one aiohttp session (one
+connection pool) created on that loop. The dispatcher, the status writer and the watchers
+share it: watches are tasks on the loop, and a burst of creations is many coroutines in flight
+on the same pool instead of one request at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
+import os
+import ssl
 import threading
 import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Coroutine
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import aiohttp
-from kubernetes.aio import client as aclient
-from kubernetes.aio import config as aconfig
-from kubernetes.aio import watch as awatch
-from kubernetes.aio.client.exceptions import ApiException
-from kubernetes.aio.client.models.core_v1_event import CoreV1Event
+import httpx2
+from lightkube.config.client_adapter import user_auth, verify_cluster
+from lightkube.config.kubeconfig import DEFAULT_KUBECONFIG, KubeConfig, SingleConfig
+from lightkube.config.models import User
+from lightkube.core.exceptions import ConfigError
 
 from cronsource.adapters.infrastructure.kube.port import (
     CM,
@@ -32,17 +52,23 @@ from cronsource.adapters.infrastructure.kube.port import (
     ApiError,
 )
 
+EVENTS = "events"
+
 T = TypeVar("T")
 
 #: Seconds one ordinary request may take end to end before it counts as a transient failure.
 #: The API server answers a create or a patch in milliseconds; 30 s only catches a hung
 #: connection, and the caller's backoff retries it.
 REQUEST_TIMEOUT = 30.0
-#: Extra seconds a watch may run past its server-side timeout before the client gives up.
+#: Extra seconds a watch may stay silent past its server-side timeout before the client gives
+#: up on it (with bookmarks the server speaks at least once a minute on a live watch).
 WATCH_GRACE = 15.0
 #: Connections in the pool: the dispatcher's in-flight bound (64 at most) plus the two watches
 #: and the status writer, with room to spare.
 POOL_SIZE = 100
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
 
 
 class LoopThread:
@@ -74,40 +100,87 @@ class LoopThread:
         self.loop.close()
 
 
-def _obj(got: object) -> dict[str, Any]:
-    """The client types custom objects as `object`; they are JSON objects."""
-    assert isinstance(got, dict), type(got)
-    return got
+#: What becomes ApiError(0): "no answer" of every kind (refused, reset, timed out, TLS).
+_NO_ANSWER = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
 
 
-def _json(got: object) -> dict[str, Any]:
-    """A model serialised as the API's JSON (Events come back as the client's models)."""
-    assert isinstance(got, dict), type(got)
-    return got
-
-
-def _error(exc: BaseException) -> ApiError:
-    if isinstance(exc, ApiException):
-        return ApiError(int(exc.status or 0), str(exc.reason or ""), str(exc.body or ""))
+def _no_answer(exc: BaseException) -> ApiError:
     return ApiError(0, f"{type(exc).__name__}: {exc}")
 
 
-#: What becomes an ApiError: the client's HTTP errors, and "no answer" of every kind.
-_FAILURES = (ApiException, aiohttp.ClientError, asyncio.TimeoutError, OSError)
+def _object(status: int, reason: str, data: bytes) -> dict[str, Any]:
+    """The JSON object of a successful answer; an ApiError with the status otherwise."""
+    if status >= 400:
+        raise ApiError(status, reason, data.decode(errors="replace"))
+    got = json.loads(data)
+    if not isinstance(got, dict):
+        raise ApiError(status, "not a JSON object", data[:2000].decode(errors="replace"))
+    return got
+
+
+class Credentials:
+    """The Authorization header of lightkube's `user_auth` (bearer token, token file, exec
+    plugin, basic), taken from its httpx2 auth flow once and again after a 401: a rotated
+    service-account token is re-read, an exec plugin run again."""
+
+    def __init__(self, auth: httpx2.Auth | None, server: str) -> None:
+        self._auth = auth
+        self._server = server
+        self.header: dict[str, str] = {}
+
+    async def refresh(self, *, after_401: bool = False) -> bool:
+        """Ask the flow for the header (after a 401: for a new one); whether it changed."""
+        if self._auth is None:
+            return False
+        flow = self._auth.async_auth_flow(httpx2.Request("GET", self._server))
+        try:
+            request = await flow.__anext__()
+            if after_401:
+                try:
+                    request = await flow.asend(httpx2.Response(401, request=request))
+                except StopAsyncIteration:
+                    pass
+        finally:
+            await flow.aclose()
+        value = request.headers.get("Authorization")
+        before = self.header
+        self.header = {"Authorization": value} if value else {}
+        return self.header != before
+
+
+#: Core v1 resources cronsource reads or writes: the calendars' ConfigMaps and Events.
+_CORE = (CM, EVENTS)
+
+
+def _path(namespace: str | None, plural: str, name: str | None = None) -> str:
+    """The path of a custom resource (or of a core v1 one, `_CORE`), after the server's URL
+    (which may carry a path)."""
+    parts = ["", "api", "v1"] if plural in _CORE else ["", "apis", GROUP, VERSION]
+    if namespace:
+        parts += ["namespaces", urllib.parse.quote(namespace, safe="")]
+    parts.append(plural)
+    if name is not None:
+        parts.append(urllib.parse.quote(name, safe=""))
+    return "/".join(parts)
 
 
 class AioKube:
-    """`KubeApi` on `kubernetes.aio`. Build with `connect` (kubeconfig or in-cluster)."""
+    """`KubeApi` on an aiohttp session set up from lightkube's configuration. Build with
+    `connect`."""
 
-    def __init__(self, loop: LoopThread, api_client: Any) -> None:
+    def __init__(
+        self,
+        loop: LoopThread,
+        session: aiohttp.ClientSession,
+        server: str,
+        credentials: Credentials,
+        proxy: str | None = None,
+    ) -> None:
         self._loop = loop
-        self.api_client = api_client
-        self.api = aclient.CustomObjectsApi(api_client)
-        self.core = aclient.CoreV1Api(api_client)
-
-    def _plain(self, got: object) -> dict[str, Any]:
-        """A core object (the client's model classes) as the JSON the API sent."""
-        return _obj(self.api_client.sanitize_for_serialization(got))
+        self.session = session
+        self._server = server.rstrip("/")
+        self._credentials = credentials
+        self._proxy = proxy
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -129,158 +202,77 @@ class AioKube:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await self.api_client.close()
+        await self.session.close()
 
     # -- the calls --------------------------------------------------------------------------
 
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None = None,
+        body: dict[str, Any] | None = None,
+        content_type: str = JSON,
+    ) -> dict[str, Any]:
+        headers = {"Accept": JSON}
+        data = None
+        if body is not None:
+            data = json.dumps(body, separators=(",", ":")).encode()
+            headers["Content-Type"] = content_type
+        for attempt in (1, 2):
+            try:
+                async with self.session.request(
+                    method,
+                    self._server + path,
+                    params=params,
+                    data=data,
+                    headers={**headers, **self._credentials.header},
+                    proxy=self._proxy,
+                    timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT),
+                ) as resp:
+                    raw = await resp.read()
+                    status, reason = resp.status, resp.reason or ""
+            except _NO_ANSWER as e:
+                raise _no_answer(e) from e
+            if status == 401 and attempt == 1 and await self._credentials.refresh(after_401=True):
+                continue
+            break
+        return _object(status, reason, raw)
+
     async def get(self, namespace: str, plural: str, name: str) -> dict[str, Any]:
-        try:
-            if plural == CM:
-                return self._plain(
-                    await self.core.read_namespaced_config_map(
-                        name, namespace, _request_timeout=REQUEST_TIMEOUT
-                    )
-                )
-            return _obj(
-                await self.api.get_namespaced_custom_object(
-                    GROUP, VERSION, namespace, plural, name, _request_timeout=REQUEST_TIMEOUT
-                )
-            )
-        except _FAILURES as e:
-            raise _error(e) from e
+        return await self._request("GET", _path(namespace, plural, name))
 
     async def list(self, namespace: str | None, plural: str, label_selector: str) -> dict[str, Any]:
-        try:
-            if plural == CM:
-                if namespace:
-                    cms = await self.core.list_namespaced_config_map(
-                        namespace, label_selector=label_selector, _request_timeout=REQUEST_TIMEOUT
-                    )
-                else:
-                    cms = await self.core.list_config_map_for_all_namespaces(
-                        label_selector=label_selector, _request_timeout=REQUEST_TIMEOUT
-                    )
-                return self._plain(cms)
-            if namespace:
-                got = await self.api.list_namespaced_custom_object(
-                    GROUP,
-                    VERSION,
-                    namespace,
-                    plural,
-                    label_selector=label_selector,
-                    _request_timeout=REQUEST_TIMEOUT,
-                )
-            else:
-                got = await self.api.list_cluster_custom_object(
-                    GROUP,
-                    VERSION,
-                    plural,
-                    label_selector=label_selector,
-                    _request_timeout=REQUEST_TIMEOUT,
-                )
-            return _obj(got)
-        except _FAILURES as e:
-            raise _error(e) from e
+        params = {"labelSelector": label_selector} if label_selector else None
+        return await self._request("GET", _path(namespace, plural), params=params)
 
     async def create(self, namespace: str, plural: str, body: dict[str, Any]) -> dict[str, Any]:
-        try:
-            if plural == CM:
-                return self._plain(
-                    await self.core.create_namespaced_config_map(
-                        namespace,
-                        cast(Any, body),  # the client sends a dict as the JSON it is
-                        field_manager=FIELD_MANAGER,
-                        _request_timeout=REQUEST_TIMEOUT,
-                    )
-                )
-            return _obj(
-                await self.api.create_namespaced_custom_object(
-                    GROUP,
-                    VERSION,
-                    namespace,
-                    plural,
-                    body,
-                    field_manager=FIELD_MANAGER,
-                    _request_timeout=REQUEST_TIMEOUT,
-                )
-            )
-        except _FAILURES as e:
-            raise _error(e) from e
+        return await self._request(
+            "POST", _path(namespace, plural), params={"fieldManager": FIELD_MANAGER}, body=body
+        )
 
     async def patch(
         self, namespace: str, plural: str, name: str, body: dict[str, Any]
     ) -> dict[str, Any]:
-        try:
-            if plural == CM:
-                return self._plain(
-                    await self.core.patch_namespaced_config_map(
-                        name,
-                        namespace,
-                        body,
-                        _content_type="application/merge-patch+json",
-                        field_manager=FIELD_MANAGER,
-                        _request_timeout=REQUEST_TIMEOUT,
-                    )
-                )
-            return _obj(
-                await self.api.patch_namespaced_custom_object(
-                    GROUP,
-                    VERSION,
-                    namespace,
-                    plural,
-                    name,
-                    body,
-                    _content_type="application/merge-patch+json",
-                    field_manager=FIELD_MANAGER,
-                    _request_timeout=REQUEST_TIMEOUT,
-                )
-            )
-        except _FAILURES as e:
-            raise _error(e) from e
+        return await self._request(
+            "PATCH",
+            _path(namespace, plural, name),
+            params={"fieldManager": FIELD_MANAGER},
+            body=body,
+            content_type=MERGE_PATCH,
+        )
 
     async def delete(self, namespace: str, plural: str, name: str) -> None:
-        try:
-            if plural == CM:
-                await self.core.delete_namespaced_config_map(
-                    name, namespace, _request_timeout=REQUEST_TIMEOUT
-                )
-                return
-            await self.api.delete_namespaced_custom_object(
-                GROUP, VERSION, namespace, plural, name, _request_timeout=REQUEST_TIMEOUT
-            )
-        except _FAILURES as e:
-            raise _error(e) from e
+        await self._request("DELETE", _path(namespace, plural, name))
 
     async def create_event(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         """A core v1 Event (adapters/infrastructure/kube/events.py)."""
-        model = CoreV1Event.from_dict(body)
-        if model is None:
-            raise ApiError(400, "Bad Request", "an Event needs a body")
-        try:
-            got = await self.core.create_namespaced_event(
-                namespace,
-                model,
-                field_manager=FIELD_MANAGER,
-                _request_timeout=REQUEST_TIMEOUT,
-            )
-            return _json(self.api_client.sanitize_for_serialization(got))
-        except _FAILURES as e:
-            raise _error(e) from e
+        return await self.create(namespace, EVENTS, body)
 
     async def patch_event(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """A merge patch of a core v1 Event (its count and last timestamp)."""
-        try:
-            got = await self.core.patch_namespaced_event(
-                name,
-                namespace,
-                body,
-                _content_type="application/merge-patch+json",
-                field_manager=FIELD_MANAGER,
-                _request_timeout=REQUEST_TIMEOUT,
-            )
-            return _json(self.api_client.sanitize_for_serialization(got))
-        except _FAILURES as e:
-            raise _error(e) from e
+        return await self.patch(namespace, EVENTS, name, body)
 
     async def watch(
         self,
@@ -291,76 +283,108 @@ class AioKube:
         resource_version: str | None,
         timeout_seconds: int,
     ) -> AsyncIterator[dict[str, Any]]:
-        fn: Any
-        args: tuple[Any, ...]
-        if plural == CM:
-            if namespace:
-                fn, args = self.core.list_namespaced_config_map, (namespace,)
-            else:
-                fn, args = self.core.list_config_map_for_all_namespaces, ()
-        elif namespace:
-            fn = self.api.list_namespaced_custom_object
-            args = (GROUP, VERSION, namespace, plural)
-        else:
-            fn, args = self.api.list_cluster_custom_object, (GROUP, VERSION, plural)
-        kwargs: dict[str, Any] = {
-            "label_selector": label_selector,
-            "allow_watch_bookmarks": True,
-            "timeout_seconds": timeout_seconds,
-            "_request_timeout": timeout_seconds + WATCH_GRACE,
+        params = {
+            "watch": "true",
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout_seconds),
         }
+        if label_selector:
+            params["labelSelector"] = label_selector
         if resource_version:
-            kwargs["resource_version"] = resource_version
-        w = awatch.Watch()
+            params["resourceVersion"] = resource_version
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=REQUEST_TIMEOUT, sock_read=timeout_seconds + WATCH_GRACE
+        )
         try:
-            async with w.stream(fn, *args, **kwargs) as stream:
-                async for event in stream:
-                    yield {"type": event["type"], "object": event["raw_object"]}
-        except _FAILURES as e:
-            raise _error(e) from e
-        finally:
-            await w.close()
+            async with self.session.get(
+                self._server + _path(namespace, plural),
+                params=params,
+                headers={"Accept": JSON, **self._credentials.header},
+                proxy=self._proxy,
+                timeout=timeout,
+            ) as resp:
+                if resp.status >= 400:
+                    if resp.status == 401:  # a rotated token: the next watch has the new one
+                        await self._credentials.refresh(after_401=True)
+                    raise ApiError(resp.status, resp.reason or "", await resp.text())
+                async for line in resp.content:
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    if event.get("type") == "ERROR":
+                        # A Status in the stream: 410 Gone when resource_version has expired.
+                        status = event.get("object") or {}
+                        raise ApiError(
+                            int(status.get("code") or 0),
+                            str(status.get("reason") or ""),
+                            json.dumps(status),
+                        )
+                    yield event
+        except _NO_ANSWER as e:
+            raise _no_answer(e) from e
 
 
 def env_proxy(url: str) -> str | None:
     """The proxy the environment names for `url` (HTTPS_PROXY and NO_PROXY, as kubectl
-    reads them), read once at connect. The client's session would otherwise trust the
-    environment per request, and aiohttp then re-reads the proxy variables and parses
-    ~/.netrc for every call: a quarter of the client loop's time in a burst of creations
-    (py-spy under bench.argo)."""
+    reads them), read once at connect. A client that trusts the environment re-reads the
+    proxy variables (and ~/.netrc) per request: a quarter of the client loop's time in a
+    burst of creations with the previous client (py-spy under bench.argo)."""
     parts = urllib.parse.urlsplit(url)
     if not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
         return None
     return urllib.request.getproxies().get(parts.scheme)
 
 
+def load_config(kubeconfig: str | None = None) -> SingleConfig:
+    """The cluster and credentials to use: the kubeconfig given, else in-cluster (the pod's
+    service account), else the first file of $KUBECONFIG that exists (they are not merged),
+    else ~/.kube/config; its current context. Raises ConfigError, naming the file, if none
+    can be loaded."""
+    if not kubeconfig:
+        try:
+            return _single(KubeConfig.from_service_account(), "in-cluster")
+        except (ConfigError, KeyError):  # KeyError: no KUBERNETES_SERVICE_HOST/_PORT
+            listed = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+            found = [p for p in listed if os.path.exists(os.path.expanduser(p))]
+            kubeconfig = (found or listed or [DEFAULT_KUBECONFIG])[0]
+    try:
+        return _single(KubeConfig.from_file(kubeconfig), kubeconfig)
+    except ConfigError:
+        raise
+    except Exception as e:  # a malformed file: KeyError, msgspec's errors, YAML errors
+        raise ConfigError(f"{kubeconfig}: not a usable kubeconfig ({type(e).__name__}: {e})") from e
+
+
+def _single(found: KubeConfig, where: str) -> SingleConfig:
+    single = found.get()
+    if single is None:
+        raise ConfigError(f"{where}: the kubeconfig has no current context")
+    return single
+
+
 def connect(kubeconfig: str | None = None) -> AioKube:
-    """An AioKube from a kubeconfig (the path given, else in-cluster, else $KUBECONFIG or
-    ~/.kube/config). Raises if none can be loaded."""
+    """An AioKube from a kubeconfig (see `load_config`). Raises if none can be loaded."""
+    config = load_config(kubeconfig)
+    server = config.cluster.server
+    user = config.user or User()
+    # The CA (file or data, else the system's) and the client certificate, if any.
+    ssl_context: ssl.SSLContext | bool = True  # plain http: unused
+    if server.startswith("https:"):
+        ssl_context = verify_cluster(config.cluster, user, config.abs_file, trust_env=False)
+    credentials = Credentials(user_auth(user), server)
     loop = LoopThread()
 
-    async def make() -> Any:
-        # A Configuration of its own (not the process-wide default), set before the ApiClient
-        # is built: the pool size is read once, when the client makes its connection pool.
-        cfg = aclient.Configuration()
-        if kubeconfig:
-            await aconfig.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
-        else:
-            try:
-                aconfig.load_incluster_config(client_configuration=cfg)
-            except aconfig.ConfigException:
-                await aconfig.load_kube_config(client_configuration=cfg)
-        cfg.connection_pool_maxsize = POOL_SIZE
-        cfg.retries = (
-            None  # our own backoff decides what to retry (adapters/infrastructure/kube/target.py)
+    async def make() -> aiohttp.ClientSession:
+        await credentials.refresh()  # an exec plugin runs here, once, not per request
+        # The environment is read once (env_proxy), not per request (trust_env off).
+        return aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=POOL_SIZE, ssl=ssl_context),
+            trust_env=False,
         )
-        if cfg.proxy is None:  # the kubeconfig's proxy-url wins over the environment's
-            cfg.proxy = env_proxy(str(cfg.host))
-        cfg.client_session_kwargs = {"trust_env": False}
-        return aclient.ApiClient(configuration=cfg)
 
     try:
-        return AioKube(loop, loop.run(make()))
+        session = loop.run(make())
     except BaseException:
         loop.stop()
         raise
+    return AioKube(loop, session, server, credentials, env_proxy(server))

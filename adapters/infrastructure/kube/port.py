@@ -2,13 +2,13 @@
 (to write Kubernetes Events) core v1 Events.
 
 Everything else in adapters/infrastructure/kube/ talks to a `KubeApi`; only
-adapters/infrastructure/kube/client.py imports the `kubernetes` client (its asyncio flavour,
-`kubernetes.aio`). The calls are coroutines that run on one event loop owned by the client, in a
-thread of its own: the rest of the engine is synchronous threads, so `run` hands a coroutine to that
-loop and waits for its result.
+adapters/infrastructure/kube/client.py knows how the cluster is reached (lightkube's
+configuration and credentials, requests on aiohttp). The calls are coroutines that run on
+one event loop owned by the client, in a thread of its own: the rest of the engine is
+synchronous threads, so `run` hands a coroutine to that loop and waits for its result.
 
 Errors come out as `ApiError` only: an HTTP status, or status 0 for "no answer" (connection
-refused or reset, timeout), so callers never see aiohttp's or the client's exception types.
+refused or reset, timeout), so callers never see aiohttp's exception types.
 """
 
 from __future__ import annotations
