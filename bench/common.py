@@ -395,6 +395,34 @@ def baseline_insert(
     return seconds
 
 
+def git_commit() -> str:
+    """The commit the benchmark ran at (`-dirty` when the work tree had changes), so that a
+    figure names the code it measured; "unknown" outside a git checkout."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return head + ("-dirty" if dirty else "")
+
+
 def machine_note() -> str:
     """CPU model and count, memory: the context every figure needs."""
     cpu = "unknown CPU"
