@@ -990,6 +990,22 @@ def run(a: argparse.Namespace, argv: list[str] | None = None) -> dict[str, Any]:
                     f" load {res['load']}"
                 )
                 runs.setdefault(side.label, []).append(res)
+    command = " ".join(["python -m bench.argo", *(argv if argv is not None else sys.argv[1:])])
+    version = peer_version() if any(s.kind == "argo" for s in sides) else None
+    return summary(runs, sides, a.crons, a.repeat, errors, git_commit(), command, version)
+
+
+def summary(
+    runs: dict[str, list[dict[str, Any]]],
+    sides: list[Side],
+    n: int,
+    repeat: int,
+    errors: list[str],
+    commit: str,
+    command: str,
+    version: str | None,
+) -> dict[str, Any]:
+    """The result object from every side's runs: medians, ratios, the limit's spread."""
     ours, argo = summarise(runs, "ours"), summarise(runs, "argo")
     variants, spread = limit_summary(runs, [s for s in sides if s.kind == "limit"])
     best_limit = spread["best"]
@@ -1000,8 +1016,8 @@ def run(a: argparse.Namespace, argv: list[str] | None = None) -> dict[str, Any]:
     tuning_of = {s.label: " ".join(s.args) for s in sides}
     return {
         "name": "argo",
-        "n": a.crons,
-        "repeat": a.repeat,
+        "n": n,
+        "repeat": repeat,
         "seconds": ours["seconds"],
         "per_second": ours["per_second"],
         "p50_ms": ours["p50_ms"],
@@ -1014,7 +1030,7 @@ def run(a: argparse.Namespace, argv: list[str] | None = None) -> dict[str, Any]:
         "ratio_tuned": ratio(ours["per_second"], tuned["per_second"]),
         "limit_per_second": limit["per_second"],
         "ratio_limit": ratio(ours["per_second"], limit["per_second"]),
-        "peer_version": peer_version(),
+        "peer_version": version,
         "peer_seconds": argo["seconds"],
         "peer_p50_ms": argo["p50_ms"],
         "peer_p99_ms": argo["p99_ms"],
@@ -1031,10 +1047,8 @@ def run(a: argparse.Namespace, argv: list[str] | None = None) -> dict[str, Any]:
         "limit_best": best_limit,
         "limit_variants": variants,
         "limit_spread": spread,
-        "commit": git_commit(),
-        "command": " ".join(
-            ["python -m bench.argo", *(argv if argv is not None else sys.argv[1:])]
-        ),
+        "commit": commit,
+        "command": command,
         "timing": "skew = arrival of the ADDED watch event at this process - H",
         # "limit": the best plain client, as the keys above (each variant is under its label)
         "sides": {label: summarise(runs, label) | {"args": tuning_of[label]} for label in runs}
@@ -1044,6 +1058,61 @@ def run(a: argparse.Namespace, argv: list[str] | None = None) -> dict[str, Any]:
         "store": "postgresql",
         "machine": machine_note(),
     }
+
+
+def sides_of(result: dict[str, Any]) -> list[Side]:
+    """The sides a result ran, rebuilt from its JSON (for `merge`)."""
+    sides: list[Side] = []
+    for label, rs in (result.get("each_run") or {}).items():
+        args = str((result.get("sides") or {}).get(label, {}).get("args") or "").split()
+        if label.startswith("limit-"):
+            sides.append(Side("limit", label, [], Variant.parse(rs[0]["client"])))
+        elif label.startswith("argo"):
+            sides.append(Side("argo", label, args))
+        elif label == "ours":
+            sides.append(Side("ours", label, args))
+        else:
+            raise BenchError(f"merge: a side {label!r} this version of bench.argo does not know")
+    return sides
+
+
+def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One result from several runs of bench.argo at one commit and one N (e.g. the limit and
+    Argo from one run, our side from another): every side's runs are kept as they were
+    measured, the medians and ratios are computed again. Runs without a commit, at other
+    commits or at another N are refused, saying which."""
+    if not parts:
+        raise BenchError("merge: no runs to merge")
+    for k, part in enumerate(parts, 1):
+        if part.get("name") != "argo" or not part.get("commit") or part["commit"] == "unknown":
+            raise BenchError(f"merge: part {k} is not a bench.argo result naming its commit")
+    commits = sorted({p["commit"] for p in parts})
+    if len(commits) > 1:
+        raise BenchError(f"merge: the runs are of different commits: {', '.join(commits)}")
+    sizes = sorted({p["n"] for p in parts})
+    if len(sizes) > 1:
+        raise BenchError(f"merge: the runs are of different N: {sizes}")
+    runs: dict[str, list[dict[str, Any]]] = {}
+    sides: dict[str, Side] = {}
+    for part in parts:
+        for side in sides_of(part):
+            sides.setdefault(side.label, side)
+            runs.setdefault(side.label, []).extend(part["each_run"][side.label])
+    out = summary(
+        runs,
+        list(sides.values()),
+        sizes[0],
+        max(len(rs) for rs in runs.values()) if runs else 0,
+        [e for p in parts for e in p.get("errors") or []],
+        commits[0],
+        " + ".join(p.get("command", "?") for p in parts),
+        next((p["peer_version"] for p in parts if p.get("peer_version")), None),
+    )
+    out["merged_from"] = [
+        {"command": p.get("command"), "commit": p["commit"], "sides": sorted(p["each_run"])}
+        for p in parts
+    ]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
