@@ -8,8 +8,13 @@ Argo's own CRDs), fired by each side in turn, each on a fresh server with the ot
 - `argo-tuned`: the same with `--tuning` (default `--qps 500 --burst 1000
   --cron-workflow-workers 32`; the option can be given more than once, the fastest is named);
 - `ours`: `cronsource run --kube` on a throwaway PostgreSQL database (`--store`);
-- `limit`: no scheduler; at H a plain asyncio loop (aiohttp, pre-encoded bodies,
-  `--limit-in-flight` requests at once) creates the same N Workflows: what the server takes.
+- `limit`: no scheduler; at H a plain client creates the same N Workflows from pre-encoded
+  bodies: what the server takes. It is the best of several (`--limit-variants`, each
+  `CLIENT:PROTOCOL:CONNECTIONS:IN_FLIGHT`: aiohttp over HTTP/1.1, httpx over HTTP/2, and
+  client-go over either, tests/argo/oracle/benchclient), each on a fresh server of its own
+  holding the same N CronWorkflows; with no scheduler to load them, its H is 3 s after their
+  creation. `limit_per_second`/`ratio_limit` are the best variant's; `limit_variants` and
+  `limit_spread` say what each did and how far apart they were.
 
 Argo runs with `--workflow-workers 0` (`--argo-workflow-workers`): its Workflow operator would
 otherwise start on the Workflows as they appear, creating a Pod for each and writing their status
@@ -33,7 +38,9 @@ Workflow within 5 minutes of H. The run waits for all N (up to `--max-wait`), th
 for late duplicates, and checks the watch against a final list.
 
 `--repeat K` runs all sides K times (a fresh server each time) and reports medians; the
-duplicates and misses are totals over the K runs. The last line of stdout is one JSON object.
+duplicates and misses are totals over the K runs. The last line of stdout is one JSON object,
+naming the `command` and the `commit` it ran; `python -m bench.report merge` combines runs of
+one commit.
 """
 
 from __future__ import annotations
