@@ -61,7 +61,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -223,6 +223,20 @@ def requests_by_kind(server: Any) -> dict[str, int]:
 # ---------------------------------------------------------------------- the plain create loop
 
 
+async def send(post: Callable[[bytes], Awaitable[int]], body: bytes, failures: list[str]) -> None:
+    """One creation by `post` (which answers the HTTP status), retried up to 5 times on 429
+    and 5xx; any other answer than 201, or the last retry's, is a failure."""
+    status = 0
+    for attempt in range(5):
+        status = await post(body)
+        if status == 201:
+            return
+        if status != 429 and status < 500:
+            break
+        await asyncio.sleep(0.1 * (attempt + 1))
+    failures.append(f"HTTP {status}")
+
+
 class Creator:
     """Create objects with a plain Python client, pre-encoded bodies, `in_flight` requests at
     once over `connections` connections: aiohttp (HTTP/1.1, the cheapest client Python has) or
@@ -296,18 +310,14 @@ class Creator:
                 await asyncio.gather(*(warm() for _ in range(self.connections)))
                 await self._start_at(at)
 
+            async def post(body: bytes) -> int:
+                async with session.post(url, data=body) as resp:
+                    await resp.read()
+                    return resp.status
+
             async def worker() -> None:
                 for body in queue:
-                    for attempt in range(5):
-                        async with session.post(url, data=body) as resp:
-                            await resp.read()
-                            if resp.status == 201:
-                                break
-                            if resp.status == 429 or resp.status >= 500:
-                                await asyncio.sleep(0.1 * (attempt + 1))
-                                continue
-                            failures.append(f"HTTP {resp.status}")
-                            break
+                    await send(post, body, failures)
                     advance()
 
             began = time.perf_counter()
@@ -350,16 +360,11 @@ class Creator:
             await self._start_at(at)
 
             async def worker(c: httpx.AsyncClient) -> None:
+                async def post(body: bytes) -> int:
+                    return (await c.post(url, content=body)).status_code
+
                 for body in queue:
-                    for attempt in range(5):
-                        resp = await c.post(url, content=body)
-                        if resp.status_code == 201:
-                            break
-                        if resp.status_code == 429 or resp.status_code >= 500:
-                            await asyncio.sleep(0.1 * (attempt + 1))
-                            continue
-                        failures.append(f"HTTP {resp.status_code}")
-                        break
+                    await send(post, body, failures)
                     advance()
 
             began = time.perf_counter()

@@ -400,24 +400,19 @@ def git_commit() -> str:
     figure names the code it measured; "unknown" outside a git checkout."""
     import subprocess
 
-    root = Path(__file__).resolve().parent.parent
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args],
+            cwd=Path(__file__).resolve().parent.parent,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout.strip()
+
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short=12", "HEAD"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout.strip()
+        head = git("rev-parse", "--short=12", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return head + ("-dirty" if dirty else "")
