@@ -8,8 +8,13 @@ Argo's own CRDs), fired by each side in turn, each on a fresh server with the ot
 - `argo-tuned`: the same with `--tuning` (default `--qps 500 --burst 1000
   --cron-workflow-workers 32`; the option can be given more than once, the fastest is named);
 - `ours`: `cronsource run --kube` on a throwaway PostgreSQL database (`--store`);
-- `limit`: no scheduler; at H a plain asyncio loop (aiohttp, pre-encoded bodies,
-  `--limit-in-flight` requests at once) creates the same N Workflows: what the server takes.
+- `limit`: no scheduler; at H a plain client creates the same N Workflows from pre-encoded
+  bodies: what the server takes. It is the best of several (`--limit-variants`, each
+  `CLIENT:PROTOCOL:CONNECTIONS:IN_FLIGHT`: aiohttp over HTTP/1.1, httpx over HTTP/2, and
+  client-go over either, tests/argo/oracle/benchclient), each on a fresh server of its own
+  holding the same N CronWorkflows; with no scheduler to load them, its H is 3 s after their
+  creation. `limit_per_second`/`ratio_limit` are the best variant's; `limit_variants` and
+  `limit_spread` say what each did and how far apart they were.
 
 Argo runs with `--workflow-workers 0` (`--argo-workflow-workers`): its Workflow operator would
 otherwise start on the Workflows as they appear, creating a Pod for each and writing their status
@@ -33,7 +38,9 @@ Workflow within 5 minutes of H. The run waits for all N (up to `--max-wait`), th
 for late duplicates, and checks the watch against a final list.
 
 `--repeat K` runs all sides K times (a fresh server each time) and reports medians; the
-duplicates and misses are totals over the K runs. The last line of stdout is one JSON object.
+duplicates and misses are totals over the K runs. The last line of stdout is one JSON object,
+naming the `command` and the `commit` it ran; `python -m bench.report merge` combines runs of
+one commit.
 """
 
 from __future__ import annotations
@@ -54,7 +61,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -67,6 +74,7 @@ from bench.common import (
     BenchError,
     console,
     emit,
+    git_commit,
     machine_note,
     percentile,
     progress,
@@ -215,11 +223,34 @@ def requests_by_kind(server: Any) -> dict[str, int]:
 # ---------------------------------------------------------------------- the plain create loop
 
 
-class Creator:
-    """Create objects with plain aiohttp, pre-encoded bodies, `in_flight` requests at once: the
-    cheapest client Python has, so that what it measures is the server."""
+async def send(post: Callable[[bytes], Awaitable[int]], body: bytes, failures: list[str]) -> None:
+    """One creation by `post` (which answers the HTTP status), retried up to 5 times on 429
+    and 5xx; any other answer than 201, or the last retry's, is a failure."""
+    status = 0
+    for attempt in range(5):
+        status = await post(body)
+        if status == 201:
+            return
+        if status != 429 and status < 500:
+            break
+        await asyncio.sleep(0.1 * (attempt + 1))
+    failures.append(f"HTTP {status}")
 
-    def __init__(self, kubeconfig: Path, in_flight: int) -> None:
+
+class Creator:
+    """Create objects with a plain Python client, pre-encoded bodies, `in_flight` requests at
+    once over `connections` connections: aiohttp (HTTP/1.1, the cheapest client Python has) or
+    httpx with http2=True (`connections` clients, each one HTTP/2 connection when the server
+    negotiates h2), so that what it measures is the server. `protocol` is what the server
+    answered with (the last warm-up's HTTP version)."""
+
+    def __init__(
+        self,
+        kubeconfig: Path,
+        in_flight: int,
+        connections: int | None = None,
+        client: str = "aiohttp",
+    ) -> None:
         cfg = yaml.safe_load(kubeconfig.read_text())
         cluster = cfg["clusters"][0]["cluster"]
         ca = base64.b64decode(cluster["certificate-authority-data"]).decode()
@@ -231,6 +262,10 @@ class Creator:
             "Accept": "application/json",
         }
         self.in_flight = in_flight
+        self.connections = connections or in_flight
+        self.client = client
+        self.protocol = ""
+        self.late_start_ms: float | None = None
 
     def create(
         self,
@@ -243,39 +278,46 @@ class Creator:
         time.time()), the connections are opened first and the creations start at `at`, so
         that the timed part pays no TLS handshakes, as a running controller would not."""
         encoded = [json.dumps(b).encode() for b in bodies]
+        if self.client == "httpx":
+            return asyncio.run(self._create_httpx(plural, encoded, advance, at))
         return asyncio.run(self._create(plural, encoded, advance, at))
+
+    def _url(self, plural: str) -> str:
+        return f"{self.base}/apis/{GROUP}/{VERSION}/namespaces/{NS}/{plural}"
+
+    async def _start_at(self, at: float | None) -> None:
+        if at is not None:
+            await asyncio.sleep(max(0.0, at - time.time()))
+            self.late_start_ms = (time.time() - at) * 1000
 
     async def _create(
         self, plural: str, bodies: list[bytes], advance: Callable[[], None], at: float | None
     ) -> float:
         import aiohttp
 
-        url = f"{self.base}/apis/{GROUP}/{VERSION}/namespaces/{NS}/{plural}"
+        url = self._url(plural)
         failures: list[str] = []
-        connector = aiohttp.TCPConnector(limit=self.in_flight, ssl=self.ssl)
+        connector = aiohttp.TCPConnector(limit=self.connections, ssl=self.ssl)
         async with aiohttp.ClientSession(connector=connector, headers=self.headers) as session:
             queue = iter(bodies)
+            self.protocol = "HTTP/1.1"
             if at is not None:
 
                 async def warm() -> None:
                     async with session.get(url + "?limit=1") as resp:
                         await resp.read()
 
-                await asyncio.gather(*(warm() for _ in range(self.in_flight)))
-                await asyncio.sleep(max(0.0, at - time.time()))
+                await asyncio.gather(*(warm() for _ in range(self.connections)))
+                await self._start_at(at)
+
+            async def post(body: bytes) -> int:
+                async with session.post(url, data=body) as resp:
+                    await resp.read()
+                    return resp.status
 
             async def worker() -> None:
                 for body in queue:
-                    for attempt in range(5):
-                        async with session.post(url, data=body) as resp:
-                            await resp.read()
-                            if resp.status == 201:
-                                break
-                            if resp.status == 429 or resp.status >= 500:
-                                await asyncio.sleep(0.1 * (attempt + 1))
-                                continue
-                            failures.append(f"HTTP {resp.status}")
-                            break
+                    await send(post, body, failures)
                     advance()
 
             began = time.perf_counter()
@@ -284,6 +326,149 @@ class Creator:
         if failures:
             raise BenchError(f"{len(failures)} creations of {plural} failed: {failures[:3]}")
         return seconds
+
+    async def _create_httpx(
+        self, plural: str, bodies: list[bytes], advance: Callable[[], None], at: float | None
+    ) -> float:
+        """`connections` httpx clients (http2=True, one connection each), the `in_flight`
+        workers spread over them."""
+        import httpx
+
+        try:
+            import h2  # noqa: F401  (httpx's HTTP/2 needs it)
+        except ImportError as e:
+            raise BenchError("httpx HTTP/2 needs the h2 package (the [bench] extra)") from e
+        url = self._url(plural)
+        failures: list[str] = []
+        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+        async with contextlib.AsyncExitStack() as stack:
+            clients = [
+                await stack.enter_async_context(
+                    httpx.AsyncClient(
+                        http2=True, verify=self.ssl, headers=self.headers, limits=limits
+                    )
+                )
+                for _ in range(self.connections)
+            ]
+            queue = iter(bodies)
+
+            async def warm(c: httpx.AsyncClient) -> None:
+                resp = await c.get(url, params={"limit": "1"})
+                self.protocol = resp.http_version
+
+            await asyncio.gather(*(warm(c) for c in clients))
+            await self._start_at(at)
+
+            async def worker(c: httpx.AsyncClient) -> None:
+                async def post(body: bytes) -> int:
+                    return (await c.post(url, content=body)).status_code
+
+                for body in queue:
+                    await send(post, body, failures)
+                    advance()
+
+            began = time.perf_counter()
+            await asyncio.gather(
+                *(worker(clients[w % len(clients)]) for w in range(self.in_flight))
+            )
+            seconds = time.perf_counter() - began
+        if failures:
+            raise BenchError(f"{len(failures)} creations of {plural} failed: {failures[:3]}")
+        return seconds
+
+
+# ---------------------------------------------------------------------- the limit's clients
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One plain client of the `limit` side: `CLIENT:PROTOCOL:CONNECTIONS:IN_FLIGHT`, e.g.
+    `go:h2:1:256` (client aiohttp, httpx or go; protocol h1 or h2)."""
+
+    client: str
+    protocol: str
+    connections: int
+    in_flight: int
+
+    @property
+    def label(self) -> str:
+        return f"limit-{self.client}-{self.protocol}-c{self.connections}-f{self.in_flight}"
+
+    @property
+    def spec(self) -> str:
+        return f"{self.client}:{self.protocol}:{self.connections}:{self.in_flight}"
+
+    @classmethod
+    def parse(cls, spec: str) -> Variant:
+        parts = spec.strip().split(":")
+        ok = {("aiohttp", "h1"), ("httpx", "h2"), ("go", "h1"), ("go", "h2")}
+        if len(parts) != 4 or (parts[0], parts[1]) not in ok:
+            raise BenchError(
+                f"--limit-variants: {spec!r} is not CLIENT:PROTOCOL:CONNECTIONS:IN_FLIGHT with"
+                " CLIENT:PROTOCOL one of aiohttp:h1, httpx:h2, go:h1, go:h2"
+            )
+        try:
+            conns, in_flight = int(parts[2]), int(parts[3])
+        except ValueError:
+            conns = in_flight = 0
+        if conns < 1 or in_flight < conns:
+            raise BenchError(
+                f"--limit-variants: {spec!r}: CONNECTIONS must be at least 1 and at most IN_FLIGHT"
+            )
+        return cls(parts[0], parts[1], conns, in_flight)
+
+
+# The aiohttp loop of earlier runs (64/64) and its neighbours; httpx and client-go over
+# HTTP/2, one connection (what client-go does by default) and four; client-go over HTTP/1.1.
+DEFAULT_LIMIT_VARIANTS = (
+    "aiohttp:h1:16:16,aiohttp:h1:64:64,httpx:h2:1:64,httpx:h2:4:256,"
+    "go:h2:1:64,go:h2:1:256,go:h2:4:256,go:h1:64:64"
+)
+LIMIT_LEAD = 3.0  # seconds from the set-up's end to H on the limit side (warm-up included)
+
+
+def go_create(
+    kubeconfig: Path, variant: Variant, bodies: Sequence[dict[str, Any]], at: float, work: Path
+) -> subprocess.Popen[str]:
+    """Start tests/argo/oracle/benchclient (built by scripts/build-argo.sh) on `bodies`, to
+    begin at `at`; `go_result` reads its answer."""
+    from tests.argo import peer
+
+    path = work / "bodies.jsonl"
+    with open(path, "w") as f:
+        for b in bodies:
+            f.write(json.dumps(b) + "\n")
+    return subprocess.Popen(
+        [
+            str(peer.bench_client()),
+            "-kubeconfig",
+            str(kubeconfig),
+            "-path",
+            f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/workflows",
+            "-bodies",
+            str(path),
+            "-connections",
+            str(variant.connections),
+            "-in-flight",
+            str(variant.in_flight),
+            "-at",
+            f"{at:.6f}",
+            *(["-http1"] if variant.protocol == "h1" else []),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def go_result(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    out, err = proc.communicate(timeout=MISS_AFTER)
+    if proc.returncode != 0:
+        raise BenchError(f"benchclient exited with {proc.returncode}: {err[-2000:]}")
+    res: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    if res.get("failures"):
+        raise BenchError(f"benchclient: {res['failures']} creations failed: {res['first_errors']}")
+    return res
 
 
 def cron_name(i: int) -> str:
@@ -335,8 +520,9 @@ class Side:
     """One scheduler (or none, for the limit) as it runs on a fresh server."""
 
     kind: str  # "argo" | "ours" | "limit"
-    label: str  # "argo", "argo-tuned", "argo-tuned-2", "ours", "limit"
+    label: str  # "argo", "argo-tuned", "argo-tuned-2", "ours", "limit-<variant>"
     args: list[str] = field(default_factory=list)
+    variant: Variant | None = None  # the limit side's client
 
 
 def load() -> str:
@@ -396,13 +582,36 @@ class OursLoaded:
         self.engine.close()
 
 
+def limit_create(kubeconfig: Path, side: Side, n: int, h: datetime, work: Path) -> dict[str, Any]:
+    """The limit side's creations of the N Workflows from H with `side.variant`'s client;
+    what the client saw (protocol, its own seconds, how late it started)."""
+    v = side.variant
+    assert v is not None
+    bodies = [plain_workflow(i, h) for i in range(n)]
+    hts = h.timestamp()
+    if v.client == "go":
+        res = go_result(go_create(kubeconfig, v, bodies, hts, work))
+        seconds, protocol, late = res["seconds"], res["protocol"], res["late_start_ms"]
+    else:
+        creator = Creator(kubeconfig, v.in_flight, v.connections, v.client)
+        seconds = creator.create("workflows", bodies, lambda: None, at=hts)
+        protocol, late = creator.protocol, creator.late_start_ms
+    if late is not None and late > 1000:
+        raise BenchError(f"{side.label}: the client started {late:.0f} ms after H")
+    return {
+        "client": v.spec,
+        "protocol": protocol,
+        "client_seconds": r(seconds, 3),
+        "late_start_ms": r(late),
+    }
+
+
 def run_side(
     side: Side,
     n: int,
     pg: str | None,
     lead: float | None,
     in_flight: int,
-    limit_in_flight: int,
     max_wait: float,
     bar: Any,
     profile: str | None = None,
@@ -467,6 +676,11 @@ def run_side(
         create_s = creator.create(
             "cronworkflows", [cron_manifest(i, h) for i in range(n)], lambda: bar.advance(task)
         )
+        if side.kind == "limit":
+            # No scheduler to load them (they are there so that the server holds what it
+            # holds for the other sides): H is a few seconds on, not a whole minute.
+            h = datetime.fromtimestamp(int(time.time() + LIMIT_LEAD) + 1, UTC)
+            hts = h.timestamp()
         if loaded is not None:
             task = bar.add_task(f"{side.label}: loaded by the scheduler", total=n)
             while (k := loaded()) < n:
@@ -512,11 +726,9 @@ def run_side(
         time.sleep(max(0.0, hts - 0.5 - time.time()))
         before = requests_by_kind(server)
         task = bar.add_task(f"{side.label}: Workflows after H", total=n)
+        client: dict[str, Any] = {}
         if side.kind == "limit":
-            creator_wf = Creator(server.kubeconfig, limit_in_flight)
-            creator_wf.create(
-                "workflows", [plain_workflow(i, h) for i in range(n)], lambda: None, at=hts
-            )
+            client = limit_create(server.kubeconfig, side, n, h, workdir)
         deadline = hts + max_wait
         firsts: dict[str, float] = {}
         while time.time() < deadline:
@@ -541,17 +753,21 @@ def run_side(
             server.request("GET", f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/workflows")["items"]
         )
         load_after = load()
-    return {"requests_after_h": asked} | measure(
-        side,
-        n,
-        h,
-        seen,
-        listed,
-        create_s,
-        loaded_s,
-        hts - began,
-        [load_before, load_at, load_after],
-        arrivals.error,
+    return (
+        {"requests_after_h": asked}
+        | client
+        | measure(
+            side,
+            n,
+            h,
+            seen,
+            listed,
+            create_s,
+            loaded_s,
+            hts - began,
+            [load_before, load_at, load_after],
+            arrivals.error,
+        )
     )
 
 
@@ -643,6 +859,63 @@ def summarise(runs: dict[str, list[dict[str, Any]]], key: str) -> dict[str, Any]
     }
 
 
+def go_client_error(sides: list[Side]) -> str | None:
+    """Build (or find) the Go client before any side runs, not at H: why it cannot be had."""
+    if not any(s.variant and s.variant.client == "go" for s in sides):
+        return None
+    from tests.argo import peer
+
+    try:
+        peer.bench_client()
+    except peer.ArgoPeerError as e:
+        return f"the Go client (go:* variants) could not be built: {e}"
+    return None
+
+
+def limit_summary(
+    runs: dict[str, list[dict[str, Any]]], limits: list[Side]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Each plain client's figures (median over --repeat) and the spread of the limit side:
+    over the variants' medians and over every run of every variant. The best is the variant
+    with the highest median Workflows/s: the figure the limit keys report."""
+    variants: list[dict[str, Any]] = []
+    every: list[float] = []
+    for side in limits:
+        rs = runs.get(side.label) or []
+        per = [x["per_second"] for x in rs if x.get("per_second") is not None]
+        every += per
+        assert side.variant is not None
+        variants.append(
+            {
+                "label": side.label,
+                "client": side.variant.spec,
+                "protocol": sorted({x.get("protocol", "") for x in rs}),
+                "runs": len(rs),
+                "per_second": r(median(list(per))),
+                "per_second_runs": per,
+                "p99_ms": r(median([x["p99_ms"] for x in rs])),
+            }
+        )
+    ran = [v for v in variants if v["per_second"] is not None]
+    best = max(ran, key=lambda v: v["per_second"], default=None)
+    medians = [v["per_second"] for v in ran]
+
+    def span(xs: list[float]) -> dict[str, float | None]:
+        return {
+            "min": min(xs) if xs else None,
+            "median": r(median(list(xs))),
+            "max": max(xs) if xs else None,
+        }
+
+    spread = {
+        "best": best["label"] if best else None,
+        "over_variants": span(medians),
+        "over_runs": span(every),
+        "best_runs": span(best["per_second_runs"]) if best else span([]),
+    }
+    return variants, spread
+
+
 def ratio(a: float | None, b: float | None) -> float | None:
     return r(a / b, 3) if a and b else None
 
@@ -673,13 +946,15 @@ def peer_version() -> str:
     return peer.ARGO_VERSION
 
 
-def run(a: argparse.Namespace) -> dict[str, Any]:
+def run(a: argparse.Namespace, argv: list[str] | None = None) -> dict[str, Any]:
     argo_base = ["--workflow-workers", str(a.argo_workflow_workers)]
     tunings = a.tuning or [DEFAULT_TUNING]
     sides: list[Side] = []
     for name in a.sides.split(","):
         if name == "limit":
-            sides.append(Side("limit", "limit"))
+            for spec in a.limit_variants.split(","):
+                v = Variant.parse(spec)
+                sides.append(Side("limit", v.label, [], v))
         elif name == "argo":
             sides.append(Side("argo", "argo", argo_base))
         elif name == "argo-tuned":
@@ -693,6 +968,11 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
     runs: dict[str, list[dict[str, Any]]] = {}
     errors: list[str] = []
     out = console()
+    go_error = go_client_error(sides)
+    if go_error:  # the Python variants still run
+        errors.append(go_error)
+        out.log(go_error)
+        sides = [s for s in sides if not (s.variant and s.variant.client == "go")]
     defaults_repeat = a.repeat if a.argo_defaults_repeat is None else a.argo_defaults_repeat
     with postgres(a.store) as pg, progress() as bar:
         for k in range(a.repeat):
@@ -706,7 +986,6 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
                         pg,
                         a.lead,
                         a.in_flight,
-                        a.limit_in_flight,
                         a.max_wait,
                         bar,
                         f"{a.profile}.{k + 1}" if a.profile else None,
@@ -723,15 +1002,34 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
                     f" load {res['load']}"
                 )
                 runs.setdefault(side.label, []).append(res)
-    ours, argo, limit = summarise(runs, "ours"), summarise(runs, "argo"), summarise(runs, "limit")
+    command = " ".join(["python -m bench.argo", *(argv if argv is not None else sys.argv[1:])])
+    version = peer_version() if any(s.kind == "argo" for s in sides) else None
+    return summary(runs, sides, a.crons, a.repeat, errors, git_commit(), command, version)
+
+
+def summary(
+    runs: dict[str, list[dict[str, Any]]],
+    sides: list[Side],
+    n: int,
+    repeat: int,
+    errors: list[str],
+    commit: str,
+    command: str,
+    version: str | None,
+) -> dict[str, Any]:
+    """The result object from every side's runs: medians, ratios, the limit's spread."""
+    ours, argo = summarise(runs, "ours"), summarise(runs, "argo")
+    variants, spread = limit_summary(runs, [s for s in sides if s.kind == "limit"])
+    best_limit = spread["best"]
+    limit = summarise(runs, best_limit) if best_limit else summarise(runs, "limit")
     tuned_labels = [s for s in runs if s.startswith("argo-tuned")]
     best = max(tuned_labels, key=lambda s: summarise(runs, s)["per_second"] or 0, default=None)
     tuned = summarise(runs, best) if best else summarise(runs, "argo-tuned")
     tuning_of = {s.label: " ".join(s.args) for s in sides}
     return {
         "name": "argo",
-        "n": a.crons,
-        "repeat": a.repeat,
+        "n": n,
+        "repeat": repeat,
         "seconds": ours["seconds"],
         "per_second": ours["per_second"],
         "p50_ms": ours["p50_ms"],
@@ -744,7 +1042,7 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         "ratio_tuned": ratio(ours["per_second"], tuned["per_second"]),
         "limit_per_second": limit["per_second"],
         "ratio_limit": ratio(ours["per_second"], limit["per_second"]),
-        "peer_version": peer_version(),
+        "peer_version": version,
         "peer_seconds": argo["seconds"],
         "peer_p50_ms": argo["p50_ms"],
         "peer_p99_ms": argo["p99_ms"],
@@ -758,14 +1056,75 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         "peer_tuning": tuning_of.get(best or "", ""),
         "peer_defaults": tuning_of.get("argo", ""),
         "limit_p99_ms": limit["p99_ms"],
-        "limit_in_flight": a.limit_in_flight,
+        "limit_best": best_limit,
+        "limit_variants": variants,
+        "limit_spread": spread,
+        "commit": commit,
+        "command": command,
         "timing": "skew = arrival of the ADDED watch event at this process - H",
-        "sides": {label: summarise(runs, label) | {"args": tuning_of[label]} for label in runs},
+        # "limit": the best plain client, as the keys above (each variant is under its label)
+        "sides": {label: summarise(runs, label) | {"args": tuning_of[label]} for label in runs}
+        | ({"limit": limit | {"args": best_limit, "variant": best_limit}} if best_limit else {}),
         "errors": errors,
         "each_run": runs,
         "store": "postgresql",
         "machine": machine_note(),
     }
+
+
+def sides_of(result: dict[str, Any]) -> list[Side]:
+    """The sides a result ran, rebuilt from its JSON (for `merge`)."""
+    sides: list[Side] = []
+    for label, rs in (result.get("each_run") or {}).items():
+        args = str((result.get("sides") or {}).get(label, {}).get("args") or "").split()
+        if label.startswith("limit-"):
+            sides.append(Side("limit", label, [], Variant.parse(rs[0]["client"])))
+        elif label.startswith("argo"):
+            sides.append(Side("argo", label, args))
+        elif label == "ours":
+            sides.append(Side("ours", label, args))
+        else:
+            raise BenchError(f"merge: a side {label!r} this version of bench.argo does not know")
+    return sides
+
+
+def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One result from several runs of bench.argo at one commit and one N (e.g. the limit and
+    Argo from one run, our side from another): every side's runs are kept as they were
+    measured, the medians and ratios are computed again. Runs without a commit, at other
+    commits or at another N are refused, saying which."""
+    if not parts:
+        raise BenchError("merge: no runs to merge")
+    for k, part in enumerate(parts, 1):
+        if part.get("name") != "argo" or not part.get("commit") or part["commit"] == "unknown":
+            raise BenchError(f"merge: part {k} is not a bench.argo result naming its commit")
+    commits = sorted({p["commit"] for p in parts})
+    if len(commits) > 1:
+        raise BenchError(f"merge: the runs are of different commits: {', '.join(commits)}")
+    sizes = sorted({p["n"] for p in parts})
+    if len(sizes) > 1:
+        raise BenchError(f"merge: the runs are of different N: {sizes}")
+    runs: dict[str, list[dict[str, Any]]] = {}
+    sides: dict[str, Side] = {}
+    for part in parts:
+        for side in sides_of(part):
+            sides.setdefault(side.label, side)
+            runs.setdefault(side.label, []).extend(part["each_run"][side.label])
+    out = summary(
+        runs,
+        list(sides.values()),
+        sizes[0],
+        max(len(rs) for rs in runs.values()) if runs else 0,
+        [e for p in parts for e in p.get("errors") or []],
+        commits[0],
+        " + ".join(p.get("command", "?") for p in parts),
+        next((p["peer_version"] for p in parts if p.get("peer_version")), None),
+    )
+    out["merged_from"] = [
+        {"command": p.get("command"), "commit": p["commit"], "sides": sorted(p["each_run"])}
+        for p in parts
+    ]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -798,7 +1157,10 @@ def main(argv: list[str] | None = None) -> int:
         "--in-flight", type=int, default=32, help="CronWorkflow creations at once (set-up)"
     )
     ap.add_argument(
-        "--limit-in-flight", type=int, default=64, help="the plain loop's creations at once"
+        "--limit-variants",
+        default=DEFAULT_LIMIT_VARIANTS,
+        help="the limit side's plain clients, comma-separated CLIENT:PROTOCOL:CONNECTIONS:IN_FLIGHT"
+        f" (default {DEFAULT_LIMIT_VARIANTS})",
     )
     ap.add_argument(
         "--max-wait", type=float, default=1800.0, help="seconds after H to wait for all N"
@@ -810,15 +1172,20 @@ def main(argv: list[str] | None = None) -> int:
         " Workflow, into FILE.<run>",
     )
     a = ap.parse_args(argv)
-    if min(a.crons, a.repeat, a.in_flight, a.limit_in_flight) < 1:
-        ap.error("--crons, --repeat, --in-flight and --limit-in-flight must be at least 1")
+    if min(a.crons, a.repeat, a.in_flight) < 1:
+        ap.error("--crons, --repeat and --in-flight must be at least 1")
+    try:
+        for spec in a.limit_variants.split(","):
+            Variant.parse(spec)
+    except BenchError as e:
+        ap.error(str(e))
     if a.max_wait < MISS_AFTER:
         ap.error(f"--max-wait must be at least {MISS_AFTER:.0f} (a miss is 5 minutes late)")
     from tests.argo.peer import ArgoPeerError
     from tests.kube.apiserver import ApiServerError
 
     try:
-        result = run(a)
+        result = run(a, argv)
     except (BenchError, ArgoPeerError, ApiServerError) as e:
         print(f"bench.argo: {e}", file=sys.stderr)
         return 2

@@ -395,6 +395,29 @@ def baseline_insert(
     return seconds
 
 
+def git_commit() -> str:
+    """The commit the benchmark ran at (`-dirty` when the work tree had changes), so that a
+    figure names the code it measured; "unknown" outside a git checkout."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args],
+            cwd=Path(__file__).resolve().parent.parent,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout.strip()
+
+    try:
+        head = git("rev-parse", "--short=12", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return head + ("-dirty" if dirty else "")
+
+
 def machine_note() -> str:
     """CPU model and count, memory: the context every figure needs."""
     cpu = "unknown CPU"

@@ -42,7 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import (
+    BenchError,
     console,
+    git_commit,
     last_json_line,
     machine_note,
     progress,
@@ -342,7 +344,11 @@ ARGO_SIDES = (
     ("ours", "cronsource `run --kube`"),
     ("argo", "Argo at its defaults"),
     ("argo-tuned", "Argo tuned"),
-    ("limit", "plain create loop (the server's limit)"),
+    ("limit", "best plain client (the server's limit)"),
+)
+NO_COMMIT = (
+    "no commit recorded (assembled by hand, or measured before bench.argo named its commit):"
+    " not shown; measure again, or merge runs of one commit with `python -m bench.report merge`"
 )
 
 
@@ -427,7 +433,8 @@ def argo_section(runs: dict[str, Run]) -> list[str]:
         res = run.results[0]
         lines += [
             "",
-            f"N={fmt(res.get('n'))}: `{run.command()}`",
+            f"N={fmt(res.get('n'))}: `{res.get('command') or run.command()}` at commit"
+            f" `{res.get('commit', '?')}`",
             "",
             "| side | flags | runs | Workflows/s | seconds to all N | p50 ms | p99 ms "
             "| creationTimestamp p99 s | requests per Workflow | dup/miss (late) | load at H |",
@@ -436,11 +443,15 @@ def argo_section(runs: dict[str, Run]) -> list[str]:
         sides = res.get("sides") or {}
         each = res.get("each_run") or {}
         labels = [k for k, _ in ARGO_SIDES if k in sides] + sorted(
-            k for k in sides if k.startswith("argo-tuned-")
+            k for k in sides if k.startswith(("argo-tuned-", "limit-"))
         )
         titles = dict(ARGO_SIDES)
         for label in labels:
-            sm, rs = sides[label], each.get(label) or []
+            sm = sides[label]
+            rs = each.get(label) or each.get(sm.get("variant") or "") or []
+            if label.startswith("limit-"):
+                titles[label] = f"plain client `{rs[0].get('client')}` ({rs[0].get('protocol')})"
+                sm = sm | {"args": "-"}
             per = [x["per_second"] for x in rs if x.get("per_second") is not None]
             shown = fmt(sm.get("per_second"))
             if len(per) > 1:
@@ -457,6 +468,16 @@ def argo_section(runs: dict[str, Run]) -> list[str]:
                 f"| {fmt(sm.get('duplicates'))}/{fmt(sm.get('misses'))} ({fmt(sm.get('late'))}) "
                 f"| {'; '.join(x['load'][1] for x in rs)} |"
             )
+        spread_ = res.get("limit_spread") or {}
+        if spread_.get("best"):
+            ov, orun = spread_["over_variants"], spread_["over_runs"]
+            lines += [
+                "",
+                f"The limit is the best of {len(res.get('limit_variants') or [])} plain clients"
+                f" (`{spread_['best']}`), each on its own fresh server; Workflows/s over the"
+                f" clients' medians {fmt(ov['min'])}-{fmt(ov['max'])} (median"
+                f" {fmt(ov['median'])}), over every run {fmt(orun['min'])}-{fmt(orun['max'])}.",
+            ]
         if run.source:
             lines += ["", f"How these figures were taken: {run.source}."]
     lines.append("")
@@ -816,7 +837,53 @@ def plot(runs: dict[str, Run], path: Path) -> None:
     plt.close(fig)
 
 
+def merge_main(argv: list[str]) -> int:
+    """`python -m bench.report merge --key argo-N RUN.json...`: one kept result from several
+    bench.argo runs of one commit (each file: its stdout, the last line the JSON), written to
+    bench/results/<key>.json with the commands it came from."""
+    from bench import argo
+
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.report merge", description=merge_main.__doc__
+    )
+    ap.add_argument("--key", required=True, help="the result's key, argo-<N>")
+    ap.add_argument("--results", default=str(RESULTS), help="where each run's JSON is kept")
+    ap.add_argument("runs", nargs="+", help="files holding bench.argo's stdout")
+    a = ap.parse_args(argv)
+    try:
+        parts = [last_json_line(Path(f).read_text()) for f in a.runs]
+        merged = argo.merge(parts)
+    except (OSError, ValueError, BenchError) as e:
+        print(f"bench.report merge: {e}", file=sys.stderr)
+        return 2
+    if a.key != f"argo-{merged['n']}":
+        print(
+            f"bench.report merge: --key {a.key} but the runs are of N={merged['n']}",
+            file=sys.stderr,
+        )
+        return 2
+    run = Run(a.key, f"Argo side by side, N={merged['n']:,}", "bench.argo", [], "postgresql")
+    run.results = [merged]
+    run.errors = list(merged["errors"])
+    meta = {"date": datetime.now(UTC).strftime("%Y-%m-%d"), "machine": machine_note(), "pg": ""}
+    save(run, meta, "merged", Path(a.results))
+    path = Path(a.results) / f"{a.key}.json"
+    record = json.loads(path.read_text())
+    record["command"] = merged["command"]
+    record["merged"] = True
+    record["source"] = (
+        f"merged by `python -m bench.report merge` from {len(parts)} runs at commit"
+        f" {merged['commit']}: " + "; ".join(f"`{p.get('command')}`" for p in parts)
+    )
+    path.write_text(json.dumps(record, indent=1, default=str) + "\n")
+    print(f"wrote {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["merge"]:
+        return merge_main(args[1:])
     ap = argparse.ArgumentParser(
         prog="python -m bench.report", description=__doc__.split("\n\n")[0]
     )
@@ -839,7 +906,7 @@ def main(argv: list[str] | None = None) -> int:
         help="run nothing: write the document from bench/results/ alone",
     )
     ap.add_argument("--results", default=str(RESULTS), help="where each run's JSON is kept")
-    a = ap.parse_args(argv)
+    a = ap.parse_args(args)
     results_dir = Path(a.results)
     meta = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
@@ -910,6 +977,7 @@ def save(run: Run, meta: dict[str, str], size: str, results_dir: Path) -> None:
         "machine": meta["machine"],
         "pg": meta["pg"],
         "size": size,
+        "commit": commit_of(run.results),
         "runs": len(run.results),
         "spread": {},
         "results": run.results,
@@ -918,13 +986,24 @@ def save(run: Run, meta: dict[str, str], size: str, results_dir: Path) -> None:
     (results_dir / f"{run.key}.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
 
 
+def commit_of(results: list[dict[str, Any]]) -> str:
+    """The commit the results name (bench.argo writes it), or the checkout's now."""
+    named = sorted({str(x["commit"]) for x in results if x.get("commit")})
+    return ", ".join(named) if named else git_commit()
+
+
 def load_saved(run: Run, results_dir: Path) -> None:
-    """The figures of a benchmark not run this time, as its last run kept them."""
+    """The figures of a benchmark not run this time, as its last run kept them. An Argo
+    comparison whose results name no commit is not shown (issue 24: every figure comes from
+    one command at one commit, and runs are merged by `merge`, never by hand)."""
     path = results_dir / f"{run.key}.json"
     if not path.exists():
         return
     record = json.loads(path.read_text())
-    if record.get("command") != run.command():
+    if run.key.startswith("argo-") and not all(x.get("commit") for x in record["results"]):
+        run.errors.append(NO_COMMIT)
+        return
+    if record.get("command") != run.command() and not record.get("merged"):
         run.errors.append(f"kept figures are of `{record.get('command')}`, not shown")
         return
     run.results = record["results"]

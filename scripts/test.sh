@@ -70,11 +70,12 @@ echo "== test Kubernetes API server (built once per machine; minutes when cold)"
 apiserver_bin=$(scripts/build-test-apiserver.sh | tail -n 1)
 export CRONSOURCE_TEST_APISERVER="$apiserver_bin"
 
-echo "== Argo v4.0.5's oracle and workflow-controller (built once per machine; minutes when cold)"
-argo_bins=$(scripts/build-argo.sh | tail -n 2)
-CRONSOURCE_ARGO_ORACLE=$(sed -n 1p <<<"$argo_bins")
-CRONSOURCE_ARGO_CONTROLLER=$(sed -n 2p <<<"$argo_bins")
-export CRONSOURCE_ARGO_ORACLE CRONSOURCE_ARGO_CONTROLLER
+echo "== Argo v4.0.5's oracle, workflow-controller and benchclient (built once per machine; minutes when cold)"
+argo_bins=$(scripts/build-argo.sh | tail -n 3)
+CRONSOURCE_ARGO_BENCHCLIENT=$(sed -n 1p <<<"$argo_bins")
+CRONSOURCE_ARGO_ORACLE=$(sed -n 2p <<<"$argo_bins")
+CRONSOURCE_ARGO_CONTROLLER=$(sed -n 3p <<<"$argo_bins")
+export CRONSOURCE_ARGO_ORACLE CRONSOURCE_ARGO_CONTROLLER CRONSOURCE_ARGO_BENCHCLIENT
 
 echo "== Argo PR #16604's cronhash, the oracle of hashed H schedules (standard library only; seconds)"
 CRONSOURCE_ARGO_CRONHASH=$(scripts/build-argo-cronhash.sh | tail -n 1)

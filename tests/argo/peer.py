@@ -33,6 +33,7 @@ ARGO_MODULE = "github.com/argoproj/argo-workflows/v4"
 ARGO_VERSION = "v4.0.5"
 ENV_ORACLE = "CRONSOURCE_ARGO_ORACLE"
 ENV_CONTROLLER = "CRONSOURCE_ARGO_CONTROLLER"
+ENV_BENCHCLIENT = "CRONSOURCE_ARGO_BENCHCLIENT"
 BUILD_TIMEOUT = 3600.0  # cold: module download and two large Go builds on 2 cores
 CALL_TIMEOUT = 300.0
 GRACE = 5.0  # Argo's controller keeps running after SIGTERM: SIGKILL after this
@@ -43,9 +44,13 @@ class ArgoPeerError(RuntimeError):
 
 
 @cache
-def _built() -> tuple[Path, Path]:
-    oracle_path, controller_path = built_paths(BUILD_SCRIPT, 2, BUILD_TIMEOUT, ArgoPeerError)
-    return oracle_path, controller_path
+def _built() -> tuple[Path, Path, Path]:
+    """(oracle, workflow-controller, benchclient): the script prints the benchclient first, so
+    that its last two lines stay the oracle and the controller."""
+    client, oracle_path, controller_path = built_paths(
+        BUILD_SCRIPT, 3, BUILD_TIMEOUT, ArgoPeerError
+    )
+    return oracle_path, controller_path, client
 
 
 def _binary(env: str, index: int) -> Path:
@@ -64,6 +69,11 @@ def oracle() -> Path:
 def controller() -> Path:
     """Argo's workflow-controller binary."""
     return _binary(ENV_CONTROLLER, 1)
+
+
+def bench_client() -> Path:
+    """The plain client-go creator of bench.argo's `limit` side (tests/argo/oracle/benchclient)."""
+    return _binary(ENV_BENCHCLIENT, 2)
 
 
 @cache

@@ -43,7 +43,19 @@ KEYS = {
 
 def test_argo_bench_fires_every_side_once_and_reports_the_issue_keys(pg_url: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.argo", "--crons", "5", "--lead", "15", "--store", pg_url],
+        [
+            sys.executable,
+            "-m",
+            "bench.argo",
+            "--crons",
+            "5",
+            "--lead",
+            "15",
+            "--limit-variants",
+            "aiohttp:h1:4:4,go:h2:1:4",
+            "--store",
+            pg_url,
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -56,7 +68,9 @@ def test_argo_bench_fires_every_side_once_and_reports_the_issue_keys(pg_url: str
     assert result["name"] == "argo" and result["n"] == 5
     assert result["duplicates"] == 0 and result["misses"] == 0
     assert result["peer_version"].startswith("v4.0.5")
-    for side in ("ours", "argo", "argo-tuned", "limit"):
+    sides = ("ours", "argo", "argo-tuned", "limit-aiohttp-h1-c4-f4", "limit-go-h2-c1-f4")
+    assert set(result["each_run"]) == set(sides)
+    for side in sides:
         (run,) = result["each_run"][side]
         assert run["workflows"] == 5, (side, run)
         assert run["scheduled_times"] == [run["instant"].replace("+00:00", "Z")], (side, run)
@@ -68,3 +82,61 @@ def test_argo_bench_fires_every_side_once_and_reports_the_issue_keys(pg_url: str
         assert result[a] > 0 and result[b] > 0
         assert result[key] == pytest.approx(result[a] / result[b], rel=0.05), result["sides"]
     assert "--qps 500" in result["peer_tuning"]
+
+
+def bench_limit(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bench.argo", "--sides", "limit", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+# one of each kind of plain client: aiohttp (fewer connections than requests in flight),
+# httpx over HTTP/2, client-go over HTTP/2 and over HTTP/1.1
+VARIANTS = "aiohttp:h1:2:4,httpx:h2:1:8,go:h2:1:8,go:h1:4:4"
+LABELS = {
+    "limit-aiohttp-h1-c2-f4": "HTTP/1.1",
+    "limit-httpx-h2-c1-f8": "HTTP/2",
+    "limit-go-h2-c1-f8": "HTTP/2.0",
+    "limit-go-h1-c4-f4": "HTTP/1.1",
+}
+
+
+@pytest.mark.timeout(600)
+def test_the_limit_side_is_the_best_of_its_plain_clients() -> None:
+    """Each variant creates all N Workflows on its own fresh server at H (no scheduler, so no
+    whole-minute wait); HTTP/2 is what the server negotiated where it was asked for; the limit
+    keys are the best variant's and the spread spans the variants (issue 24 item 2)."""
+    proc = bench_limit("--crons", "20", "--limit-variants", VARIANTS)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = last_json_line(proc.stdout)
+    assert result["commit"] and result["commit"] != "unknown"
+    assert result["command"].endswith(f"--limit-variants {VARIANTS}")
+    assert result["errors"] == []
+    variants = {v["label"]: v for v in result["limit_variants"]}
+    assert set(variants) == set(LABELS)
+    for label, protocol in LABELS.items():
+        (run,) = result["each_run"][label]
+        assert run["workflows"] == 20 and run["duplicates"] == 0 and run["misses"] == 0, run
+        assert run["protocol"] == protocol, run
+        assert run["late_start_ms"] < 1000, run
+        assert run["requests_after_h"] == {"POST workflows": 20}, run
+        assert variants[label]["per_second"] == run["per_second"] > 0
+    best = max(variants.values(), key=lambda v: v["per_second"])
+    assert result["limit_best"] == best["label"]
+    assert result["limit_per_second"] == best["per_second"]
+    assert result["sides"]["limit"]["variant"] == best["label"]
+    spread = result["limit_spread"]["over_variants"]
+    assert spread["max"] == best["per_second"]
+    assert spread["min"] == min(v["per_second"] for v in variants.values())
+    assert result["ratio_limit"] is None  # our side did not run
+
+
+def test_a_bad_limit_variant_is_one_line_and_runs_nothing() -> None:
+    proc = bench_limit("--crons", "5", "--limit-variants", "aiohttp:h2:1:4")
+    assert proc.returncode == 2
+    assert "--limit-variants: 'aiohttp:h2:1:4' is not CLIENT:PROTOCOL" in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
