@@ -50,6 +50,16 @@ def is_parameter(value: str) -> bool:
     return bool(_PARAM_TAG.search(value))
 
 
+def name_problems(name: str, *, params: bool) -> list[str]:
+    """isValidParamOrArtifactName / isValidWorkflowFieldName: what is wrong with one name."""
+    if params:
+        return [] if PARAM_NAME.match(name) else [PARAM_NAME_MSG]
+    errs = [] if len(name) <= 128 else ["must be no more than 128 characters"]
+    if not FIELD_NAME.match(name):
+        errs.append(FIELD_NAME_MSG)
+    return errs
+
+
 def names(items: Sequence[object], *, params: bool) -> str | None:
     """validateWorkflowFieldNames: the message suffix after the list's path, or None."""
     seen: set[str] = set()
@@ -57,12 +67,7 @@ def names(items: Sequence[object], *, params: bool) -> str | None:
         name = text(obj(item).get("name"))
         if not name:
             return f"[{i}].name is required"
-        if params:
-            errs = [] if PARAM_NAME.match(name) else [PARAM_NAME_MSG]
-        else:
-            errs = [] if len(name) <= 128 else ["must be no more than 128 characters"]
-            if not FIELD_NAME.match(name):
-                errs.append(FIELD_NAME_MSG)
+        errs = name_problems(name, params=params)
         if errs:
             return f"[{i}].name: '{name}' is invalid: {';'.join(errs)}"
         if name in seen:

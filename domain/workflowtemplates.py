@@ -41,6 +41,7 @@ from cronsource.domain.workflowfields import (
     arguments,
     is_parameter,
     items_scope,
+    name_problems,
     names,
     obj,
     objects,
@@ -318,11 +319,9 @@ class _Walk:
                     raise TemplateProblem(f"{where}.name is required")
                 if sname in seen:
                     raise TemplateProblem(f"{where}.name '{sname}' is not unique")
-                bad = names([step], params=False)
-                if bad and "is invalid" in bad:
-                    raise TemplateProblem(
-                        f"{where}.name '{sname}' is invalid: {bad.split(': ', 2)[2]}"
-                    )
+                errs = name_problems(sname, params=False)
+                if errs:
+                    raise TemplateProblem(f"{where}.name '{sname}' is invalid: {';'.join(errs)}")
                 seen.add(sname)
                 scope.add(f"steps.{sname}.status")
                 try:
