@@ -33,6 +33,7 @@ from tests.instants import T0
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
 
 NS = "/api/v1/namespaces/{namespace}/cronworkflows"
+CAL = "/api/v1/namespaces/{namespace}/calendars"
 OPERATIONS = [
     ("POST", NS),
     ("GET", NS),
@@ -49,6 +50,9 @@ OPERATIONS = [
     ("GET", NS + "/{name}/decision"),
     ("GET", NS + "/{name}/timeline"),
     ("GET", NS + "/{name}/workflows"),
+    ("PUT", CAL + "/{name}"),
+    ("GET", CAL + "/{name}"),
+    ("DELETE", CAL + "/{name}"),
     ("GET", "/api/v1/scheduler"),
     ("GET", "/api/v1/cronworkflows"),
     ("GET", "/api/v1/timeline"),
