@@ -19,9 +19,15 @@ against age, each as a ratio taken within one run (so a busy machine moves both 
    CronWorkflows just created and on 1,000 CronWorkflows with ~2,000 events each (all
    `* * * * *`, so the first turn loads every one). Each run is spawned between seconds 31
    and 48 of a minute: the tick at :00 is then more than the late tolerance old (a skip,
-   decided the same way on every store) and the next one 12+ s away. Target:
-   `ratio_startup` (history over empty store) at most 2; `ratio_startup_same_crons` (over
-   the same 1,000 CronWorkflows fresh) is shown beside it, to tell age from count.
+   decided the same way on every store) and the next one 12+ s away. Each run is stopped
+   with SIGTERM, as a redeploy stops it (the stopping replica snapshots the copies it holds:
+   `SchedulerLoop.snapshot_at_stop`). Target: `ratio_startup_same_crons`, history over the
+   same 1,000 CronWorkflows fresh, at most 2: the count of CronWorkflows is the same on
+   both sides, so the ratio is the cost of age alone. `ratio_startup` (over an empty store)
+   is shown beside it: it measures the count, not the age. The first start of each store
+   (`first_ready_seconds`) is the start after a crash: the history store's streams then
+   end at the tails as written (0-99 events after their latest snapshots), which that start
+   replays; `ratio_startup_after_crash` compares it with the fresh store's first start.
 3. **The log over a simulated year at a fixed retention.** `cronsource simulate`'s runtime
    (adapters/simulate.py `Simulation`: the real `SchedulerLoop`, projections and dispatcher on
    a VirtualClock) with `Retention(--year-retain)` on its loop, as `run --retain` wires it,
@@ -842,12 +848,16 @@ def run(plan: Plan, url: str | None, keep: bool) -> dict[str, Any]:
                 "mean_tail_events": r(s.mean_tail, 1),
                 "setup_seconds": r(s.setup_seconds, 1),
                 "ready_seconds": r(median(s.reported), 3),
+                "first_ready_seconds": r(s.reported[0], 3) if s.reported else None,
                 "spawn_to_ready_seconds": r(median(s.wall), 3),
             }
             for s in fleets
         ]
         out["ratio_startup"] = r(ratio(median(hist.reported), median(empty.reported)), 3)
         out["ratio_startup_same_crons"] = r(ratio(median(hist.reported), median(fresh.reported)), 3)
+        out["ratio_startup_after_crash"] = r(
+            ratio(hist.reported[0], fresh.reported[0]) if fresh.reported else None, 3
+        )
         out["ratio_startup_spawn_to_ready"] = r(ratio(median(hist.wall), median(empty.wall)), 3)
 
     # Parts 3 and 4 run on simulate's own scratch stores.
@@ -861,7 +871,7 @@ def run(plan: Plan, url: str | None, keep: bool) -> dict[str, Any]:
     out["ratio_simulate"] = tenths["ratio"]
     targets = {
         "commands": all((out[f"ratio_{c}"] or math.inf) <= 1.2 for c in COMMANDS),
-        "startup": (out["ratio_startup"] or math.inf) <= 2.0,
+        "startup": (out["ratio_startup_same_crons"] or math.inf) <= 2.0,
         "year_rows": (out["ratio_year_rows"] or math.inf) <= 1.1,
         "simulate": (out["ratio_simulate"] or math.inf) <= 1.2,
     }

@@ -245,6 +245,9 @@ class CronService(Application[UUID]):
         #: this process's own doing (a run completion, a command), which it can see without
         #: asking the store; only a second writer's saves are left for the store to refuse.
         self.saved_versions: dict[UUID, int] = {}
+        #: The version of the latest snapshot of each stream this service read or took: what
+        #: `snapshot_tails` need not write again.
+        self.snapshot_versions: dict[UUID, int] = {}
         self._on_saved: list[Callable[[Sequence[CronWorkflow]], None]] = []
         #: The calendars read so far, each brought up to date when asked (`calendar`).
         self._calendars: dict[UUID, Calendar] = {}
@@ -419,6 +422,7 @@ class CronService(Application[UUID]):
                 )
             if snapshot is not None:
                 starts[cron_id] = snapshot.mutate(None)
+                self.snapshot_versions[cron_id] = snapshot.originator_version
         after = {cron_id: agg.version for cron_id, agg in starts.items()}
         to_domain = self.mapper.to_domain_event
         tails = select_many(list(versions), after)
@@ -498,7 +502,7 @@ class CronService(Application[UUID]):
                 receipt.position = max(receipt.position, position)
         return recordings
 
-    def take_snapshots(self, aggs: Sequence[CronWorkflow]) -> None:
+    def take_snapshots(self, aggs: Sequence[CronWorkflow]) -> bool:
         """Store snapshots of these aggregates as saved (no pending events): after a save that
         crossed SNAPSHOT_INTERVAL, and for retention, which removes only what a snapshot
         covers. A failure costs only speed (loads replay from an older snapshot), so it is
@@ -508,6 +512,29 @@ class CronService(Application[UUID]):
             self.snapshots.put([CronWorkflowSnapshot.take(a) for a in aggs])
         except Exception as e:
             log.warning("snapshots of %d CronWorkflow(s) not stored: %s", len(aggs), e)
+            return False
+        for a in aggs:
+            self.snapshot_versions[a.id] = a.version
+        return True
+
+    def snapshot_tails(self, aggs: Sequence[CronWorkflow]) -> int:
+        """Snapshot those of `aggs` (copies as saved, no pending events) that have events
+        after their latest snapshot: a replica that stops this way leaves the next start-up
+        nothing to replay. The store is asked for the latest snapshots first (another replica,
+        or this one's loads by id, may have taken one this service never saw). Returns how
+        many were taken."""
+        if self.snapshots is None:
+            return 0
+        known = self.snapshot_versions
+        tails = [a for a in aggs if a.version > known.get(a.id, 0) and not a.pending_events]
+        latest_many = getattr(self.snapshots.recorder, "select_latest_many", None)
+        if tails and latest_many is not None:
+            stored = latest_many(dict.fromkeys(a.id for a in tails))
+            known.update((i, s.originator_version) for i, s in stored.items())
+            tails = [a for a in tails if a.version > known.get(a.id, 0)]
+        if tails and self.take_snapshots(tails):
+            return len(tails)
+        return 0
 
     def find(self, namespace: str, name: str, uid: str = "") -> CronWorkflow:
         """The live (not deleted) CronWorkflow of that name; NotFound if there is none.

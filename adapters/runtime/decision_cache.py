@@ -82,6 +82,12 @@ class DecisionCache:
         while len(copies) > self._size:
             del copies[next(iter(copies))]
 
+    def held(self) -> list[CronWorkflow]:
+        """The copies held now, as saved or loaded (a copy taken out to decide on is not
+        among them until it is put back)."""
+        with self._lock:
+            return list(self._copies.values())
+
     def clear(self) -> None:
         with self._lock:
             self._copies.clear()

@@ -19,7 +19,10 @@ from uuid import UUID
 import pytest
 
 from cronsource.adapters.bootstrap import bootstrap
+from cronsource.adapters.clock import VirtualClock
+from cronsource.adapters.infrastructure.shards import SoleOwner
 from cronsource.adapters.runtime.engine import Engine
+from cronsource.adapters.runtime.loop import SchedulerLoop
 from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.manifest import parse_manifest
 from cronsource.domain.service import SNAPSHOT_INTERVAL, CronService
@@ -243,3 +246,36 @@ def test_a_latest_snapshot_that_cannot_be_read_loads_from_the_one_before(
         assert any(f"at version {latest} cannot be read" in r.getMessage() for r in caplog.records)
     finally:
         engine.close()
+
+
+@pytest.mark.stores("sqlite", "postgres")
+def test_a_replica_that_stops_leaves_the_next_start_no_tail_to_replay(engine: Engine) -> None:
+    """Given a CronWorkflow with events after its latest snapshot, held by a running loop,
+    when the loop stops, then it snapshots the copy it holds, and the next start's load
+    reads that snapshot and no event after it (a redeploy replays nothing)."""
+    svc = engine.service
+    cron_id, _ = svc.apply(manifest(), T0)
+    now = grow(svc, cron_id, SNAPSHOT_INTERVAL // 4)  # a tail, no snapshot yet
+    assert snapshot_versions(svc, cron_id) == []
+    clock = VirtualClock(now)
+    loop = SchedulerLoop(engine, SoleOwner(), clock=clock, heartbeat=False)
+    loop.turn()
+    held = {a.id: a.version for a in loop.cache.held()}
+    assert held == {cron_id: svc.load(cron_id).version}
+
+    loop.stop_event.set()
+    loop.run()
+
+    top = svc.load(cron_id).version
+    assert snapshot_versions(svc, cron_id) == [top]
+    restarted = bootstrap(engine.config, create_tables=False)
+    try:
+        tails = restarted.service.recorder.select_events_many([cron_id], {cron_id: top})
+        assert list(tails.get(cron_id, ())) == []
+        same_state(restarted.service.load_many({cron_id: None})[cron_id], replayed(svc, cron_id))
+        # A second stop with nothing new writes nothing.
+        again = SchedulerLoop(restarted, SoleOwner(), clock=clock, heartbeat=False)
+        again.turn()
+        assert again.snapshot_at_stop() == 0
+    finally:
+        restarted.close()
