@@ -27,9 +27,10 @@ from typing import Final
 
 from cronsource.domain.workflowdag import (
     TASK_RESULT,
-    ancestry,
+    Lineage,
     argument_dependency,
     dependencies,
+    named_tasks,
     sorting_problem,
 )
 from cronsource.domain.workflowfields import (
@@ -413,20 +414,17 @@ class _Walk:
         for t in target.split(" ") if target else []:
             if not is_parameter(t) and t not in by_name:
                 raise TemplateProblem(f"templates.{name}.targets: target '{t}' is not defined")
+        readable: dict[str, set[str]] = {}
         for task in tasks:
             tname = text(task.get("name"))
             where = f"templates.{name}.tasks.{tname}"
             if task.get("hooks") is not None:
                 scope.add(f"tasks.{tname}.status")
             task_scope = set(scope)
-            lineage = ancestry(tname, deps)
-            for anc in lineage:
-                other = by_name[anc]
-                aggregate = bool(other.get("withItems")) or bool(text(other.get("withParam")))
-                self.outputs_scope(
-                    resolved.get(anc), f"tasks.{anc}", task_scope, aggregate=aggregate
-                )
-                task_scope.add(f"tasks.{anc}.status")
+            lineage = Lineage(tname, deps)
+            for anc in named_tasks(task):
+                if anc in by_name and anc in lineage:
+                    task_scope |= self.ancestor_scope(anc, by_name[anc], resolved, readable)
             for param in objects(obj(obj(task.get("inline")).get("inputs")).get("parameters")):
                 task_scope.add(f"inputs.parameters.{param.get('name')}")
             try:
@@ -438,6 +436,20 @@ class _Walk:
             missing = argument_dependency(obj(task.get("arguments")), lineage)
             if missing:
                 raise TemplateProblem(f"{where} {missing}")
+
+    def ancestor_scope(
+        self, name: str, task: Obj, resolved: Mapping[str, Obj | None], memo: dict[str, set[str]]
+    ) -> set[str]:
+        """What a task's descendants may read of it (its outputs and status), worked out once
+        per task: a chain of n tasks has n² ancestor pairs, and rebuilding this for each pair
+        made a 3,000-task DAG take a minute to lint."""
+        got = memo.get(name)
+        if got is None:
+            got = {f"tasks.{name}.status"}
+            aggregate = bool(task.get("withItems")) or bool(text(task.get("withParam")))
+            self.outputs_scope(resolved.get(name), f"tasks.{name}", got, aggregate=aggregate)
+            memo[name] = got
+        return got
 
     def outputs_scope(
         self, tmpl: Obj | None, prefix: str, scope: set[str], *, aggregate: bool

@@ -351,3 +351,18 @@ CASES["workflow-labels-from-spec-metadata"] = _cron(
         "image: busybox", "image: busybox\n        args: ['{{workflow.annotations.note}}']"
     ),
 )
+# Ancestry beyond the direct dependency (domain/workflowdag.py Lineage walks only as far as a
+# tag asks): the status of a grandparent may be read, that of a task off the chain may not.
+CASES["dag-grandparent-status"] = _templates(
+    "{name: main, dag: {tasks: [{name: a, template: leaf}, {name: b, template: leaf, dependencies: [a]}, {name: c, template: leaf, dependencies: [b], when: '{{tasks.a.status}} == Succeeded'}]}}\n"
+    f"{{name: leaf, {_C}}}"
+)
+CASES["dag-status-off-the-chain"] = _templates(
+    "{name: main, dag: {tasks: [{name: a, template: leaf}, {name: b, template: leaf, dependencies: [a]}, {name: c, template: leaf, when: '{{tasks.a.status}} == Succeeded'}]}}\n"
+    f"{{name: leaf, {_C}}}"
+)
+CASES["dag-argument-from-off-the-chain"] = _templates(
+    "{name: main, dag: {tasks: [{name: a, template: leaf}, {name: b, template: leaf, dependencies: [a]}, {name: c, template: take, dependencies: [b], arguments: {parameters: [{name: x, value: '{{tasks.a.outputs.result}}'}]}}, {name: d, template: take, arguments: {parameters: [{name: x, value: '{{tasks.b.outputs.result}}'}]}}]}}\n"
+    f"{{name: leaf, {_C}}}\n"
+    "{name: take, inputs: {parameters: [{name: x}]}, container: {image: busybox}}"
+)

@@ -174,3 +174,55 @@ def test_with_no_schedule_the_schedules_are_named_before_the_workflow_spec() -> 
     }
     with pytest.raises(ManifestError, match=r"^spec\.schedules: at least one schedule"):
         parse_manifest(manifest)
+
+
+def chain(n: int, last: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A DAG of n tasks, each depending on the one before and passing on its output."""
+    tasks: list[dict[str, Any]] = [{"name": "t0", "template": "leaf"}]
+    for i in range(1, n):
+        tasks.append(
+            {
+                "name": f"t{i}",
+                "template": "take",
+                "dependencies": [f"t{i - 1}"],
+                "arguments": {
+                    "parameters": [{"name": "x", "value": f"{{{{tasks.t{i - 1}.outputs.result}}}}"}]
+                },
+            }
+        )
+    if last is not None:
+        tasks.append(last)
+    take = {
+        "name": "take",
+        "inputs": {"parameters": [{"name": "x"}]},
+        "container": {"image": "b", "args": ["{{inputs.parameters.x}}"]},
+    }
+    return spec({"name": "main", "dag": {"tasks": tasks}}, LEAF, take)
+
+
+def test_a_long_chain_reads_the_status_of_any_ancestor_and_not_of_others() -> None:
+    # Given 400 chained tasks, when the last reads the status of the first (an ancestor four
+    # hundred steps up), then it is valid; when a task outside the chain reads it, it is not.
+    ancestor = {
+        "name": "end",
+        "template": "leaf",
+        "dependencies": ["t399"],
+        "when": "{{tasks.t0.status}} == Succeeded",
+    }
+    assert workflow_spec_problem(chain(400, ancestor)) is None
+    stranger = {"name": "end", "template": "leaf", "when": "{{tasks.t0.status}} == Succeeded"}
+    assert workflow_spec_problem(chain(400, stranger)) == (
+        "cannot validate Workflow: templates.main.tasks.end failed to resolve {{tasks.t0.status}}"
+    )
+
+
+def test_an_argument_from_a_task_that_is_not_an_ancestor_is_a_missing_dependency() -> None:
+    stranger = {
+        "name": "end",
+        "template": "take",
+        "arguments": {"parameters": [{"name": "x", "value": "{{tasks.t3.outputs.result}}"}]},
+    }
+    assert workflow_spec_problem(chain(5, stranger)) == (
+        "cannot validate Workflow: templates.main.tasks.end missing dependency 't3' for"
+        " parameter 'x'"
+    )
