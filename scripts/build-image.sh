@@ -214,7 +214,7 @@ buildah add --quiet "$ctr" "$work/app.tar" / >/dev/null
 # module fails the build here, not in a cluster).
 buildah run --isolation chroot "$ctr" -- /opt/cronsource/bin/python -c '
 import ssl, sqlite3, decimal, zoneinfo, uuid, ctypes, lzma, bz2, zlib, json, asyncio
-import psycopg, re2, pydantic_core, yaml, httpx, httpx2, lightkube, uvicorn, fastapi
+import psycopg, re2, pydantic_core, yaml, httpx, httpx2, lightkube, aiohttp_socks, uvicorn, fastapi
 from cronsource.adapters.entrypoints.cli import main
 from cronsource.adapters.entrypoints.http.app import create_app
 from cronsource.adapters.infrastructure.kube import connect

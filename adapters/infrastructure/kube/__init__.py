@@ -5,6 +5,8 @@ Behind our own port (`port.KubeApi`): only `client.py` knows how the cluster is 
 (lightkube's configuration and credentials, requests on aiohttp), so neither the domain nor the
 projections nor the rest of this package imports a Kubernetes client library.
 
+- `kubeconfig`: which cluster, credentials and proxy: $KUBECONFIG's files merged and a
+  cluster's proxy-url, as kubectl reads them, before lightkube's `KubeConfig`.
 - `client`: `connect()` -> AioKube, the port over aiohttp, with its event loop in a thread.
 - `target`: KubeTarget, the WorkflowTarget of projections/dispatch.py, whose `create_many`
   creates a batch's Workflows concurrently.

@@ -18,6 +18,9 @@ Why not lightkube's own client for the requests:
   about 290 Workflows/s on the 2-core test machine, where the API server shares the CPU
   (docs/operator-guide.md, "Throughput of Workflow creation").
 
+Which cluster, which credentials and which proxy are read by `kubeconfig.py` (kubectl's
+habits lightkube lacks: $KUBECONFIG merged, a cluster's proxy-url).
+
 One `AioKube` owns an event loop running in a daemon thread and one aiohttp session (one
 connection pool) created on that loop. The dispatcher, the status writer and the watchers
 share it: watches are tasks on the loop, and a burst of creations is many coroutines in flight
@@ -29,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
-import os
 import ssl
 import threading
 import urllib.parse
@@ -39,11 +41,17 @@ from typing import Any, TypeVar
 
 import aiohttp
 import httpx2
+from aiohttp_socks import (
+    ProxyConnectionError,
+    ProxyConnector,
+    ProxyError,
+    ProxyTimeoutError,
+    ProxyType,
+)
 from lightkube.config.client_adapter import user_auth, verify_cluster
-from lightkube.config.kubeconfig import DEFAULT_KUBECONFIG, KubeConfig, SingleConfig
 from lightkube.config.models import User
-from lightkube.core.exceptions import ConfigError
 
+from cronsource.adapters.infrastructure.kube.kubeconfig import load_config
 from cronsource.adapters.infrastructure.kube.port import (
     CM,
     FIELD_MANAGER,
@@ -100,8 +108,17 @@ class LoopThread:
         self.loop.close()
 
 
-#: What becomes ApiError(0): "no answer" of every kind (refused, reset, timed out, TLS).
-_NO_ANSWER = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
+#: What becomes ApiError(0): "no answer" of every kind (refused, reset, timed out, TLS, and
+#: a socks5 proxy that cannot be reached or does not connect us, which aiohttp-socks raises as
+#: its own exceptions; an http proxy's failures are aiohttp's ClientErrors).
+_NO_ANSWER = (
+    aiohttp.ClientError,
+    asyncio.TimeoutError,
+    OSError,
+    ProxyConnectionError,
+    ProxyError,
+    ProxyTimeoutError,
+)
 
 
 def _no_answer(exc: BaseException) -> ApiError:
@@ -335,36 +352,46 @@ def env_proxy(url: str) -> str | None:
     return urllib.request.getproxies().get(parts.scheme)
 
 
-def load_config(kubeconfig: str | None = None) -> SingleConfig:
-    """The cluster and credentials to use: the kubeconfig given, else in-cluster (the pod's
-    service account), else the first file of $KUBECONFIG that exists (they are not merged),
-    else ~/.kube/config; its current context. Raises ConfigError, naming the file, if none
-    can be loaded."""
-    if not kubeconfig:
-        try:
-            return _single(KubeConfig.from_service_account(), "in-cluster")
-        except (ConfigError, KeyError):  # KeyError: no KUBERNETES_SERVICE_HOST/_PORT
-            listed = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
-            found = [p for p in listed if os.path.exists(os.path.expanduser(p))]
-            kubeconfig = (found or listed or [DEFAULT_KUBECONFIG])[0]
-    try:
-        return _single(KubeConfig.from_file(kubeconfig), kubeconfig)
-    except ConfigError:
-        raise
-    except Exception as e:  # a malformed file: KeyError, msgspec's errors, YAML errors
-        raise ConfigError(f"{kubeconfig}: not a usable kubeconfig ({type(e).__name__}: {e})") from e
+def choose_proxy(server: str, proxy_url: str | None) -> str | None:
+    """The proxy for every request to `server`: the cluster's proxy-url when the kubeconfig
+    sets one (NO_PROXY does not apply to it: client-go's `http.ProxyURL`), else the
+    environment's (`env_proxy`)."""
+    return proxy_url or env_proxy(server)
 
 
-def _single(found: KubeConfig, where: str) -> SingleConfig:
-    single = found.get()
-    if single is None:
-        raise ConfigError(f"{where}: the kubeconfig has no current context")
-    return single
+#: The port of a socks5 proxy-url that names none (Go's net/http: 1080).
+SOCKS_PORT = 1080
+
+
+def _connector(
+    proxy: str | None, ssl_context: ssl.SSLContext | bool
+) -> tuple[aiohttp.TCPConnector, str | None]:
+    """The session's connection pool, and the proxy each request names. aiohttp speaks to
+    http and https proxies itself (`proxy=` per request, a CONNECT tunnel to an https
+    server); a socks5 proxy is the connector's (aiohttp-socks), which opens every pooled
+    connection through it and hands the server's host name to the proxy to resolve, as Go's
+    socks5 dialer does."""
+    parts = urllib.parse.urlsplit(proxy or "")
+    if parts.scheme != "socks5":
+        return aiohttp.TCPConnector(limit=POOL_SIZE, ssl=ssl_context), proxy
+    unquote = urllib.parse.unquote
+    connector = ProxyConnector(
+        host=parts.hostname or "",
+        port=parts.port or SOCKS_PORT,
+        proxy_type=ProxyType.SOCKS5,
+        username=unquote(parts.username) if parts.username is not None else None,
+        password=unquote(parts.password) if parts.password is not None else None,
+        rdns=True,
+        limit=POOL_SIZE,
+        ssl=ssl_context,
+    )
+    return connector, None
 
 
 def connect(kubeconfig: str | None = None) -> AioKube:
     """An AioKube from a kubeconfig (see `load_config`). Raises if none can be loaded."""
-    config = load_config(kubeconfig)
+    found = load_config(kubeconfig)
+    config = found.config
     server = config.cluster.server
     user = config.user or User()
     # The CA (file or data, else the system's) and the client certificate, if any.
@@ -372,19 +399,18 @@ def connect(kubeconfig: str | None = None) -> AioKube:
     if server.startswith("https:"):
         ssl_context = verify_cluster(config.cluster, user, config.abs_file, trust_env=False)
     credentials = Credentials(user_auth(user), server)
+    # The environment is read once (env_proxy), not per request (trust_env off).
+    proxy = choose_proxy(server, found.proxy_url)
     loop = LoopThread()
 
-    async def make() -> aiohttp.ClientSession:
+    async def make() -> tuple[aiohttp.ClientSession, str | None]:
         await credentials.refresh()  # an exec plugin runs here, once, not per request
-        # The environment is read once (env_proxy), not per request (trust_env off).
-        return aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=POOL_SIZE, ssl=ssl_context),
-            trust_env=False,
-        )
+        connector, request_proxy = _connector(proxy, ssl_context)
+        return aiohttp.ClientSession(connector=connector, trust_env=False), request_proxy
 
     try:
-        session = loop.run(make())
+        session, request_proxy = loop.run(make())
     except BaseException:
         loop.stop()
         raise
-    return AioKube(loop, session, server, credentials, env_proxy(server))
+    return AioKube(loop, session, server, credentials, request_proxy)
