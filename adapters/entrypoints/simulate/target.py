@@ -126,8 +126,6 @@ class SimTarget:
     unreported: dict[tuple[str, str], SimWorkflow] = field(default_factory=dict)
     #: Windows in which creates are refused (`targetFails`), in the order they began.
     faults: list[TargetFault] = field(default_factory=list)
-    #: Creates refused by them.
-    refused: int = 0
 
     def create(self, workflow: dict[str, Any], *, cron_id: str, trigger: str, at: datetime) -> None:
         meta = workflow["metadata"]
@@ -162,7 +160,6 @@ class SimTarget:
         cron = meta["labels"][LABEL_CRON]
         for fault in reversed(self.faults):
             if fault.refuses(meta["namespace"], cron, at):
-                self.refused += 1
                 raise create_failure(target_error(fault.error), meta["namespace"], meta["name"])
 
     def created(self, workflow: dict[str, Any], *, cron_id: str) -> bool:
