@@ -177,8 +177,8 @@ class Simulation:
         self.commands = engine.replica()
         #: The Kubernetes Events `run --kube` would send (`kubeEvents`), when asked for (the
         #: scenario's `kubeEvents: true`, or `--kube-events`): following the audit and
-        #: correlating every Event costs a tenth more per tick, which a run that does not
-        #: show them should not pay.
+        #: correlating every Event costs 5-8% more CPU per tick (`python -m bench.simulate
+        #: --kube-events`), which a run that does not show them should not pay.
         wanted = kube_events or scenario.kube_events
         self.kube_events = SimKubeEvents(engine, self.clock) if wanted else None
         self.first = _DispatchingLoop(
