@@ -9,11 +9,14 @@ Each scenario NAME.yaml has a sibling NAME.expect.yaml. Expectation keys (all op
   created_at:  {workflow: RFC3339}       when that Workflow was created
   status:      {cron: {field: value}}    subset of the final status (`activeCount`: len(active))
   events_include: [{field: value}]       each must match some event (subset match)
+  kube_events_include: [{field: value}]  each must match some Kubernetes Event (subset match;
+                                         runs simulate with --kube-events)
   min_rejected_writes: N
   max_rejected_writes: N                 (a decision on a stale copy costs a rejected write)
   exit_code:   N                         expected exit status (then nothing else is checked)
 Always checked: no two Workflows for one (cronWorkflow, scheduledTime); scheduled and catch-up
-Workflows are named <cron>-<unix seconds of scheduledTime>; one ScheduleFired event per Workflow.
+Workflows are named <cron>-<unix seconds of scheduledTime>; one ScheduleFired event per Workflow,
+and one Workflow per ScheduleFired event unless a SubmissionFailed or RunNotStarted says why not.
 Prints one line per scenario and a last line 'N passed, M failed'. Exit 0 only if all pass.
 """
 
@@ -53,9 +56,17 @@ def check(result: dict, exp: dict) -> list[str]:
             want = f"{short(w['cronWorkflow'])}-{ts(w['scheduledTime'])}"
             if w["name"] != want:
                 errs.append(f"workflow {w['name']} should be named {want}")
-    fired = [e for e in result.get("events", []) if e.get("type") == "ScheduleFired"]
-    if len(fired) != len(wfs):
-        errs.append(f"{len(fired)} ScheduleFired events but {len(wfs)} workflows")
+    events = result.get("events", [])
+    fired = Counter(e.get("workflow") for e in events if e.get("type") == "ScheduleFired")
+    made = {w["name"] for w in wfs}
+    explained = {
+        e.get("workflow") for e in events if e.get("type") in ("SubmissionFailed", "RunNotStarted")
+    }
+    odd = [n for n in made | set(fired) if fired[n] != 1 or (n not in made and n not in explained)]
+    if odd:
+        errs.append(
+            f"{sum(fired.values())} ScheduleFired events but {len(wfs)} workflows: {odd[:5]}"
+        )
     for cron, times in (exp.get("scheduled") or {}).items():
         got = sorted((w["scheduledTime"] for w in wfs if short(w["cronWorkflow"]) == cron), key=ts)
         if got != times:
@@ -83,6 +94,11 @@ def check(result: dict, exp: dict) -> list[str]:
     for want in exp.get("events_include") or []:
         if not any(all(e.get(k) == v for k, v in want.items()) for e in result.get("events", [])):
             errs.append(f"no event matching {want}")
+    for want in exp.get("kube_events_include") or []:
+        if not any(
+            all(e.get(k) == v for k, v in want.items()) for e in result.get("kubeEvents", [])
+        ):
+            errs.append(f"no Kubernetes Event matching {want}")
     if (
         "min_rejected_writes" in exp
         and result.get("rejectedWrites", 0) < exp["min_rejected_writes"]
@@ -111,6 +127,7 @@ def main() -> int:
             shlex.split(a.cli)
             + (["--store", a.store] if a.store else [])
             + ["simulate", path, "-o", "json"]
+            + (["--kube-events"] if "kube_events_include" in exp else [])
         )
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)

@@ -92,7 +92,16 @@ def decisions_table(
 ) -> None:
     """The decisions, repeated skips folded: per CronWorkflow (a table), or in time order
     across them (`in_time`, `-o timeline`: one plain line each, whatever the terminal)."""
-    by_name = {w["name"]: w for w in result["workflows"]}
+    by_name: dict[str, Any] = {w["name"]: w for w in result["workflows"]}
+    # A fire whose Workflow does not exist: why, by its last word, in its PHASE cell (the
+    # target refused it, or still refuses it at the end; or it was not started in time).
+    unmade: dict[str, Any] = {}
+    for e in result["events"]:
+        if e["type"] in ("SubmissionFailed", "RunNotStarted") and e["workflow"] not in by_name:
+            why = "RunNotStarted" if e["type"] == "RunNotStarted" else e.get("reason")
+            state = "retrying" if why == "TransientSubmissionError" else "not created"
+            unmade[e["workflow"]] = {"phase": f"{state} ({why})"}
+    by_name.update(unmade)
     rows = keep(fold(result["events"]), sel)
     if in_time:
         rows = timeline(rows)
@@ -115,6 +124,32 @@ def decisions_table(
     print_table([*headers, "WORKFLOW", "PHASE", "DECIDED AT"], lines, "Decisions")
 
 
+def kube_events_table(result: dict[str, Any], *, plain: bool) -> None:
+    """The Kubernetes Events (`--kube-events`), one row per Event object as `kubectl get
+    events` lists them, aggregated and counted; nothing when they were not asked for."""
+    if "kubeEvents" not in result:
+        return
+    headers = ["FIRST SEEN", "LAST SEEN", "TYPE", "REASON", "CRONWORKFLOW", "COUNT", "MESSAGE"]
+    rows = [
+        [
+            e["firstTimestamp"],
+            e["lastTimestamp"],
+            e["type"],
+            e["reason"],
+            e["cronWorkflow"],
+            str(e["count"]),
+            e["message"],
+        ]
+        for e in result["kubeEvents"]
+    ]
+    click.echo()
+    if plain:
+        click.echo("Kubernetes Events")
+        print_plain(headers, rows)
+    else:
+        print_table(headers, rows, "Kubernetes Events")
+
+
 def summary_tables(entries: list[dict[str, Any]]) -> None:
     headers, rows = summary_table(entries)
     print_table(headers, rows, "Summary")
@@ -130,17 +165,45 @@ def _time(value: str, flag: str) -> datetime:
         fail(str(e), 2)
 
 
-def _outage(value: str, start: datetime, end: datetime) -> tuple[datetime, datetime]:
-    """`--outage A..B`: both times by the one rule, A before B, within --start..--end."""
+def _outage(
+    value: str, start: datetime, end: datetime, flag: str = "--outage", shown: str | None = None
+) -> tuple[datetime, datetime]:
+    """`--outage A..B`: both times by the one rule, A before B, within --start..--end.
+    (`flag` names another flag of that form; `shown`, the value as given, when `value` is
+    the window alone of it.)"""
+    shown = value if shown is None else shown
     a, sep, b = value.partition("..")
     if not sep or not a.strip() or not b.strip():
-        fail(f"--outage: {value!r} is not FROM..TO (2026-03-07T10:00:00Z..2026-03-07T12:00Z)", 2)
-    first, last = _time(a.strip(), "--outage"), _time(b.strip(), "--outage")
+        fail(f"{flag}: {shown!r} is not FROM..TO (2026-03-07T10:00:00Z..2026-03-07T12:00Z)", 2)
+    first, last = _time(a.strip(), flag), _time(b.strip(), flag)
     if last <= first:
-        fail(f"--outage: {value!r} ends before it starts", 2)
+        fail(f"{flag}: {shown!r} ends before it starts", 2)
     if first < start or first > end:
-        fail(f"--outage: {value!r} starts outside --start..--end", 2)
+        fail(f"{flag}: {shown!r} starts outside --start..--end", 2)
     return first, last
+
+
+def _target_fails(value: str, start: datetime, end: datetime) -> tuple[datetime, datetime, str]:
+    """`--target-fails A..B[:ERROR]`: the window as `--outage`'s, and the error the target
+    answers every create in it (default 503; a scenario's `targetFails.error`). A time has
+    colons of its own: the part after the last one is the error only when the end does not
+    read as a time with it (`...T12:00:00+01:00` is a time; `...T12:00:00Z:429` is not)."""
+    from cronsource.adapters.application.inputs import FieldError, parse_time
+    from cronsource.adapters.entrypoints.simulate.target import target_error
+
+    window, error = value, "503"
+    head, colon, tail = value.rpartition(":")
+    if colon and ".." in head:
+        try:
+            parse_time(value.partition("..")[2].strip(), "--target-fails")
+        except FieldError:
+            window, error = head, tail.strip()
+    first, last = _outage(window, start, end, "--target-fails", value)
+    try:
+        target_error(error)
+    except ValueError as e:
+        fail(f"--target-fails: {e}", 2)
+    return first, last, error
 
 
 def _plain_scenario(
@@ -151,6 +214,7 @@ def _plain_scenario(
     run_duration: str | None,
     run_phase: str | None,
     namespace: str | None,
+    target_fails: tuple[str, ...] = (),
 ) -> Any:
     """The scenario of `-f`: the flags checked (one line naming the flag), the manifests
     admitted as `apply -f` admits them (adapters/application/manifestfiles.py)."""
@@ -164,6 +228,7 @@ def _plain_scenario(
     if t1 < t0:
         fail(f"--end: {end!r} is before --start {start!r}", 2)
     windows = [_outage(o, t0, t1) for o in outages]
+    faults = [_target_fails(f, t0, t1) for f in target_fails]
     if run_duration is not None:
         try:
             parse_duration(run_duration)
@@ -188,6 +253,7 @@ def _plain_scenario(
             outages=windows,
             run_duration=run_duration or "30s",
             run_phase=run_phase or "Succeeded",
+            target_faults=faults,
         )
     except ScenarioError as e:
         fail(str(e), 2)
@@ -232,11 +298,26 @@ def _scenario_file(scenario: str) -> Any:
     metavar="FROM..TO",
     help="with -f: no scheduler runs from FROM to TO (repeatable)",
 )
+@click.option(
+    "--target-fails",
+    "target_fails",
+    multiple=True,
+    metavar="FROM..TO[:ERROR]",
+    help="with -f: the cluster refuses every create from FROM to TO with ERROR: an HTTP"
+    " status (default 503; 429, 5xx retried, 400, 403, 404, 422 not), timeout or reset"
+    " (repeatable)",
+)
 @click.option("--run-duration", help="with -f: how long each run takes (default 30s)")
 @click.option(
     "--run-phase",
     type=click.Choice(["Succeeded", "Failed", "Error"]),
     help="with -f: how each run ends (default Succeeded)",
+)
+@click.option(
+    "--kube-events",
+    is_flag=True,
+    help="also the Kubernetes Events `run --kube` would send: a table, or `kubeEvents` in"
+    " json|yaml (a scenario may ask with `kubeEvents: true`)",
 )
 @click.option(
     "--name",
@@ -270,8 +351,10 @@ def simulate(
     start: str | None,
     end: str | None,
     outages: tuple[str, ...],
+    target_fails: tuple[str, ...],
     run_duration: str | None,
     run_phase: str | None,
+    kube_events: bool,
     names: tuple[str, ...],
     only: str | None,
     output: str | None,
@@ -291,12 +374,15 @@ def simulate(
     if scenario is not None and files:
         fail(f"{scenario}: a scenario file or -f manifests, not both", 2)
     if files:
-        sc = _plain_scenario(files, start, end, outages, run_duration, run_phase, obj.namespace)
+        sc = _plain_scenario(
+            files, start, end, outages, run_duration, run_phase, obj.namespace, target_fails
+        )
     elif scenario is not None:
         for flag, value in (
             ("--start", start),
             ("--end", end),
             ("--outage", outages),
+            ("--target-fails", target_fails),
             ("--run-duration", run_duration),
             ("--run-phase", run_phase),
         ):
@@ -319,11 +405,13 @@ def simulate(
             f" CronWorkflow(s) (simulate's bound: {MAX_TICKS:,} ticks); Ctrl-C stops it",
             err=True,
         )
-    result = _run(sc, obj.store, source, run_simulation, ScenarioError)
+    result = _run(sc, obj.store, source, run_simulation, ScenarioError, kube_events)
     _show(result, _zones(sc), sel, output or obj.output, auto=output is None)
 
 
-def _run(sc: Any, store: str | None, source: str, run: Any, scenario_error: Any) -> Any:
+def _run(
+    sc: Any, store: str | None, source: str, run: Any, scenario_error: Any, kube_events: bool
+) -> Any:
     """The simulation, ended promptly by SIGINT/SIGTERM, its errors one line each."""
     import signal
 
@@ -338,7 +426,7 @@ def _run(sc: Any, store: str | None, source: str, run: Any, scenario_error: Any)
     # then installs no handler of its own, so Ctrl-C / kill -INT did nothing.
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        return run(sc, store, stop=lambda: bool(stopping))
+        return run(sc, store, stop=lambda: bool(stopping), kube_events=kube_events)
     except StoreURLError as e:
         fail(str(e), 2)
     except scenario_error as e:
@@ -368,6 +456,7 @@ def _show(
             click.echo(w["name"])
     elif output == "timeline":
         decisions_table(result, zones, sel, in_time=True)
+        kube_events_table(result, plain=True)
     elif output == "summary" or (auto and output == "table" and len(entries) > FLEET):
         if output != "summary":
             click.echo(
@@ -376,7 +465,9 @@ def _show(
                 err=True,
             )
         summary_tables(entries)
+        kube_events_table(result, plain=False)
     else:
         decisions_table(result, zones, sel, in_time=False)
         click.echo()
         summary_tables(entries)
+        kube_events_table(result, plain=False)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import logging
 import math
 import shutil
 import tempfile
@@ -20,17 +21,24 @@ from uuid import UUID
 
 from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.clock import VirtualClock
+from cronsource.adapters.entrypoints.simulate.kubeevents import SimKubeEvents
 from cronsource.adapters.entrypoints.simulate.scenario import (
     MAX_STEPS,
     Action,
     Scenario,
     ScenarioError,
 )
-from cronsource.adapters.entrypoints.simulate.target import SimRunWatcher, SimTarget
+from cronsource.adapters.entrypoints.simulate.target import (
+    SimRunWatcher,
+    SimTarget,
+    SimulatedApiError,
+    TargetFault,
+)
 from cronsource.adapters.infrastructure.shards import SoleOwner
 from cronsource.adapters.infrastructure.store.config import StoreConfig
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.loop import SchedulerLoop
+from cronsource.adapters.runtime.supervisor import Supervisor
 from cronsource.domain.calendars import calendar_spec, is_calendar_document
 from cronsource.domain.durations import parse_duration
 from cronsource.domain.manifest import parse_manifest, scheduling_options
@@ -72,6 +80,70 @@ def _scratch_store(config: StoreConfig) -> Iterator[StoreConfig]:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+class _QuietRefusals(logging.Filter):
+    """Drops the supervisor's warning for each dispatch the simulated target refused
+    (`dispatch failed (retry in 0.5s): SimulatedApiError: 503 ...`): simulate has no log,
+    Python's last-resort handler printed every retry on stderr, and the result tells the
+    same (SubmissionFailed with its attempts)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not any(
+            isinstance(a, str) and a.startswith(f"{SimulatedApiError.__name__}:") for a in args
+        )
+
+
+class _DispatchingLoop(SchedulerLoop):
+    """The first replica's loop: it projects, and its dispatcher creates the Workflows.
+
+    In `run` the dispatcher has a thread and a supervisor of its own (DispatchWorker): a
+    create the target refuses (`targetFails`) backs off the dispatch alone, 0.5 s doubling
+    to 30 s (adapters/runtime/supervisor.py), while the read model goes on projecting. Here
+    the dispatcher follows in the projection's own catch-up, where it always did (one read
+    of the log for both), under that `dispatch` supervisor; while it backs off the read
+    model projects alone, and the simulation's clock jumps to its retry (`retry_in`).
+    `after_projection` is told of every projection (the Kubernetes Events follow it).
+    """
+
+    def __init__(
+        self, *args: Any, after_projection: Callable[[int | None], None], **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.supervise_dispatch = Supervisor("dispatch", self.clock, self.write_probe.check)
+        self.after_projection = after_projection
+        #: A failure of the dispatch that the simulated target did not cause: a bug.
+        self.dispatch_bug: BaseException | None = None
+
+    def dispatch_backs_off(self) -> bool:
+        retry = self.supervise_dispatch.retry_at
+        return retry is not None and self.clock.monotonic() < retry
+
+    def retry_in(self) -> float | None:
+        """Seconds until the dispatch tries again; None when it does not back off."""
+        retry = self.supervise_dispatch.retry_at
+        now = self.clock.monotonic()
+        return None if retry is None or retry <= now else retry - now
+
+    def project_once(self, now: datetime) -> int:
+        if self.dispatch_backs_off():
+            n: int | None = self.projection.step(now, self.budget, dispatch=False)
+        else:
+            # A refused create fails the catch-up after the read model's part of it: the
+            # read model moved (n unknown), the dispatcher's position did not.
+            n = self.supervise_dispatch.run(lambda: self._project_and_dispatch(now))
+        self.after_projection(n)
+        return n or 0
+
+    def _project_and_dispatch(self, now: datetime) -> int:
+        try:
+            return self.projection.step(now, self.budget, dispatch=True)
+        except SimulatedApiError:
+            raise
+        except Exception as e:
+            self.dispatch_bug = e
+            raise
+
+
 class Simulation:
     """`cronsource run`'s runtime (adapters/runtime/) turned on a virtual clock.
 
@@ -90,6 +162,8 @@ class Simulation:
         engine: Engine,
         target: SimTarget,
         stop: Callable[[], bool] = lambda: False,
+        *,
+        kube_events: bool = False,
     ) -> None:
         self.stop = stop  # asked at every instant: SIGINT ends a long simulation promptly
         self.sc = scenario
@@ -101,18 +175,24 @@ class Simulation:
         self.wake = threading.Event()
         self.watcher = SimRunWatcher(engine.service, target)
         self.commands = engine.replica()
-        self.loops = [
-            SchedulerLoop(
-                engine,
-                SoleOwner(),
-                role="all",
-                watcher=self.watcher,
-                poll_seconds=math.inf,
-                clock=self.clock,
-                log_decisions=False,
-                heartbeat=False,
-            )
-        ]
+        #: The Kubernetes Events `run --kube` would send (`kubeEvents`), when asked for (the
+        #: scenario's `kubeEvents: true`, or `--kube-events`): following the audit and
+        #: correlating every Event costs 5-8% more CPU per tick (`python -m bench.simulate
+        #: --kube-events`), which a run that does not show them should not pay.
+        wanted = kube_events or scenario.kube_events
+        self.kube_events = SimKubeEvents(engine, self.clock) if wanted else None
+        self.first = _DispatchingLoop(
+            engine,
+            SoleOwner(),
+            role="all",
+            watcher=self.watcher,
+            poll_seconds=math.inf,
+            clock=self.clock,
+            log_decisions=False,
+            heartbeat=False,
+            after_projection=self._projected,
+        )
+        self.loops: list[SchedulerLoop] = [self.first]
         for _ in range(scenario.replicas - 1):
             peer = dataclasses.replace(
                 engine, service=engine.replica(), dispatcher=None, extra_replicas=[]
@@ -153,6 +233,9 @@ class Simulation:
         cron_id = self.svc.apply_config(m, at).id
         opts = scheduling_options(dict(m.metadata.annotations))
         self.target.durations[str(cron_id)] = (opts.run_duration, opts.run_phase)
+        if self.kube_events is not None:
+            meta = m.metadata
+            self.kube_events.applied(meta.namespace, meta.name, meta.uid or str(cron_id))
 
     def _act(self, a: Action) -> None:
         at = a.at
@@ -164,6 +247,14 @@ class Simulation:
             self._apply(a.apply, at)
         elif a.delete:
             self.svc.delete(self._find(a.delete), at)
+            if self.kube_events is not None:
+                ns, _, name = a.delete.rpartition("/")
+                self.kube_events.deleted(ns or "default", name)
+        elif a.target_fails is not None:
+            fails = a.target_fails
+            self.target.faults.append(
+                TargetFault(at, at + fails.duration, str(fails.error), fails.cron)
+            )
         elif a.outage:
             self.outage_until = at + parse_duration(a.outage)
         elif a.complete is not None:
@@ -192,6 +283,8 @@ class Simulation:
                 seconds = loop.sleep_seconds()
                 if seconds != math.inf:
                     candidates.append(now + timedelta(seconds=seconds))
+            if (retry := self.first.retry_in()) is not None:
+                candidates.append(now + timedelta(seconds=retry))  # a refused create, again
             if (ends := self.target.next_change()) is not None:
                 candidates.append(ends)
         return min(candidates, default=None)
@@ -237,6 +330,8 @@ class Simulation:
                 self._act(actions.pop(0)[1])
             if self.outage_until is not None and now >= self.outage_until:
                 self.outage_until = None
+                if self.kube_events is not None:
+                    self.kube_events.restarted()
             if self.outage_until is None:
                 # On the wall clock the loop turns every poll interval, so a run that ended
                 # by now was seen by a turn just before now; the virtual clock has no turns
@@ -252,15 +347,26 @@ class Simulation:
     def _log_moved(self) -> bool:
         """Whether the log has events the projections have not seen (the run watcher reported
         a Replace's termination after the turn's last projection): on PostgreSQL the Waker
-        would end the wait at once, so the virtual clock turns again at the same instant."""
-        return self.engine.projector.behind()
+        would end the wait at once, so the virtual clock turns again at the same instant.
+        While the dispatch backs off, only the read model counts: the dispatcher's position
+        stays behind until its retry, which `_next_instant` jumps to."""
+        return self.engine.projector.behind(dispatch=not self.first.dispatch_backs_off())
+
+    def _projected(self, n: int | None) -> None:
+        if self.kube_events is not None:
+            self.kube_events.step(1 if n is None else n)
 
     @staticmethod
     def _raise_failures(loop: SchedulerLoop) -> None:
-        """A step that failed in a simulation is a bug, not an outage to back off from."""
+        """A step that failed in a simulation is a bug, not an outage to back off from;
+        but for a create the simulated target refused (`targetFails`), which the dispatch
+        backs off from as in `run`."""
         for s in loop.supervisors:
             if s.failures:
                 raise RuntimeError(f"simulated {s.name} failed: {s.last_error}")
+        if isinstance(loop, _DispatchingLoop) and loop.dispatch_bug is not None:
+            e = loop.dispatch_bug
+            raise RuntimeError(f"simulated dispatch failed: {type(e).__name__}: {e}") from e
 
     def result(self) -> dict[str, Any]:
         view = self.engine.view
@@ -272,20 +378,31 @@ class Simulation:
             "cronWorkflows": [c.as_summary() for c in crons],
             "events": [r.as_event() for r in view.audit()],
             "rejectedWrites": self.engine.rejected_writes,
+            **({"kubeEvents": self.kube_events.result()} if self.kube_events else {}),
         }
 
 
 def simulate(
-    scenario: Scenario, store: str | None = None, stop: Callable[[], bool] = lambda: False
+    scenario: Scenario,
+    store: str | None = None,
+    stop: Callable[[], bool] = lambda: False,
+    *,
+    kube_events: bool = False,
 ) -> dict[str, Any]:
+    """Run `scenario`; the result `-o json` prints. `kube_events` (or the scenario's
+    `kubeEvents: true`): also the Kubernetes Events `run --kube` would send (`kubeEvents`)."""
     base = StoreConfig.parse(store or "sqlite:///sim.db")
     target = SimTarget(parse_duration(scenario.run_duration), scenario.run_phase)
+    quiet = _QuietRefusals()
+    runtime_log = logging.getLogger("cronsource")
     with _scratch_store(base) as config:
         engine = bootstrap(config, target=target, create_tables=True)
+        runtime_log.addFilter(quiet)
         try:
-            sim = Simulation(scenario, engine, target, stop)
+            sim = Simulation(scenario, engine, target, stop, kube_events=kube_events)
             sim.run()
             return sim.result()
         finally:
+            runtime_log.removeFilter(quiet)
             gc.unfreeze()
             engine.close()

@@ -77,7 +77,10 @@ def select(result: dict[str, Any], sel: Selection) -> dict[str, Any]:
     if sel.only is not None:
         fired = {e["workflow"] for e in events if e["type"] == "ScheduleFired"}
         workflows = [w for w in workflows if w["name"] in fired]
-    return {**result, "events": events, "cronWorkflows": crons, "workflows": workflows}
+    out = {**result, "events": events, "cronWorkflows": crons, "workflows": workflows}
+    if "kubeEvents" in result:  # `--kube-events`: the selected CronWorkflows' Events
+        out["kubeEvents"] = [e for e in result["kubeEvents"] if e["cronWorkflow"] in kept]
+    return out
 
 
 @dataclass

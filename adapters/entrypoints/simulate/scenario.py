@@ -5,6 +5,7 @@ bad scenario becomes (a line naming the field and value).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -18,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from cronsource.adapters.entrypoints.simulate.target import target_error
 from cronsource.domain.calendars import (
     ANNOTATION_CALENDARS,
     CalendarError,
@@ -73,6 +75,41 @@ class CompleteAction(BaseModel):
     phase: Literal["Succeeded", "Failed", "Error"] = "Succeeded"
 
 
+class TargetFailsAction(BaseModel):
+    """`targetFails: {for: 3m, error: 503, cronWorkflow: NAME}`: the target (a cluster's API
+    server) refuses every create for `for` with `error` (default 503), of every CronWorkflow
+    or of `cronWorkflow`'s (NAME or NAMESPACE/NAME) alone."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    for_: str = Field(alias="for")
+    error: int | str = 503
+    cron_workflow: str | None = Field(default=None, alias="cronWorkflow")
+
+    @field_validator("for_")
+    @classmethod
+    def _duration(cls, v: str) -> str:
+        parse_duration(v)
+        return v
+
+    @field_validator("error")
+    @classmethod
+    def _error(cls, v: int | str) -> int | str:
+        target_error(v)
+        return v
+
+    @property
+    def duration(self) -> timedelta:
+        return parse_duration(self.for_)
+
+    @property
+    def cron(self) -> tuple[str, str] | None:
+        """(namespace, name) of `cronWorkflow`, the namespace `default` when it names none."""
+        if self.cron_workflow is None:
+            return None
+        ns, _, name = self.cron_workflow.rpartition("/")
+        return ns or "default", name
+
+
 class Action(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     at: datetime
@@ -83,6 +120,7 @@ class Action(BaseModel):
     outage: str | None = None
     complete: CompleteAction | None = None
     remove_workflow: str | None = Field(default=None, alias="removeWorkflow")
+    target_fails: TargetFailsAction | None = Field(default=None, alias="targetFails")
 
     _at = field_validator("at", mode="before")(_aware)
 
@@ -105,13 +143,14 @@ class Action(BaseModel):
                 "outage",
                 "complete",
                 "remove_workflow",
+                "target_fails",
             )
             if getattr(self, k) is not None
         ]
         if len(kinds) != 1:
             raise ValueError(
                 "an action needs exactly one of suspend, resume, apply, delete, outage, "
-                f"complete, removeWorkflow (got {len(kinds)})"
+                f"complete, removeWorkflow, targetFails (got {len(kinds)})"
             )
         return self
 
@@ -127,6 +166,8 @@ class Scenario(BaseModel):
     )
     cron_workflows: list[dict[str, Any]] = Field(default_factory=list, alias="cronWorkflows")
     actions: list[Action] = Field(default_factory=list)
+    #: Also the Kubernetes Events `run --kube` would send (`simulate --kube-events`).
+    kube_events: bool = Field(default=False, alias="kubeEvents", strict=True)
     #: How an error names the end: `end` in a scenario file, `--end` for `simulate -f`.
     _end_field: str = PrivateAttr(default="end")
     #: The ticks counted against MAX_TICKS before it runs (set by the check).
@@ -269,11 +310,21 @@ def from_manifests(
     outages: list[tuple[datetime, datetime]],
     run_duration: str = "30s",
     run_phase: str = "Succeeded",
+    target_faults: Sequence[tuple[datetime, datetime, str]] = (),
 ) -> Scenario:
-    """The scenario `simulate -f` runs: plain manifests, all applied at `start`, and an
-    outage action per `--outage A..B`. The caller has admitted the manifests and checked the
-    flags; the tick bound is checked here as for a file, naming `--end`."""
-    actions = [{"at": a, "outage": f"{(b - a) // timedelta(microseconds=1)}us"} for a, b in outages]
+    """The scenario `simulate -f` runs: plain manifests, all applied at `start`, an outage
+    action per `--outage A..B` and a targetFails action per `--target-fails A..B[:ERROR]`.
+    The caller has admitted the manifests and checked the flags; the tick bound is checked
+    here as for a file, naming `--end`."""
+
+    def span(a: datetime, b: datetime) -> str:
+        return f"{(b - a) // timedelta(microseconds=1)}us"
+
+    actions: list[dict[str, Any]] = [{"at": a, "outage": span(a, b)} for a, b in outages]
+    actions += [
+        {"at": a, "targetFails": {"for": span(a, b), "error": error}}
+        for a, b, error in target_faults
+    ]
     try:
         sc = Scenario.model_validate(
             {

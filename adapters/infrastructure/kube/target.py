@@ -48,6 +48,22 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, (ConnectionError, TimeoutError, asyncio.TimeoutError))
 
 
+def create_failure(exc: BaseException, namespace: str, name: str) -> BaseException:
+    """What a failed create of the Workflow `namespace/name` is to the dispatcher: a refusal
+    for good (400, 403, 422, and 404: the namespace or the Workflow kind does not exist;
+    retrying would hold up every later Workflow behind this one) becomes a
+    PermanentSubmissionError, recorded at once and not retried; anything else is returned
+    as it is, and the dispatcher retries it until the fire's deadline (`is_transient`: 5xx,
+    429, no answer). One rule for the cluster and for `simulate`'s target faults
+    (adapters/entrypoints/simulate/target.py). 409 AlreadyExists is the caller's to sort out
+    (whose Workflow it is) before it asks."""
+    if isinstance(exc, ApiError) and (exc.status in PERMANENT or exc.status == 404):
+        return PermanentSubmissionError(
+            f"workflow {namespace}/{name} refused ({exc.status} {exc.api_reason or exc.reason})"
+        )
+    return exc
+
+
 @dataclass
 class Backoff:
     """Bounded exponential backoff with full jitter for transient API errors. `sleep` may be
@@ -166,14 +182,11 @@ class KubeTarget:
                     self.seen.saw(created)
                 return
             except ApiError as e:
-                if e.status in PERMANENT or e.status == 404:
-                    # 404 on a create: the namespace (or the Workflow kind) does not exist;
-                    # retrying would hold up every later Workflow behind this one.
-                    raise PermanentSubmissionError(
-                        f"workflow {ns}/{name} refused ({e.status} {e.api_reason or e.reason})"
-                    ) from e
-                if e.status != 409:
-                    raise
+                if e.status != 409:  # 409 AlreadyExists: whose Workflow it is, below
+                    failed = create_failure(e, ns, name)
+                    if failed is e:
+                        raise
+                    raise failed from e
             # 409 AlreadyExists: done only if it is the same Workflow (our owner, our tick).
             try:
                 existing = await get_object(self.kube, self.backoff, ns, WF, name)

@@ -40,9 +40,12 @@ class KubeEventFeed:
         self.position: int | None = None
         self.unattached = 0  # rows of a CronWorkflow the cluster does not show (no Event)
 
-    def start(self) -> None:
+    def start(self, *, writer: bool = True) -> None:
+        """Emit from now on (the audit's head); `writer=False` leaves the recorder without
+        its thread, for a caller that drains it (`simulate`, on its virtual clock)."""
         self.position = self.engine.view.audit_head()
-        self.recorder.start()
+        if writer:
+            self.recorder.start()
 
     def stop(self) -> None:
         self.recorder.stop()
