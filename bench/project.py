@@ -15,7 +15,8 @@ Baseline (`baseline_seconds`, `baseline_per_second`, `ratio_baseline` = per_seco
 baseline_per_second; `ratio_readmodel` likewise for the read model alone): the rows the
 projection left in its tables (every audit row, the final status row of each CronWorkflow,
 which is also the due index, and the tracking position) are read back, already encoded, and
-written again by a plain driver loop (psycopg `executemany` on PostgreSQL, sqlite3 on SQLite)
+written again by a plain driver loop (on PostgreSQL psycopg's COPY for the audit rows and
+`executemany` for the status upserts; sqlite3's `executemany` on SQLite)
 into empty tables of the same schema and indexes (`readside.schema.create_tables` in a scratch
 schema of the same database, or a scratch SQLite file beside the store): in log order,
 `BASELINE_BATCH` events per transaction, each with its audit rows, the status upserts of the
@@ -70,7 +71,7 @@ from bench.common import (
 )
 from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.infrastructure.localtarget import LocalTarget
-from cronsource.adapters.infrastructure.readside import schema
+from cronsource.adapters.infrastructure.readside import schema, writer
 from cronsource.adapters.infrastructure.readside.database import (
     PostgresDatabase,
     SqliteDatabase,
@@ -224,19 +225,7 @@ def throughput(
     }
 
 
-#: The read model's rows as the baseline reads them back and writes them again.
-_STATUS = "cron_id, namespace, name, deleted, next_due, version, status, spec, metadata, active"
-_AUDIT = (
-    "notification_id, cron_id, namespace, name, version, type, at, scheduled_time, reason,"
-    " workflow, detail"
-)
-_UPSERT_STATUS = (
-    f"INSERT INTO cronsource_status ({_STATUS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-    " ON CONFLICT (cron_id) DO UPDATE SET deleted = excluded.deleted,"
-    " next_due = excluded.next_due, version = excluded.version, status = excluded.status,"
-    " spec = excluded.spec, metadata = excluded.metadata, active = excluded.active"
-)
-_INSERT_AUDIT = f"INSERT INTO cronsource_audit ({_AUDIT}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_STATUS, _AUDIT = writer.STATUS_COLUMNS, writer.AUDIT_COLUMNS
 _TRACK = (
     "INSERT INTO cronsource_tracking (projection, application_name, notification_id)"
     " VALUES ('readmodel', ?, ?) ON CONFLICT (projection, application_name)"
@@ -292,13 +281,14 @@ def _baseline_pg(
                 db.close()
             conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(scratch)))
             conn.autocommit = False
-            upsert, insert, track = (
-                q.replace("?", "%s") for q in (_UPSERT_STATUS, _INSERT_AUDIT, _TRACK)
-            )
+            upsert, track = (q.replace("?", "%s") for q in (writer.UPSERT_STATUS, _TRACK))
+            copy_audit = f"COPY cronsource_audit ({_AUDIT}) FROM STDIN"
             t0 = time.perf_counter()
             for status, audit, position in batches:
                 with conn.transaction(), conn.cursor() as cur:
-                    cur.executemany(insert, audit)
+                    with cur.copy(copy_audit) as copy:
+                        for row in audit:
+                            copy.write_row(row)
                     if status:
                         cur.executemany(upsert, status)
                     cur.execute(track, (app_name, position))
@@ -324,8 +314,8 @@ def _baseline_sqlite(
         t0 = time.perf_counter()
         for status, audit, position in batches:
             conn.execute("BEGIN IMMEDIATE")
-            conn.executemany(_INSERT_AUDIT, audit)
-            conn.executemany(_UPSERT_STATUS, status)
+            conn.executemany(writer.INSERT_AUDIT, audit)
+            conn.executemany(writer.UPSERT_STATUS, status)
             conn.execute(_TRACK, (app_name, position))
             conn.execute("COMMIT")
         return time.perf_counter() - t0
