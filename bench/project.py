@@ -77,6 +77,7 @@ from cronsource.adapters.infrastructure.readside.database import (
     SqliteDatabase,
 )
 from cronsource.adapters.infrastructure.store.config import StoreConfig
+from cronsource.adapters.runtime.collector import pace_collector
 from cronsource.adapters.runtime.decision_cache import DecisionCache
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.loop import SchedulerLoop
@@ -180,6 +181,7 @@ def throughput(
     t: Throwaway, head: int, wfdir: Path, bar: Any, profile: str | None = None
 ) -> dict[str, Any]:
     engine = bootstrap(t.config, target=LocalTarget(wfdir, RUN_DURATION), create_tables=False)
+    pace_collector()  # as `cronsource run` does
     positions = Positions(t.config, engine.service.name)
     task = bar.add_task("project (status+audit, dispatch)", total=2 * head)
     split: dict[str, float] = {}
@@ -380,6 +382,7 @@ def serve_projector(url: str, wfdir: str) -> int:
         else SoleOwner()
     )
     loop = SchedulerLoop(engine, ownership, role="projector", watcher=None)
+    pace_collector()  # as `cronsource run` does
     waker = Waker(engine)
     loop.install_signal_handlers(waker)
     loop.turn()
