@@ -27,6 +27,7 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -56,9 +57,18 @@ NOTIFIED_SLICE = POLL_SECONDS * 4
 READ_MODEL, DISPATCH = "readmodel", "dispatch"
 
 
-#: How many reads of the log the projections share (`Projector._pending`): the read model's
-#: last ones, for the dispatcher thread that follows it a step or two behind.
+#: How many full reads of the log the projections share (`Projector._pending`): the last
+#: ones, for the projection that follows the other a step or two behind on its own thread.
 SHARED_READS = 4
+
+
+@dataclass(frozen=True)
+class _Read:
+    """Events read for a projection: from `start`, at most `limit` of them."""
+
+    start: int
+    limit: int
+    events: list[tuple[Any, Tracking]]
 
 
 class Projector:
@@ -99,9 +109,9 @@ class Projector:
         #: written. Positions only move forward, so a bound at or past the head proves a
         #: projection caught up without a query; below it, `behind` reads the position.
         self._reached: dict[str, int] = {}
-        #: The last reads of the log, decoded, by (start, limit): the dispatcher (on its own
-        #: thread or after the read model in one catch-up) takes the events the read model
-        #: just read instead of reading and decoding them again.
+        #: The last full reads of the log, decoded, by (start, limit): the projection that
+        #: comes second to a position (on its own thread) takes them instead of reading and
+        #: decoding the same events again (`_pending`).
         self._reads: OrderedDict[tuple[int, int], list[tuple[Any, Tracking]]] = OrderedDict()
         self._reads_lock = threading.Lock()
 
@@ -178,9 +188,10 @@ class Projector:
         dispatcher to its own thread (adapters/runtime/dispatchworker.py).
         """
         more_time = _time_left(self.clock, budget, stop)
-        done = self._drain(READ_MODEL, self.readmodel.process_batch, batch, more_time)
+        read: list[_Read] = []  # the read model's last read, handed on to the dispatcher
+        done = self._drain(READ_MODEL, self.readmodel.process_batch, batch, more_time, read)
         if dispatch:
-            self._dispatch(at, batch, more_time)
+            self._dispatch(at, batch, more_time, read)
         return done
 
     def dispatch(
@@ -193,40 +204,63 @@ class Projector:
         """Dispatch events not yet dispatched (the dispatcher's part of `catch_up`)."""
         return self._dispatch(at, batch, _time_left(self.clock, budget, stop))
 
-    def _dispatch(self, at: datetime | None, batch: int, more_time: Callable[[], bool]) -> int:
+    def _dispatch(
+        self,
+        at: datetime | None,
+        batch: int,
+        more_time: Callable[[], bool],
+        read: list[_Read] | None = None,
+    ) -> int:
         dispatcher = self.dispatcher
         if dispatcher is None:
             return 0
         now = at or self.clock.now()
         return self._drain(
-            DISPATCH, lambda pending: dispatcher.process_batch(pending, now), batch, more_time
+            DISPATCH,
+            lambda pending: dispatcher.process_batch(pending, now),
+            batch,
+            more_time,
+            read,
         )
 
-    def _pending(self, projection: str, limit: int) -> list[tuple[Any, Tracking]]:
-        """The events after the projection's position, at most `limit`.
+    def _pending(
+        self, projection: str, limit: int, read: list[_Read] | None = None
+    ) -> list[tuple[Any, Tracking]]:
+        """The events after the projection's position, at most `limit`, decoded once for
+        both projections where they follow the log from the same positions:
 
-        The projections follow the log from the same positions, a step apart: the one that
-        comes second to a position (the dispatcher, mostly, on its own thread or after the
-        read model in one catch-up) is handed the events the other just read, decoded once,
-        instead of reading and decoding them again. What was appended since waits for the
-        next step, as it would have for a read a moment earlier: a read from a position is
-        a prefix of the log from there, whenever it was made, as the log only grows.
+        - Within one catch-up (`read`: the last read of it), the dispatcher follows the read
+          model from the same position: it is handed the events the read model just read,
+          whatever their number (what was appended in between waits for the next step, as
+          it would have for a read a moment earlier).
+        - Across threads (`run`'s dispatcher thread, a step behind the read model or ahead
+          of it), a projection is handed the other's last reads from its position when they
+          were full, `limit` events: such a read is the same whenever it is made (the log
+          only grows, in order), so it can never hide an event. A shorter read, at the head
+          of the log then, could: a catch-up must reach the head of the log as of its call
+          (`settle` waits on that), so it reads that again itself.
+
         Decoded events are shared, never edited: each projection evolves its own aggregates
         with them."""
         app = self.service
         start = self.position(projection) + 1
+        if read and read[-1].start == start and read[-1].limit == limit:
+            return read[-1].events
         key = (start, limit)
         with self._reads_lock:
             shared = self._reads.get(key)
         if shared is not None:
-            return shared
-        notes = app.recorder.select_notifications(start=start, limit=limit)
-        pending = [(app.mapper.to_domain_event(n), Tracking(app.name, n.id)) for n in notes]
-        if pending:
-            with self._reads_lock:
-                self._reads[key] = pending
-                while len(self._reads) > SHARED_READS:
-                    self._reads.popitem(last=False)
+            pending = shared
+        else:
+            notes = app.recorder.select_notifications(start=start, limit=limit)
+            pending = [(app.mapper.to_domain_event(n), Tracking(app.name, n.id)) for n in notes]
+            if len(pending) == limit:
+                with self._reads_lock:
+                    self._reads[key] = pending
+                    while len(self._reads) > SHARED_READS:
+                        self._reads.popitem(last=False)
+        if read is not None:
+            read[:] = [_Read(start, limit, pending)]
         return pending
 
     def _drain(
@@ -235,12 +269,13 @@ class Projector:
         process: Callable[[list[tuple[Any, Tracking]]], Any],
         batch: int,
         more_time: Callable[[], bool],
+        read: list[_Read] | None = None,
     ) -> int:
         """Feed a projection its pending events, `batch` at a time, until it is caught up or
         time is up; at least one batch per call, so it always makes progress."""
         done = 0
         while True:
-            pending = self._pending(projection, batch)
+            pending = self._pending(projection, batch, read)
             process(pending)
             done += len(pending)
             if pending:
