@@ -11,6 +11,19 @@ thread of its own beside it (runtime.DispatchWorker), the dispatcher writing one
 manifest per ScheduleFired. Its follower caches start empty, as after a restart.
 `readmodel_seconds` and `dispatch_seconds` are when each finished, after the start.
 
+Baseline (`baseline_seconds`, `baseline_per_second`, `ratio_baseline` = per_second /
+baseline_per_second; `ratio_readmodel` likewise for the read model alone): the rows the
+projection left in its tables (every audit row, the final status row of each CronWorkflow,
+which is also the due index, and the tracking position) are read back, already encoded, and
+written again by a plain driver loop (on PostgreSQL psycopg's COPY for the audit rows and
+`executemany` for the status upserts; sqlite3's `executemany` on SQLite)
+into empty tables of the same schema and indexes (`readside.schema.create_tables` in a scratch
+schema of the same database, or a scratch SQLite file beside the store): in log order,
+`BASELINE_BATCH` events per transaction, each with its audit rows, the status upserts of the
+CronWorkflows whose last event it holds, and the position. No event is read or decoded and
+no JSON is encoded: it is what storing the projection's result costs on this database, in the
+same run, so the ratio holds across machines.
+
 Lag (`p50_ms`, `p99_ms`): with the projections caught up, a projector runs in a separate
 process and this process appends more events in timed waves (`--rate` events/s, a wave every
 `--wave-ms`; each wave one `CronService.commit_batch` transaction). A wave's commit time is taken
@@ -39,14 +52,16 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from bench.common import (
+    BASELINE_BATCH,
     BenchError,
     Throwaway,
     create_crons,
     emit,
     percentile,
+    pg_connect,
     progress,
     r,
     rss_mb,
@@ -56,7 +71,13 @@ from bench.common import (
 )
 from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.infrastructure.localtarget import LocalTarget
+from cronsource.adapters.infrastructure.readside import schema, writer
+from cronsource.adapters.infrastructure.readside.database import (
+    PostgresDatabase,
+    SqliteDatabase,
+)
 from cronsource.adapters.infrastructure.store.config import StoreConfig
+from cronsource.adapters.runtime.collector import pace_collector
 from cronsource.adapters.runtime.decision_cache import DecisionCache
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.loop import SchedulerLoop
@@ -160,6 +181,7 @@ def throughput(
     t: Throwaway, head: int, wfdir: Path, bar: Any, profile: str | None = None
 ) -> dict[str, Any]:
     engine = bootstrap(t.config, target=LocalTarget(wfdir, RUN_DURATION), create_tables=False)
+    pace_collector()  # as `cronsource run` does
     positions = Positions(t.config, engine.service.name)
     task = bar.add_task("project (status+audit, dispatch)", total=2 * head)
     split: dict[str, float] = {}
@@ -203,6 +225,106 @@ def throughput(
         "readmodel_seconds": rm_s,
         "dispatch_seconds": split["dispatch"] - start,
     }
+
+
+_STATUS, _AUDIT = writer.STATUS_COLUMNS, writer.AUDIT_COLUMNS
+_TRACK = (
+    "INSERT INTO cronsource_tracking (projection, application_name, notification_id)"
+    " VALUES ('readmodel', ?, ?) ON CONFLICT (projection, application_name)"
+    " DO UPDATE SET notification_id = excluded.notification_id"
+)
+
+
+def baseline_batches(
+    status: list[tuple[Any, ...]], audit: list[tuple[Any, ...]], batch: int = BASELINE_BATCH
+) -> list[tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], int]]:
+    """The baseline's transactions: (status rows, audit rows, position) per `batch` audit
+    rows in log order, each CronWorkflow's final status row in the batch of its last event,
+    so every final row is written exactly once."""
+    audit = sorted(audit, key=lambda a: a[0])
+    last = {a[1]: k // batch for k, a in enumerate(audit)}
+    by_batch: dict[int, list[tuple[Any, ...]]] = {}
+    for st in status:
+        by_batch.setdefault(last.get(st[0], 0), []).append(st)
+    return [
+        (by_batch.get(i // batch, []), audit[i : i + batch], int(audit[i : i + batch][-1][0]))
+        for i in range(0, len(audit), batch)
+    ]
+
+
+def baseline(t: Throwaway, app_name: str) -> float:
+    """Seconds the plain driver loop takes to write the projection's rows (module docstring)."""
+    view = t.config.read_model()
+    try:
+        status = [tuple(row) for row in view.db.fetch(f"SELECT {_STATUS} FROM cronsource_status")]
+        audit = [tuple(row) for row in view.db.fetch(f"SELECT {_AUDIT} FROM cronsource_audit")]
+    finally:
+        view.close()
+    batches = baseline_batches(status, audit)
+    if t.kind == "postgresql":
+        return _baseline_pg(t, app_name, batches)
+    return _baseline_sqlite(t, app_name, batches)
+
+
+def _baseline_pg(
+    t: Throwaway, app_name: str, batches: list[tuple[list[Any], list[Any], int]]
+) -> float:
+    from psycopg import sql
+
+    scratch = f"bench_baseline_{uuid4().hex[:8]}"
+    with pg_connect(t) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(scratch)))
+        try:
+            url = t.pg_url
+            db = PostgresDatabase(url, scratch)
+            try:
+                schema.create_tables(db)
+            finally:
+                db.close()
+            conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(scratch)))
+            conn.autocommit = False
+            upsert, track = (q.replace("?", "%s") for q in (writer.UPSERT_STATUS, _TRACK))
+            copy_audit = f"COPY cronsource_audit ({_AUDIT}) FROM STDIN"
+            t0 = time.perf_counter()
+            for status, audit, position in batches:
+                with conn.transaction(), conn.cursor() as cur:
+                    with cur.copy(copy_audit) as copy:
+                        for row in audit:
+                            copy.write_row(row)
+                    if status:
+                        cur.executemany(upsert, status)
+                    cur.execute(track, (app_name, position))
+            seconds = time.perf_counter() - t0
+            conn.autocommit = True
+        finally:
+            conn.autocommit = True
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(scratch)))
+    return seconds
+
+
+def _baseline_sqlite(
+    t: Throwaway, app_name: str, batches: list[tuple[list[Any], list[Any], int]]
+) -> float:
+    path = t.workdir / "baseline.db"
+    db = SqliteDatabase(str(path))
+    try:
+        schema.create_tables(db)
+        conn = db.separate_connection()
+    finally:
+        db.close()
+    try:
+        t0 = time.perf_counter()
+        for status, audit, position in batches:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany(writer.INSERT_AUDIT, audit)
+            conn.executemany(writer.UPSERT_STATUS, status)
+            conn.execute(_TRACK, (app_name, position))
+            conn.execute("COMMIT")
+        return time.perf_counter() - t0
+    finally:
+        conn.close()
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(path) + suffix).unlink(missing_ok=True)
 
 
 def start_projector(t: Throwaway, wfdir: Path, kind: str) -> subprocess.Popen[str]:
@@ -260,6 +382,7 @@ def serve_projector(url: str, wfdir: str) -> int:
         else SoleOwner()
     )
     loop = SchedulerLoop(engine, ownership, role="projector", watcher=None)
+    pace_collector()  # as `cronsource run` does
     waker = Waker(engine)
     loop.install_signal_handlers(waker)
     loop.turn()
@@ -374,6 +497,9 @@ def run(
     with progress_factory() as bar:
         engine, writer, head = setup(t, n, bar)
         tp = throughput(t, head, wfdir, bar, profile)
+        task = bar.add_task("baseline (plain batch upserts of the same rows)", total=None)
+        baseline_s = baseline(t, engine.service.name)
+        bar.update(task, total=1, completed=1)
         lg = (
             lag(t, writer, wfdir, lag_events, rate, wave_ms, projector, bar)
             if lag_events > 0
@@ -389,6 +515,10 @@ def run(
         "readmodel_seconds": r(tp["readmodel_seconds"], 3),
         "dispatch_seconds": r(tp["dispatch_seconds"], 3),
         "workflows_created": tp["workflows"],
+        "baseline_seconds": r(baseline_s, 3),
+        "baseline_per_second": r(head / baseline_s),
+        "ratio_baseline": r(baseline_s / tp["seconds"], 3),
+        "ratio_readmodel": r(baseline_s / tp["readmodel_seconds"], 3),
         "peak_rss_mb": r(self_peak_rss_mb()),
     }
     if lg is not None:

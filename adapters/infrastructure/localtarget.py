@@ -91,11 +91,14 @@ def _link_all_exclusively(files: list[tuple[Path, str]]) -> list[bool]:
     for d in dirs:
         d.mkdir(parents=True, exist_ok=True)
     temps: list[str] = []
+    # One random name for the batch, numbered per file: a random draw per file was a system
+    # call each.
+    token = secrets.token_hex(8)
     try:
-        for path, text in files:
+        for k, (path, text) in enumerate(files):
             # Plain system calls: tempfile.mkstemp and a text-mode file object cost half as
             # much again as the inode itself, which is the bulk of a Workflow file's cost.
-            tmp = str(path.parent / f".tmp-{secrets.token_hex(8)}")
+            tmp = str(path.parent / f".tmp-{token}-{k}")
             fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             temps.append(tmp)
             try:
@@ -146,6 +149,8 @@ class LocalTarget:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.root = self.dir.resolve()
         self._created: dict[Path, datetime] = {}  # creation times read once per manifest
+        #: Directories without an earlier version's `.yaml` Workflow (`_without_legacy`).
+        self._legacy_free: set[Path] = set()
         self.removed_temps = self._remove_stale_temps()
 
     def _remove_stale_temps(self) -> int:
@@ -186,6 +191,22 @@ class LocalTarget:
     def phase_path(self, namespace: str, name: str) -> Path:
         return self.dir / namespace / f"{name}.phase"
 
+    def _without_legacy(self, directory: Path) -> bool:
+        """Whether `directory` held no `.yaml` Workflow of an earlier version when this target
+        first created a Workflow in it: then no create there needs to look for one (a look
+        for a name that is not there was a sixth of the dispatcher's time). Only earlier
+        versions wrote `.yaml` files, so a directory without one stays without."""
+        if directory in self._legacy_free:
+            return True
+        try:
+            with os.scandir(directory) as entries:
+                if any(e.name.endswith(".yaml") for e in entries):
+                    return False
+        except FileNotFoundError:
+            pass
+        self._legacy_free.add(directory)
+        return True
+
     def create(self, workflow: dict[str, Any], *, cron_id: str, trigger: str, at: datetime) -> None:
         error = self.create_many([Creation(workflow, cron_id, trigger)], at)[0]
         if error is not None:
@@ -198,13 +219,22 @@ class LocalTarget:
         created_at = at.astimezone(UTC).isoformat()
         files = []
         errors: list[BaseException | None] = []
+        # Whether a directory resolves outside ours, asked once per directory of the batch
+        # (each asking resolves every component of the path: most of a create's own time).
+        outside: dict[Path, OutsideDirectory | None] = {}
         for c in creations:
             meta = c.workflow["metadata"]
             meta.setdefault("annotations", {})[ANNOTATION_CREATED] = created_at
             path = self.manifest_path(meta["namespace"], meta["name"])
-            errors.append(self.outside(path))
+            if path.parent not in outside:
+                outside[path.parent] = self.outside(path)
+            errors.append(outside[path.parent])
             legacy = path.with_suffix(".yaml")
-            if errors[-1] is None and legacy.exists():  # an older version created it
+            if (
+                errors[-1] is None
+                and not self._without_legacy(path.parent)
+                and legacy.exists()  # an older version created it
+            ):
                 errors[-1] = self._conflict(meta, legacy) or _AlreadyThere()
             if errors[-1] is None:
                 files.append((path, json.dumps(c.workflow, default=str) + "\n"))

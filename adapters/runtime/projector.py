@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -54,6 +55,11 @@ POLL_SECONDS = 0.05
 NOTIFIED_SLICE = POLL_SECONDS * 4
 #: The projections that follow the log, by the name their positions are stored under.
 READ_MODEL, DISPATCH = "readmodel", "dispatch"
+
+
+#: How many full reads of the log the projections share (`Projector._pending`): the last
+#: ones, for the projection that follows the other a step or two behind on its own thread.
+SHARED_READS = 4
 
 
 @dataclass(frozen=True)
@@ -103,6 +109,11 @@ class Projector:
         #: written. Positions only move forward, so a bound at or past the head proves a
         #: projection caught up without a query; below it, `behind` reads the position.
         self._reached: dict[str, int] = {}
+        #: The last full reads of the log, decoded, by (start, limit): the projection that
+        #: comes second to a position (on its own thread) takes them instead of reading and
+        #: decoding the same events again (`_pending`).
+        self._reads: OrderedDict[tuple[int, int], list[tuple[Any, Tracking]]] = OrderedDict()
+        self._reads_lock = threading.Lock()
 
     def use_lock(self, lock: ProjectorLock) -> None:
         """Hold the projector role by `lock` from now on: `run` hands over its shard
@@ -124,8 +135,11 @@ class Projector:
             self._reached[projection] = at
 
     def forget(self) -> None:
-        """Drop the positions seen: a store restored from a backup has them further back."""
+        """Drop the positions seen, and the events read: a store restored from a backup has
+        them further back, and other events past them."""
         self._reached.clear()
+        with self._reads_lock:
+            self._reads.clear()
 
     def _caught_up(self, projection: str, head: int) -> bool:
         """Whether `projection` has reached `head`: known without a query when a position
@@ -212,17 +226,39 @@ class Projector:
     def _pending(
         self, projection: str, limit: int, read: list[_Read] | None = None
     ) -> list[tuple[Any, Tracking]]:
-        """The events after the projection's position, at most `limit`. Within one
-        catch-up (`read`: the last read of it), the dispatcher follows the read model from
-        the same position: it is handed the events the read model just read, decoded once,
-        instead of reading them again (what was appended in between waits for the next
-        step, as it would have for a read a moment earlier)."""
+        """The events after the projection's position, at most `limit`, decoded once for
+        both projections where they follow the log from the same positions:
+
+        - Within one catch-up (`read`: the last read of it), the dispatcher follows the read
+          model from the same position: it is handed the events the read model just read,
+          whatever their number (what was appended in between waits for the next step, as
+          it would have for a read a moment earlier).
+        - Across threads (`run`'s dispatcher thread, a step behind the read model or ahead
+          of it), a projection is handed the other's last reads from its position when they
+          were full, `limit` events: such a read is the same whenever it is made (the log
+          only grows, in order), so it can never hide an event. A shorter read, at the head
+          of the log then, could: a catch-up must reach the head of the log as of its call
+          (`settle` waits on that), so it reads that again itself.
+
+        Decoded events are shared, never edited: each projection evolves its own aggregates
+        with them."""
         app = self.service
         start = self.position(projection) + 1
         if read and read[-1].start == start and read[-1].limit == limit:
             return read[-1].events
-        notes = app.recorder.select_notifications(start=start, limit=limit)
-        pending = [(app.mapper.to_domain_event(n), Tracking(app.name, n.id)) for n in notes]
+        key = (start, limit)
+        with self._reads_lock:
+            shared = self._reads.get(key)
+        if shared is not None:
+            pending = shared
+        else:
+            notes = app.recorder.select_notifications(start=start, limit=limit)
+            pending = [(app.mapper.to_domain_event(n), Tracking(app.name, n.id)) for n in notes]
+            if len(pending) == limit:
+                with self._reads_lock:
+                    self._reads[key] = pending
+                    while len(self._reads) > SHARED_READS:
+                        self._reads.popitem(last=False)
         if read is not None:
             read[:] = [_Read(start, limit, pending)]
         return pending

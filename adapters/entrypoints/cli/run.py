@@ -19,6 +19,7 @@ from cronsource.adapters.entrypoints.cli.registry import cli
 from cronsource.adapters.entrypoints.cli.store import longest_deadline, retain_option
 from cronsource.adapters.infrastructure.store.check import StoreUnavailable, check_store, describe
 from cronsource.adapters.infrastructure.store.config import StoreConfig
+from cronsource.adapters.runtime.collector import pace_collector
 from cronsource.projections.readmodel import rfc3339
 
 
@@ -289,6 +290,7 @@ def run_replica(
         retain=retain_for,
     )
     loop = replica.loop
+    pace_collector()  # a long-running process with many long-lived aggregates
     probes: Any = None
     if http_port is not None:
         from cronsource.adapters.entrypoints.probes import Probes, ProbeServer
