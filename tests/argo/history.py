@@ -95,6 +95,17 @@ def dropped_by_argo(versions: Sequence[Version], ended: Mapping[str, int]) -> di
     return out
 
 
+def lost_before_adoption(versions: Sequence[Version], ended: Mapping[str, int]) -> dict[str, int]:
+    """`dropped_by_argo`'s runs that had ended before cronsource first took the object: Argo
+    lost them while it had the object, and nothing cronsource adopted could count them (a
+    run still going when it took the object is cronsource's to count)."""
+    taken = next((v.rv for v in versions if not v.argo_owns), None)
+    if taken is None:
+        return {}
+    dropped = dropped_by_argo(versions, ended)
+    return {run: rv for run, rv in dropped.items() if ended[run] < taken}
+
+
 def cronsource_writes_after_release(versions: Sequence[Version]) -> list[int]:
     """Revisions of versions written by cronsource (its sequence changed) while the object was
     Argo's again after cronsource had it: a status written after the release, which may
@@ -195,6 +206,13 @@ class StatusHistory:
             if self.gaps:
                 return {}
             return dropped_by_argo(list(self.crons.get(cron, [])), dict(self.ended))
+
+    def lost_before_adoption(self, cron: str) -> dict[str, int]:
+        """`lost_before_adoption` of one CronWorkflow's record; nothing while it has gaps."""
+        with self._lock:
+            if self.gaps:
+                return {}
+            return lost_before_adoption(list(self.crons.get(cron, [])), dict(self.ended))
 
     def cronsource_writes_after_release(self, cron: str) -> list[int]:
         with self._lock:

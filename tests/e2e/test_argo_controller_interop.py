@@ -439,20 +439,28 @@ def test_twenty_move_to_cronsource_mid_run_and_back_without_losing_a_tick_or_a_c
         status = peer.cron_get(cron)["status"]  # as Argo's own types read it
         return int(status.get("succeeded") or 0), int(status.get("failed") or 0)
 
-    def argo_lost(name: str, wfs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def argo_lost(
+        name: str, wfs: list[dict[str, Any]], before_adoption: bool = False
+    ) -> list[dict[str, Any]]:
         """The runs of `name` whose count Argo's own controller lost while it had the object,
         as the record proves it: a write of Argo's took each off `active` while it still ran,
-        and nothing listed it again (tests/argo/history.py), so Argo never counted it."""
-        dropped = record.dropped_by_argo(name)
+        and nothing listed it again (tests/argo/history.py), so Argo never counted it.
+        `before_adoption`: only those that had ended before cronsource took the object (one
+        still going then is cronsource's to count)."""
+        if before_adoption:
+            dropped = record.lost_before_adoption(name)
+        else:
+            dropped = record.dropped_by_argo(name)
         return [w for w in of(name, wfs) if w["metadata"]["name"] in dropped]
 
     def uncounted(
-        idle: bool = True, seen: dict[str, dict[str, Any]] | None = None, argo: bool = True
+        idle: bool = True, seen: dict[str, dict[str, Any]] | None = None, ours: bool = False
     ) -> dict[str, str]:
         """The CronWorkflows whose status does not count every run that ended (or, `idle`,
-        names a run as active): what it shows against what ran. With `argo` (Argo's status),
-        a run Argo's controller lost by itself (`argo_lost`) may be missing from the count, no
-        other. `seen`, when given, gets the objects the answer was made from."""
+        names a run as active): what it shows against what ran. A run Argo's controller lost
+        by itself (`argo_lost`) may be missing from the count, no other; `ours` (cronsource's
+        status) only one Argo lost before cronsource took the object. `seen`, when given, gets
+        the objects the answer was made from."""
         wfs, objs = workflows(), crons()
         if seen is not None:
             seen.clear()
@@ -461,7 +469,7 @@ def test_twenty_move_to_cronsource_mid_run_and_back_without_losing_a_tick_or_a_c
         for n, c in objs.items():
             active = [a.get("name") for a in (c.get("status") or {}).get("active") or []]
             ran = counts(of(n, wfs))
-            lost = counts(argo_lost(n, wfs)) if argo else (0, 0)
+            lost = counts(argo_lost(n, wfs, before_adoption=ours))
             shows = counted(c)
             fits = all(r - x <= s <= r for r, x, s in zip(ran, lost, shows, strict=True))
             if not fits or (idle and active):
@@ -502,10 +510,11 @@ def test_twenty_move_to_cronsource_mid_run_and_back_without_losing_a_tick_or_a_c
 
         wait(cronsource_done, "cronsource's stops and Forbid runs", 120)
 
-        # Every count cronsource shows is every run's, Argo's before the move included.
+        # Every count cronsource shows is every run's, Argo's before the move included (and
+        # a run Argo had written out of its status while it still ran).
         _until(
-            lambda: not uncounted(idle=False, argo=False),
-            lambda: f"cronsource's counts to include Argo's: {uncounted(idle=False, argo=False)}",
+            lambda: not uncounted(idle=False, ours=True),
+            lambda: f"cronsource's counts to include Argo's: {uncounted(idle=False, ours=True)}",
             time.time() + 3 * PERIOD,
             alive,
         )

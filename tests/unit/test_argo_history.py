@@ -5,7 +5,12 @@ record as the API server would store it, written by hand."""
 
 from __future__ import annotations
 
-from tests.argo.history import Version, cronsource_writes_after_release, dropped_by_argo
+from tests.argo.history import (
+    Version,
+    cronsource_writes_after_release,
+    dropped_by_argo,
+    lost_before_adoption,
+)
 
 
 def v(
@@ -45,6 +50,16 @@ def test_a_run_cronsource_dropped_is_never_put_on_argo() -> None:
     assert dropped_by_argo([v(10, "a", seq="3"), v(20, seq="4")], {"a": 30}) == {}
     # While cronsource owned it, no write is Argo's.
     assert dropped_by_argo([v(10, "a", argo=False), v(20, argo=False)], {"a": 30}) == {}
+
+
+def test_before_the_adoption_only_a_run_that_had_ended_then_is_argos_loss() -> None:
+    # `b` was written out at 20 and the object taken at 30: ended at 25, Argo lost it; still
+    # going at 30, it was cronsource's to take (as Argo's next pass would have listed it).
+    versions = [v(10, "a", "b"), v(20, "a"), v(30, "a", argo=False, seq="3")]
+    assert lost_before_adoption(versions, {"b": 25}) == {"b": 20}
+    assert dropped_by_argo(versions, {"b": 35}) == {"b": 20}
+    assert lost_before_adoption(versions, {"b": 35}) == {}
+    assert lost_before_adoption(versions[:2], {"b": 25}) == {}  # never taken
 
 
 def test_a_status_cronsource_writes_after_the_release_is_named() -> None:
