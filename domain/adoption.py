@@ -13,8 +13,8 @@ is named and left out, and the rest is still taken (a malformed `failed` must no
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,6 +24,10 @@ from cronsource.domain.timestamps import TIME_MAX, TIME_MIN, TimestampError, par
 #: expression, joined by commas). When it is missing or names another schedule, Argo's own
 #: catch-up (`shouldOutstandingWorkflowsBeRun`) runs nothing: the schedule changed since.
 ANNOTATION_LAST_USED_SCHEDULE = "cronworkflows.argoproj.io/last-used-schedule"
+#: Argo's annotation of the tick a child Workflow was fired for (RFC 3339).
+ANNOTATION_SCHEDULED_TIME = "workflows.argoproj.io/scheduled-time"
+#: The phases of a Workflow that has ended (Argo's `WorkflowPhase.Fulfilled`).
+ENDED = ("Succeeded", "Failed", "Error")
 #: How far ahead of the adopting clock a `lastScheduledTime` may be and still be a time Argo
 #: fired: two hosts' clocks differ by far less. A later one would hold every tick until then
 #: (ticks up to it count as decided), so it is named as unreadable instead.
@@ -184,3 +188,52 @@ def read_argo_status(obj: Mapping[str, Any], namespace: str, at: datetime) -> Ar
         catch_up=last is not None and last_used == schedule_string(spec),
         unreadable=tuple(problems),
     )
+
+
+def with_running_children(
+    status: ArgoStatus, children: Iterable[Mapping[str, Any]], owner_uid: str, at: datetime
+) -> tuple[ArgoStatus, tuple[str, ...]]:
+    """The status as Argo's own controller reads it at its next reconciliation: `status.active`
+    and every child Workflow of this CronWorkflow (`owner_uid` among its ownerReferences) that
+    has not ended. Returns the status with those children added to `active`, and their names.
+
+    Argo counts a run only while it is in `active`, and each `syncAll` pass adds every child
+    that has not ended and is missing (operator.go `reconcileActiveWfs`): a pass that works
+    from lists taken before a fire writes the new run out of `active`, and the next pass puts
+    it back. An object taken between the two passes carries a running run that Argo's status
+    does not name; taking the status alone, nobody would ever count it. `children` are whole
+    Workflow objects (metadata and status) as the cluster holds them."""
+    listed = {name for name, _ in status.active}
+    added: dict[str, datetime] = {}
+    for child in children:
+        meta = _mapping(child.get("metadata"))
+        name = meta.get("name")
+        if not isinstance(name, str) or not name or name in listed or name in added:
+            continue
+        owners = meta.get("ownerReferences")
+        if not isinstance(owners, list) or not any(
+            isinstance(o, Mapping) and o.get("uid") == owner_uid for o in owners
+        ):
+            continue
+        if _mapping(child.get("status")).get("phase") in ENDED:
+            continue
+        added[name] = (
+            _annotated_time(_mapping(meta.get("annotations")).get(ANNOTATION_SCHEDULED_TIME))
+            or _scheduled_time(name)
+            or status.last_scheduled_time
+            or at
+        )
+    if not added:
+        return status, ()
+    ordered = sorted(added.items(), key=lambda a: (a[1], a[0]))  # by tick, as Argo fired them
+    return replace(status, active=(*status.active, *ordered)), tuple(n for n, _ in ordered)
+
+
+def _annotated_time(text: object) -> datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        t = parse_timestamp(text, "scheduled-time", naive_is_utc=True)
+    except TimestampError:
+        return None
+    return t if TIME_MIN <= t < TIME_MAX else None

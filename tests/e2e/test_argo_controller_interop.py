@@ -13,8 +13,10 @@ docs/operator-guide.md ("Kubernetes, beside Argo") tells an operator to run them
   fields `argo cron get` shows;
 * twenty CronWorkflows move to cronsource mid-run (`cronsource adopt`) and back (`cronsource
   release`), with a `stopStrategy` on failures and `Forbid` with a run active across each
-  move: no tick is lost or doubled, and the counts carry over both ways (issue 21 items 7
-  and 8).
+  move: no tick is lost or doubled, the counts carry over both ways (issue 21 items 7
+  and 8), and cronsource writes no status after the release. Argo's controller can lose a
+  count by itself under load (tests/argo/history.py): the end lets Argo's status miss only
+  the runs the record of every version of the objects proves it dropped, and reports them.
 
 Who created each Workflow is read from the API server itself: the field manager that set its
 owner reference (`metadata.managedFields`), cronsource's or Argo's workflow-controller.
@@ -31,6 +33,7 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,6 +45,7 @@ from kubernetes import client
 from cronsource.adapters.infrastructure.kube import CWF, GROUP, VERSION, WF
 from cronsource.adapters.infrastructure.kube.port import FIELD_MANAGER
 from tests.argo import peer
+from tests.argo.history import StatusHistory
 from tests.kube import apiserver
 
 pytestmark = pytest.mark.k8s
@@ -62,7 +66,11 @@ def argo_apiserver(tmp_path_factory: Any) -> Iterator[apiserver.ApiServer]:
 
 
 def _tail(path: Path) -> str:
-    return path.read_text(errors="replace")[-3000:] if path.exists() else ""
+    return _text(path)[-3000:]
+
+
+def _text(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
 
 
 def _start_cronsource(server: apiserver.ApiServer, store: str, log: Path) -> subprocess.Popen[str]:
@@ -291,10 +299,13 @@ STOP_AT, STOPBACK_AT = 5, 10
 FORBID_RUN = 40
 #: Seconds the other runs last. Longer than the 10 s between two reconciliations of Argo's
 #: controller (syncAll): a run that ends sooner is sometimes never counted by Argo itself.
-#: syncAll works from its informer's copy, which may not have the status of a fire made a
-#: moment before; it then writes `active` without the new run, and a run that has ended by
+#: syncAll works from lists its informers gave at its start, which may not have a fire made a
+#: moment after; it then writes `active` without the new run, and a run that has ended by
 #: the next syncAll is never added back, so never counted (seen with 2 s runs, with Argo
-#: alone after the move back). A run still going at the next syncAll is added back.
+#: alone after the move back). A run still going at the next syncAll is added back; on a
+#: loaded machine the next syncAll can come too late even for these (it starts 10 s after
+#: the previous one ended), so the end of the test lets Argo's status miss exactly the runs
+#: the record of the objects proves Argo's own controller dropped (tests/argo/history.py).
 RUN = 12
 
 
@@ -381,6 +392,10 @@ def test_twenty_move_to_cronsource_mid_run_and_back_without_losing_a_tick_or_a_c
     kube = server.api_client()
     api = client.CustomObjectsApi(kube)
     argo_log, cs_log = tmp_path / "argo.log", tmp_path / "cronsource.log"
+    # Every version of every object, from before the first: which counts Argo's own controller
+    # lost (tests/argo/history.py), and that cronsource wrote nothing after the release.
+    record = StatusHistory(server.api_client(), ns)  # its own client, closed by stop()
+    record.start()
     argo = peer.start_argo(server, ns, argo_log)
     store = f"sqlite:///{tmp_path / 'cronsource.db'}"
     cronsource = _start_cronsource(server, store, cs_log)
@@ -428,15 +443,41 @@ def test_twenty_move_to_cronsource_mid_run_and_back_without_losing_a_tick_or_a_c
         status = peer.cron_get(cron)["status"]  # as Argo's own types read it
         return int(status.get("succeeded") or 0), int(status.get("failed") or 0)
 
-    def uncounted(idle: bool = True) -> dict[str, str]:
+    def argo_lost(
+        name: str, wfs: list[dict[str, Any]], before_adoption: bool = False
+    ) -> list[dict[str, Any]]:
+        """The runs of `name` whose count Argo's own controller lost while it had the object,
+        as the record proves it: a write of Argo's took each off `active` while it still ran,
+        and nothing listed it again (tests/argo/history.py), so Argo never counted it.
+        `before_adoption`: only those that had ended before cronsource took the object (one
+        still going then is cronsource's to count)."""
+        if before_adoption:
+            dropped = record.lost_before_adoption(name)
+        else:
+            dropped = record.dropped_by_argo(name)
+        return [w for w in of(name, wfs) if w["metadata"]["name"] in dropped]
+
+    def uncounted(
+        idle: bool = True, seen: dict[str, dict[str, Any]] | None = None, ours: bool = False
+    ) -> dict[str, str]:
         """The CronWorkflows whose status does not count every run that ended (or, `idle`,
-        names a run as active): what it shows against what ran."""
-        wfs = workflows()
+        names a run as active): what it shows against what ran. A run Argo's controller lost
+        by itself (`argo_lost`) may be missing from the count, no other; `ours` (cronsource's
+        status) only one Argo lost before cronsource took the object. `seen`, when given, gets
+        the objects the answer was made from."""
+        wfs, objs = workflows(), crons()
+        if seen is not None:
+            seen.clear()
+            seen.update(objs)
         out = {}
-        for n, c in crons().items():
+        for n, c in objs.items():
             active = [a.get("name") for a in (c.get("status") or {}).get("active") or []]
-            if counted(c) != counts(of(n, wfs)) or (idle and active):
-                out[n] = f"shows {counted(c)} active {active}, ran {counts(of(n, wfs))}"
+            ran = counts(of(n, wfs))
+            lost = counts(argo_lost(n, wfs, before_adoption=ours))
+            shows = counted(c)
+            fits = all(r - x <= s <= r for r, x, s in zip(ran, lost, shows, strict=True))
+            if not fits or (idle and active):
+                out[n] = f"shows {shows} active {active}, ran {ran}, Argo lost {lost}"
         return out
 
     try:
@@ -473,10 +514,11 @@ def test_twenty_move_to_cronsource_mid_run_and_back_without_losing_a_tick_or_a_c
 
         wait(cronsource_done, "cronsource's stops and Forbid runs", 120)
 
-        # Every count cronsource shows is every run's, Argo's before the move included.
+        # Every count cronsource shows is every run's, Argo's before the move included (and
+        # a run Argo had written out of its status while it still ran).
         _until(
-            lambda: not uncounted(idle=False),
-            lambda: f"cronsource's counts to include Argo's: {uncounted(idle=False)}",
+            lambda: not uncounted(idle=False, ours=True),
+            lambda: f"cronsource's counts to include Argo's: {uncounted(idle=False, ours=True)}",
             time.time() + 3 * PERIOD,
             alive,
         )
@@ -511,17 +553,22 @@ def test_twenty_move_to_cronsource_mid_run_and_back_without_losing_a_tick_or_a_c
             "every run to end",
             FORBID_RUN + 3 * PERIOD,
         )
+        # The objects are taken as they were when they settled: a CronWorkflow Argo stopped
+        # goes on flipping between two statuses (tests/argo/history.py, Argo's job of a
+        # completed object), so a later read may catch the stale one.
+        final: dict[str, dict[str, Any]] = {}
         _until(
-            lambda: not uncounted(),
+            lambda: not uncounted(seen=final),
             lambda: f"Argo's counts to settle: {uncounted()}\n{_tail(argo_log)}",
             time.time() + 4 * PERIOD,
             alive,
         )
-        wfs, final = workflows(), crons()
+        wfs = workflows()
         history = _history(store, ns)
     finally:
         peer.stop(argo)
         peer.stop(cronsource, grace=20)
+        record.stop()
         kube.close()
 
     # Who created each Workflow, by the API server's record: Argo before the move and after
@@ -531,7 +578,20 @@ def test_twenty_move_to_cronsource_mid_run_and_back_without_losing_a_tick_or_a_c
         "creators": {},
         "carried": {},
         "handover_gaps": [],
+        "argo_lost": {},
+        # Runs Argo's status had written out while they ran, adopted as active all the same
+        # (adapters/runtime/kube/watch.py), as cronsource's log names them.
+        "adopted_unlisted": [
+            line.split("adopted run ")[1].split()[0]
+            for line in _text(cs_log).splitlines()
+            if "does not list it" in line
+        ],
     }
+    assert not record.gaps, record.gaps
+    # cronsource let go at the release: no status written after it (one would overwrite what
+    # Argo's controller counted since).
+    for name in names:
+        assert not record.cronsource_writes_after_release(name), (name, timeline())
     for name in names:
         for w in of(name, wfs):
             t, made = _tick(w), creator(w)
@@ -620,12 +680,23 @@ def test_twenty_move_to_cronsource_mid_run_and_back_without_losing_a_tick_or_a_c
             assert 0 < failed_argo_before and 0 < failed_ours < STOP_AT, (name, timeline())
             assert all(_tick(w) <= _seconds(stop["at"]) for w in runs), (name, timeline())
         if name.startswith("stopback-"):
+            # Not met when handed back, nor by Argo's own runs after: met on the failures of
+            # the runs started before the release (counted in the status handed back, or
+            # active in it and counted by Argo when they ended) and Argo's own.
             at_release = before_release[name][1]
+            failed_before = counts([w for w in runs if _tick(w) < released[name]])[1]
             failed_after = counts([w for w in runs if _tick(w) > released[name]])[1]
             assert at_release < STOPBACK_AT and failed_after < STOPBACK_AT, (name, timeline())
-            assert at_release + failed_after >= STOPBACK_AT
-        # The counts went both ways: what Argo shows at the end is every run's.
-        assert shown(final[name]) == counts(runs), (name, timeline())
+            assert at_release <= failed_before, (name, timeline())
+            assert failed_before + failed_after >= STOPBACK_AT, (name, timeline())
+        # The counts went both ways: what Argo shows at the end is every run's, but for a run
+        # Argo's own controller lost (tests/argo/history.py), which is reported.
+        lost = argo_lost(name, wfs)
+        ran, shows = counts(runs), shown(final[name])
+        fits = all(r - x <= s <= r for r, x, s in zip(ran, counts(lost), shows, strict=True))
+        assert fits, (name, shows, ran, [w["metadata"]["name"] for w in lost], timeline())
+        if shows != ran:
+            report["argo_lost"][name] = [w["metadata"]["name"] for w in lost]
         assert final[name]["status"]["phase"] == (
             "Stopped" if name.startswith(("stop-", "stopback-")) else "Active"
         )
@@ -646,3 +717,6 @@ def test_twenty_move_to_cronsource_mid_run_and_back_without_losing_a_tick_or_a_c
         for ref in status.get("active") or []:
             assert ref.get("uid") == uids[ref["name"]], (name, ref)
     print("coexistence:", json.dumps(report, sort_keys=True))
+    if report["argo_lost"]:
+        # Not silent: the summary of the run names every count Argo's controller lost.
+        warnings.warn(f"Argo's own controller lost counts: {report['argo_lost']}", stacklevel=1)

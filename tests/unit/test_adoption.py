@@ -17,7 +17,13 @@ from uuid import UUID
 
 import pytest
 
-from cronsource.domain.adoption import ANNOTATION_LAST_USED_SCHEDULE, ArgoStatus, read_argo_status
+from cronsource.domain.adoption import (
+    ANNOTATION_LAST_USED_SCHEDULE,
+    ANNOTATION_SCHEDULED_TIME,
+    ArgoStatus,
+    read_argo_status,
+    with_running_children,
+)
 from cronsource.domain.cronworkflow import CronWorkflow, CronWorkflowSnapshot
 from cronsource.domain.manifest import parse_manifest
 from cronsource.domain.service import CronService, event_type
@@ -197,6 +203,69 @@ def test_catch_up_follows_argos_last_used_schedule(
     change, which its last-used-schedule annotation tells."""
     obj = cluster_object(ARGO_RAN, last_used=last_used, schedules=schedules, timezone=timezone)
     assert read_argo_status(obj, "default", at("10:00:20")).catch_up is catch_up
+
+
+OWNER = "0b7b4b7e-0000-4000-8000-0000000000aa"
+
+
+def workflow(
+    name: str, phase: str | None, owner: str = OWNER, scheduled: str | None = None
+) -> dict[str, Any]:
+    """A child Workflow as the cluster holds it: its owner, Argo's annotation, its phase."""
+    meta: dict[str, Any] = {
+        "name": name,
+        "ownerReferences": [{"kind": "CronWorkflow", "name": "moved", "uid": owner}],
+    }
+    if scheduled is not None:
+        meta["annotations"] = {ANNOTATION_SCHEDULED_TIME: scheduled}
+    return {"metadata": meta, "status": {} if phase is None else {"phase": phase}}
+
+
+def test_a_running_child_the_status_does_not_list_is_taken_as_argos_next_pass_lists_it() -> None:
+    """Argo's syncAll wrote the run of 10:01 out of `active` (its lists predate the fire);
+    its next pass would list it again, since it has not ended. Ended children, children of
+    another object of that name and the runs listed already are left as they are."""
+    status = read_argo_status(
+        cluster_object({**ARGO_RAN, "lastScheduledTime": "2026-05-04T10:01:00Z"}),
+        "default",
+        at("10:01:04"),
+    )
+    children = [
+        workflow(child(at("10:00:00")), "Running"),  # listed already
+        workflow(child(at("10:01:00")), "Running"),  # written out: taken
+        workflow(child(at("09:59:00")), "Succeeded"),  # ended: Argo counted it, or never will
+        workflow(child(at("09:58:00")), "Error"),
+        workflow(child(at("10:00:30")), "Running", owner="another-uid"),  # not this object's
+        workflow("moved-manual", None, scheduled="2026-05-04T10:00:40Z"),  # pending, manual
+    ]
+    taken, added = with_running_children(status, children, OWNER, at("10:01:04"))
+    assert added == ("moved-manual", child(at("10:01:00")))
+    assert taken.active == (
+        (child(at("10:00:00")), at("10:00:00")),
+        ("moved-manual", at("10:00:40")),
+        (child(at("10:01:00")), at("10:01:00")),
+    )
+    assert taken == ArgoStatus(**{**status.__dict__, "active": taken.active})
+
+
+def test_with_no_child_to_add_the_status_is_the_same() -> None:
+    status = read_argo_status(cluster_object(ARGO_RAN), "default", at("10:00:20"))
+    assert with_running_children(status, [], OWNER, at("10:00:20")) == (status, ())
+
+
+def test_a_dropped_run_is_counted_when_it_ends() -> None:
+    obj = cluster_object({**ARGO_RAN, "lastScheduledTime": "2026-05-04T10:01:00Z"})
+    status, _ = with_running_children(
+        read_argo_status(obj, "default", at("10:01:04")),
+        [workflow(child(at("10:01:00")), "Running")],
+        OWNER,
+        at("10:01:04"),
+    )
+    svc = CronService(env=MEMORY)
+    manifest = parse_manifest({k: v for k, v in obj.items() if k != "status"})
+    cron_id, _ = svc.apply(manifest, at("10:01:04"), adopt=status)
+    svc.run_completed(cron_id, child(at("10:01:00")), "Succeeded", at("10:01:12"), at("10:01:12"))
+    assert svc.load(cron_id).succeeded == 5
 
 
 # ---------------------------------------------------------------------- the adopted state

@@ -23,13 +23,14 @@ from typing import Any
 from uuid import UUID
 
 from cronsource.adapters.clock import SYSTEM_CLOCK, Clock
-from cronsource.adapters.infrastructure.kube.port import CM, CWF, ApiError, KubeApi
+from cronsource.adapters.infrastructure.kube.port import CM, CWF, WF, ApiError, KubeApi
 from cronsource.adapters.infrastructure.kube.seen import SeenMetadata
 from cronsource.adapters.infrastructure.kube.status import ANNOTATION_SEQUENCE, ANNOTATION_STREAM
-from cronsource.domain.adoption import ArgoStatus, read_argo_status
+from cronsource.domain.adoption import ArgoStatus, read_argo_status, with_running_children
 from cronsource.domain.calendars import CALENDAR_LABEL, CalendarError, calendar_spec
 from cronsource.domain.manifest import ManifestError, parse_manifest
 from cronsource.domain.service import CronService, NotFound
+from cronsource.projections.dispatch import LABEL_CRON
 from cronsource.projections.readmodel import StatusRow
 
 log = logging.getLogger("cronsource.adapters.infrastructure.kube")
@@ -257,10 +258,12 @@ class CronWorkflowWatcher(_ListWatch):
 
     The first time it takes an object (the store has no live stream for it), it adopts the
     status the object carries (domain/adoption.py): Argo's counts, active runs, last tick and
-    conditions, in the save that creates the stream. Fields it cannot read are named in a
-    warning and in the event, and the rest is taken. The adopted active runs are handed to
-    `on_runs_adopted` (the run watch's `check`): one may have ended before this watch took the
-    object, when the run watch still had nobody to tell."""
+    conditions, in the save that creates the stream. Active runs are also the object's child
+    Workflows still running that the status does not list, as Argo's controller reads them.
+    Fields it cannot read are named in a warning and in the event, and the rest is taken.
+    The adopted active runs are handed to `on_runs_adopted` (the run watch's `check`): one may
+    have ended before this watch took the object, when the run watch still had nobody to
+    tell."""
 
     plural = CWF
 
@@ -330,6 +333,7 @@ class CronWorkflowWatcher(_ListWatch):
             return
         if self.seen is not None:
             self.seen.saw(obj)
+        first = self.known.get(key) != uid  # not taken by this process yet: maybe adopted now
         if self.known.get(key, uid) != uid:
             self._delete(key, self.known[key], at)
         self.known[key] = uid
@@ -347,9 +351,38 @@ class CronWorkflowWatcher(_ListWatch):
             return
         self.rejected.pop(key, None)
         adopt = read_argo_status(obj, key[0], at)
+        if first and not adopt.empty:
+            adopt = self._with_running_children(key, uid, adopt, at)
         cron_id, what = self.service.apply(manifest, at, adopt=adopt)
         if what == "created" and not adopt.empty:
             self._adopted(cron_id, key, adopt, at)
+
+    def _with_running_children(
+        self, key: tuple[str, str], uid: str, status: ArgoStatus, at: datetime
+    ) -> ArgoStatus:
+        """`status` with the object's child Workflows that are still running and that it does
+        not list (domain/adoption.py `with_running_children`: Argo's controller would list
+        them again at its next reconciliation). One list of the children, when an object
+        with a status is first taken; if the cluster does not answer, the status alone."""
+        try:
+            listed = self.kube.run(self.kube.list(key[0], WF, f"{LABEL_CRON}={key[1]}"))
+        except ApiError as e:
+            log.warning(
+                "cronworkflow %s/%s: its Workflows not listed (%s): adopting the status alone",
+                *key,
+                e,
+            )
+            return status
+        status, added = with_running_children(status, listed.get("items") or [], uid, at)
+        for name in added:
+            log.warning(
+                "cronworkflow %s/%s: adopted run %s as active: it is running and the status"
+                " does not list it (Argo's controller would list it again at its next"
+                " reconciliation)",
+                *key,
+                name,
+            )
+        return status
 
     def _adopted(
         self, cron_id: UUID, key: tuple[str, str], status: ArgoStatus, at: datetime
