@@ -1235,6 +1235,14 @@ class CronWorkflow(Aggregate):
         self._start_queued(at)
         return fires
 
+    def _before_adoption(self, scheduled_time: datetime) -> bool:
+        """Whether a run of this tick is the other controller's, from before this stream took
+        the object over (at or before the last tick its status named): its count is in the
+        adopted status already (and a run still going was adopted as active), so the log did
+        not lose it."""
+        last = (self.adopted or {}).get("lastScheduledTime")
+        return last is not None and scheduled_time <= datetime.fromisoformat(last)
+
     def recover_run(
         self,
         workflow: str,
@@ -1255,10 +1263,12 @@ class CronWorkflow(Aggregate):
         otherwise (a skip recorded on the log that had lost the fire) keeps that decision, and
         the recovery says the run exists all the same. The run counts as active until the run
         watcher reports it ended. Returns whether anything was recorded (False: the log knows
-        this run)."""
+        this run, or it is the other controller's, from before the adoption)."""
         if self.deleted or workflow in self.active or workflow in self.manual_runs:
             return False
         if any(f[0] == workflow for f in self.finished):
+            return False
+        if self._before_adoption(scheduled_time):
             return False
         ticks_rule = trigger in ("schedule", "catchup", "buffer")
         if ticks_rule and scheduled_time > self.decided_until:

@@ -150,3 +150,37 @@ def test_nothing_is_recovered_while_the_read_model_is_behind_the_log(
     assert recover_lost_runs(engine, target.workflows(), at(11)) is None
     engine.projector.catch_up(at(11))
     assert recover_lost_runs(engine, target.workflows(), at(11)) == 0
+
+
+def test_a_run_argo_started_and_counted_before_the_move_is_not_recovered(
+    world: tuple[Engine, LocalTarget],
+) -> None:
+    """Given a CronWorkflow taken over from Argo's controller, whose status counts a run
+    Argo started and saw end (its Workflow still kept by the history limit), when the lost-
+    run recovery of a start-up lists that Workflow, then it is not recorded as a run the log
+    lost: its count is Argo's, already taken, and recording it would count it twice."""
+    from cronsource.domain.adoption import read_argo_status
+
+    engine, target = world
+    argo_tick = T0 - timedelta(seconds=10)
+    obj = {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "CronWorkflow",
+        "metadata": {"name": "moved", "namespace": "default", "uid": "u-moved"},
+        "spec": {
+            "schedules": ["@every 10s"],
+            "workflowSpec": {
+                "entrypoint": "main",
+                "templates": [{"name": "main", "container": {"image": "busybox"}}],
+            },
+        },
+        "status": {"succeeded": 1, "lastScheduledTime": rfc3339(argo_tick), "active": []},
+    }
+    manifest = parse_manifest({k: v for k, v in obj.items() if k != "status"})
+    cron_id, _ = engine.service.apply(manifest, T0, adopt=read_argo_status(obj, "default", T0))
+    engine.projector.catch_up(T0)
+    argos = leave_workflow(target, engine, cron_id, argo_tick)
+
+    assert recover_lost_runs(engine, target.workflows(), at(2)) == 0
+    agg = engine.service.load(cron_id)
+    assert argos not in agg.active and agg.succeeded == 1
