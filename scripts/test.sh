@@ -33,6 +33,10 @@ checks() {
 
 if [[ -n "$quick" ]]; then
     checks
+    # Collection alone runs the tiers' guards (a server-store test no integration module
+    # imports, a unit test that reaches the network): seconds, and no server is needed.
+    echo "== pytest: every tier collects"
+    .venv/bin/pytest -q -p no:cacheprovider --collect-only tests >/dev/null
     echo "== pytest: the unit tier"
     exec .venv/bin/pytest -q -p no:cacheprovider tests/unit "$@"
 fi
