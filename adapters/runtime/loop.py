@@ -446,16 +446,26 @@ class SchedulerLoop:
         scheduler decided on (as saved), so a routine restart (a redeploy, a rollout) starts
         from snapshots alone instead of replaying up to SNAPSHOT_INTERVAL events of each
         CronWorkflow. A crash skips this and the next start replays the tails, bounded as
-        ever; a failure costs only that speed. Returns how many were taken."""
+        ever; a failure costs only that speed. Nothing is taken while the store does not
+        answer (a stop must not wait for it), nor when it is not the store the copies were
+        made on (after a failover they may be ahead of its log). Returns how many were
+        taken."""
         service = self.engine.service
         known = service.snapshot_versions
         held = sorted(self.cache.held(), key=lambda a: known.get(a.id, 0) - a.version)
+        if not held or self._store_lost or self._identity is None:
+            return 0
         started = self.clock.monotonic()
         taken = 0
-        for i in range(0, len(held), STOP_SNAPSHOT_BATCH):
-            if self.clock.monotonic() - started > STOP_SNAPSHOT_SECONDS:
-                break
-            taken += service.snapshot_tails(held[i : i + STOP_SNAPSHOT_BATCH])
+        try:
+            if store_identity(self.engine) != self._identity:
+                return 0
+            for i in range(0, len(held), STOP_SNAPSHOT_BATCH):
+                if self.clock.monotonic() - started > STOP_SNAPSHOT_SECONDS:
+                    break
+                taken += service.snapshot_tails(held[i : i + STOP_SNAPSHOT_BATCH])
+        except Exception as e:
+            log.warning("snapshots at stop not taken: %s: %s", type(e).__name__, e)
         if taken:
             log.info(
                 "snapshots of %d CronWorkflow(s) taken at stop in %.2fs",
