@@ -18,7 +18,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from kubernetes import client
 
 from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.clock import VirtualClock
@@ -30,7 +29,6 @@ from cronsource.adapters.infrastructure.kube import (
     AioKube,
     Backoff,
     KubeTarget,
-    connect,
 )
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.kube import KubeSync
@@ -52,18 +50,6 @@ AT = DROPPED + timedelta(seconds=4)  # cronsource takes the object between two p
 
 def rfc(t: datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@pytest.fixture
-def api(kube_api: Any) -> Any:
-    return client.CustomObjectsApi(kube_api)
-
-
-@pytest.fixture
-def kube(kube_apiserver: Any) -> Iterator[AioKube]:
-    k = connect(str(kube_apiserver.kubeconfig))
-    yield k
-    k.close()
 
 
 @pytest.fixture
