@@ -233,6 +233,10 @@ class _Parser:
             self._advance()
             operand = self._expression(_UNARY[token.value])
             symbol = "!" if token.value == "not" else token.value
+            constant = _bool_constant(operand)
+            if symbol == "!" and constant is not None:
+                # Folded as expr-lang's optimizer folds it, before `x || !false` is folded.
+                return self._postfix(Literal(not constant))
             return self._postfix(Unary(symbol, operand))
         if self._is("bracket", "("):
             self._advance()

@@ -610,3 +610,18 @@ def test_random_token_soup_only_raises_expression_error(source: str) -> None:
         validate_expression(source)
     except ExpressionError:  # pragma: no cover - would be a bug
         pytest.fail(f"{source!r} evaluated to {result!r} but does not validate")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "(now() - cronworkflow.lastScheduledTime).Seconds() < 0 || (!(false))",
+        "(now() - cronworkflow.lastScheduledTime).Seconds() < 0 || not false",
+    ],
+)
+def test_a_negated_constant_folds_before_the_or_as_expr_langs_optimizer_folds_it(
+    source: str,
+) -> None:
+    # Given no run yet (lastScheduledTime nil), when the left side would fail, then `x || !false`
+    # is true without evaluating `x`: Argo v4.0.5 answers true here (the differential found it).
+    assert evaluate_bool(source, _variables(last_scheduled_time=None)) is True
