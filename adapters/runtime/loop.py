@@ -450,10 +450,12 @@ class SchedulerLoop:
         answer (a stop must not wait for it), nor when it is not the store the copies were
         made on (after a failover they may be ahead of its log). Returns how many were
         taken."""
+        if self._store_lost or self._identity is None:
+            return 0
         service = self.engine.service
         known = service.snapshot_versions
         held = sorted(self.cache.held(), key=lambda a: known.get(a.id, 0) - a.version)
-        if not held or self._store_lost or self._identity is None:
+        if not held:
             return 0
         started = self.clock.monotonic()
         taken = 0
