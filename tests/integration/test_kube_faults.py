@@ -186,7 +186,13 @@ def test_faults_between_client_and_server_lose_nothing_and_fire_nothing_twice(
             evs = list(engine.service.events.get(cron_id))
             fired = [e.scheduled_time for e in evs if event_type(e) == "ScheduleFired"]
             assert sorted(fired) == ticks, name
-            assert not [e for e in evs if event_type(e) == "SubmissionFailed"], name
+            # Five transient faults in a row outlive the target's own retries: that fire is
+            # recorded once as retried (TransientSubmissionError) and must then be recovered
+            # by a later create; nothing is failed for good.
+            failed = [e for e in evs if event_type(e) == "SubmissionFailed"]
+            assert not [e for e in failed if not e.transient], name
+            recovered = {e.workflow_name for e in evs if event_type(e) == "SubmissionRecovered"}
+            assert {e.workflow_name for e in failed} <= recovered, name
             cwf = direct.get_namespaced_custom_object(GROUP, VERSION, ns, CWF, name)
             assert cwf["status"]["active"] == []
             assert cwf["status"]["lastScheduledTime"] == _z(ticks[-1])
