@@ -91,6 +91,19 @@ DEFAULT_TUNING = "--qps 500 --burst 1000 --cron-workflow-workers 32"
 MISS_AFTER = 300.0  # a tick with no Workflow this long after H is a miss
 SETTLE = 3.0  # seconds to wait after the last first Workflow, for late duplicates
 SIDES = ("limit", "argo", "argo-tuned", "ours")
+#: Our side under faults (issue 24's fault runs; not in the default `--sides`):
+#: `ours-proxy` runs through the fault proxy (tests/kube/faultproxy.py) with no fault, the
+#: baseline of the next; `ours-5xx` through the same proxy answering 500 to 1 % of the
+#: creates of Workflows; `ours-kill` on two replicas, the first (the one that projects and
+#: dispatches) killed with SIGKILL once a quarter of the Workflows arrived.
+FAULT_SIDES = ("ours-proxy", "ours-5xx", "ours-kill")
+#: The share of `POST .../workflows` the proxy answers with a 500 on `ours-5xx`.
+CREATE_5XX = 0.01
+#: `ours-kill`: the share of the N Workflows seen before the first replica is killed, and
+#: the seconds between the start of the first replica and of the second (so the first holds
+#: the projector role: it dispatches, and its death stops the creates mid-burst).
+KILL_AFTER_SHARE = 0.25
+SECOND_REPLICA_AFTER = 3.0
 
 
 # ---------------------------------------------------------------------- the server's Workflows
@@ -520,7 +533,7 @@ class Side:
     """One scheduler (or none, for the limit) as it runs on a fresh server."""
 
     kind: str  # "argo" | "ours" | "limit"
-    label: str  # "argo", "argo-tuned", "argo-tuned-2", "ours", "limit-<variant>"
+    label: str  # "argo", "argo-tuned", "argo-tuned-2", "ours", "ours-<fault>", "limit-<variant>"
     args: list[str] = field(default_factory=list)
     variant: Variant | None = None  # the limit side's client
 
@@ -606,6 +619,42 @@ def limit_create(kubeconfig: Path, side: Side, n: int, h: datetime, work: Path) 
     }
 
 
+def start_ours(store: str, kubeconfig: Path, log: Path, args: list[str]) -> subprocess.Popen[str]:
+    """One `cronsource run --kube` replica on `store`, its output in `log`."""
+    exe = Path(sys.executable).parent / "cronsource"
+    with open(log, "w") as out:
+        return subprocess.Popen(
+            [str(exe), "--store", store, "run", "--kube", "--kubeconfig", str(kubeconfig), *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
+
+@contextlib.contextmanager
+def fault_proxy(kubeconfig: Path, workdir: Path, label: str) -> Iterator[Any]:
+    """The fault proxy in front of the server: no fault (`ours-proxy`), or a 500 for
+    CREATE_5XX of the creates of Workflows (`ours-5xx`). The proxy opens a connection per
+    request (tests/kube/faultproxy.py), so both sides pay the same for it, and the cost of
+    the 500s is the difference between them."""
+    import random
+
+    from tests.kube.faultproxy import FaultProxy, Faults
+
+    with FaultProxy(kubeconfig, workdir / "proxy", Faults(), seed=24) as proxy:
+        if label == "ours-5xx":
+            rng, lock = random.Random(24), threading.Lock()
+
+            def force(line: str) -> str | None:
+                if not (line.startswith("POST ") and f"/namespaces/{NS}/workflows" in line):
+                    return None
+                with lock:
+                    return "error" if rng.random() < CREATE_5XX else None
+
+            proxy.force = force
+        yield proxy
+
+
 def run_side(
     side: Side,
     n: int,
@@ -635,36 +684,34 @@ def run_side(
         log = workdir / f"{side.label}.log"
         loaded: Callable[[], int] | None = None
         proc: subprocess.Popen[str] | None = None
+        second: subprocess.Popen[str] | None = None  # ours-kill's surviving replica
+        proxy: Any = None  # ours-proxy, ours-5xx: the fault proxy in front of the server
+        killed: dict[str, Any] | None = None  # ours-kill: when, and how far the burst was
         if side.kind == "argo":
             proc = peer.start_argo(server, NS, log, side.args)
             stack.callback(peer.stop, proc)
             loaded = ArgoLoaded(log).count
         elif side.kind == "ours":
             t = stack.enter_context(throwaway_store(pg, "argo"))
-            exe = Path(sys.executable).parent / "cronsource"
-            with open(log, "w") as out:
-                proc = subprocess.Popen(
-                    [
-                        str(exe),
-                        "--store",
-                        t.url,
-                        "run",
-                        "--kube",
-                        "--kubeconfig",
-                        str(server.kubeconfig),
-                        *side.args,
-                    ],
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    text=True,
-                )
+            kubeconfig = server.kubeconfig
+            if side.label in ("ours-proxy", "ours-5xx"):
+                proxy = stack.enter_context(fault_proxy(server.kubeconfig, workdir, side.label))
+                kubeconfig = proxy.kubeconfig
+            proc = start_ours(t.url, kubeconfig, log, side.args)
             stack.callback(peer.stop, proc, 30.0)
+            if side.label == "ours-kill":
+                time.sleep(SECOND_REPLICA_AFTER)  # the first takes the projector role alone
+                second = start_ours(t.url, kubeconfig, workdir / "second.log", side.args)
+                stack.callback(peer.stop, second, 30.0)
             ours = OursLoaded(t.config)
             stack.callback(ours.close)
             loaded = ours.count
 
         def alive() -> None:
-            if proc is not None and proc.poll() is not None:
+            if second is not None and second.poll() is not None:
+                tail = (workdir / "second.log").read_text(errors="replace")[-3000:]
+                raise BenchError(f"{side.label}'s second replica exited:\n{tail}")
+            if killed is None and proc is not None and proc.poll() is not None:
                 tail = log.read_text(errors="replace")[-3000:]
                 raise BenchError(f"{side.label} exited with {proc.returncode}:\n{tail}")
 
@@ -741,6 +788,11 @@ def run_side(
             bar.update(task, completed=len(firsts))
             if len(firsts) >= n:
                 break
+            if second is not None and killed is None and len(firsts) >= n * KILL_AFTER_SHARE:
+                assert proc is not None
+                proc.kill()  # SIGKILL: no stop, no snapshot, a crash mid-burst
+                killed = {"killed_after_ms": r((time.time() - hts) * 1000), "seen": len(firsts)}
+                continue  # no sleep: the kill is taken as soon as the quarter is seen
             time.sleep(0.25)
         if spy is not None:
             spy.send_signal(signal.SIGINT)
@@ -753,9 +805,17 @@ def run_side(
             server.request("GET", f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/workflows")["items"]
         )
         load_after = load()
+    faults: dict[str, Any] = {}
+    if proxy is not None:
+        faults = {"injected_5xx": proxy.counts["error"], "proxied": proxy.counts["requests"]}
+    if side.label == "ours-kill":
+        if killed is None:
+            raise BenchError(f"{side.label}: the burst ended before the first replica was killed")
+        faults = killed
     return (
         {"requests_after_h": asked}
         | client
+        | ({"faults": faults} if faults else {})
         | measure(
             side,
             n,
@@ -961,10 +1021,11 @@ def run(a: argparse.Namespace, argv: list[str] | None = None) -> dict[str, Any]:
             for k, tuning in enumerate(tunings):
                 label = "argo-tuned" if k == 0 else f"argo-tuned-{k + 1}"
                 sides.append(Side("argo", label, argo_base + tuning.split()))
-        elif name == "ours":
-            sides.append(Side("ours", "ours", []))
+        elif name == "ours" or name in FAULT_SIDES:
+            sides.append(Side("ours", name, []))
         else:
-            raise BenchError(f"--sides: unknown side {name!r} (one of {', '.join(SIDES)})")
+            known = ", ".join(SIDES + FAULT_SIDES)
+            raise BenchError(f"--sides: unknown side {name!r} (one of {known})")
     runs: dict[str, list[dict[str, Any]]] = {}
     errors: list[str] = []
     out = console()
@@ -1065,6 +1126,13 @@ def summary(
         # "limit": the best plain client, as the keys above (each variant is under its label)
         "sides": {label: summarise(runs, label) | {"args": tuning_of[label]} for label in runs}
         | ({"limit": limit | {"args": best_limit, "variant": best_limit}} if best_limit else {}),
+        # Our side under faults, each with what was injected per run; the duplicates and
+        # misses are totals, as above.
+        "faults": {
+            label: summarise(runs, label) | {"injected": [x.get("faults") for x in runs[label]]}
+            for label in FAULT_SIDES
+            if label in runs
+        },
         "errors": errors,
         "each_run": runs,
         "store": "postgresql",
@@ -1081,7 +1149,7 @@ def sides_of(result: dict[str, Any]) -> list[Side]:
             sides.append(Side("limit", label, [], Variant.parse(rs[0]["client"])))
         elif label.startswith("argo"):
             sides.append(Side("argo", label, args))
-        elif label == "ours":
+        elif label == "ours" or label in FAULT_SIDES:
             sides.append(Side("ours", label, args))
         else:
             raise BenchError(f"merge: a side {label!r} this version of bench.argo does not know")
@@ -1133,7 +1201,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--store", default=None, help="PostgreSQL server URL for our side")
     ap.add_argument("--repeat", type=int, default=1, help="K runs of every side; medians")
     ap.add_argument(
-        "--sides", default=",".join(SIDES), help=f"comma-separated (default {','.join(SIDES)})"
+        "--sides",
+        default=",".join(SIDES),
+        help=f"comma-separated (default {','.join(SIDES)}; under faults: {','.join(FAULT_SIDES)})",
     )
     ap.add_argument(
         "--tuning",
@@ -1195,7 +1265,10 @@ def main(argv: list[str] | None = None) -> int:
     if result["errors"]:
         return 2
     # None: our side was not among --sides (a failed side is in "errors" above)
-    return 0 if result["duplicates"] in (0, None) and result["misses"] in (0, None) else 1
+    clean = [(result["duplicates"], result["misses"])] + [
+        (f["duplicates"], f["misses"]) for f in result["faults"].values()
+    ]
+    return 0 if all(d in (0, None) and m in (0, None) for d, m in clean) else 1
 
 
 if __name__ == "__main__":

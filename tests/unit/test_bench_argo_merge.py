@@ -122,3 +122,43 @@ def test_kept_argo_figures_without_a_commit_are_not_shown(tmp_path: Path) -> Non
     report.load_saved(run, tmp_path)
     assert not run.results
     assert run.errors == [report.NO_COMMIT]
+
+
+def test_fault_sides_are_reported_apart_with_what_was_injected_and_survive_a_merge() -> None:
+    runs = {
+        "ours": [side_run("ours", 800.0)],
+        "ours-5xx": [side_run("ours-5xx", 300.0, faults={"injected_5xx": 2, "proxied": 150})],
+        "ours-kill": [side_run("ours-kill", 50.0, misses=1, faults={"seen": 25})],
+    }
+    sides = argo.sides_of({"each_run": runs})
+    assert [s.kind for s in sides] == ["ours", "ours", "ours"]
+    res = argo.summary(runs, sides, 100, 1, [], "abc123", "python -m bench.argo", None)
+    # The headline is the side without faults; the fault sides are under `faults`.
+    assert res["per_second"] == 800.0
+    assert set(res["faults"]) == {"ours-5xx", "ours-kill"}
+    assert res["faults"]["ours-5xx"]["injected"] == [{"injected_5xx": 2, "proxied": 150}]
+    assert res["faults"]["ours-kill"]["misses"] == 1
+    merged = argo.merge([res, limit_part()])
+    assert merged["faults"]["ours-kill"]["per_second"] == 50.0
+
+
+def test_the_bench_fails_when_a_fault_side_misses_a_tick(monkeypatch: pytest.MonkeyPatch) -> None:
+    runs = {"ours-kill": [side_run("ours-kill", 50.0, misses=1)]}
+    res = argo.summary(
+        runs, argo.sides_of({"each_run": runs}), 100, 1, [], "abc123", "python -m bench.argo", None
+    )
+    monkeypatch.setattr(argo, "run", lambda a, argv: res)
+    monkeypatch.setattr(argo, "emit", lambda result: None)
+    assert argo.main(["--sides", "ours-kill"]) == 1
+    res["faults"]["ours-kill"]["misses"] = 0
+    assert argo.main(["--sides", "ours-kill"]) == 0
+
+
+def test_an_unknown_side_names_the_fault_sides_too() -> None:
+    import argparse
+
+    a = argparse.Namespace(
+        sides="ours-flood", tuning=None, argo_workflow_workers=0, limit_variants=""
+    )
+    with pytest.raises(BenchError, match="ours-kill"):
+        argo.run(a)
