@@ -30,6 +30,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -41,6 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.argo import FAULT_SIDES
 from bench.common import (
     BenchError,
     console,
@@ -64,6 +66,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "steady_minutes": 0.1,
         "skew": [100, 200],
         "argo": [(5, 1, 1)],
+        "argo_faults": None,
         "history": ["--quick"],
     },
     "small": {
@@ -74,6 +77,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "steady_minutes": 1.2,
         "skew": [500, 1000, 2000],
         "argo": [(1000, 1, 1)],
+        "argo_faults": 1000,
         "history": [
             "--sizes",
             "10,100000",
@@ -95,6 +99,9 @@ SIZES: dict[str, dict[str, Any]] = {
         # (N, runs of every side, runs of Argo at its defaults). At 10,000 one run of the
         # four sides takes about half an hour on the shared 2-core machine: once.
         "argo": [(1000, 3, 3), (10_000, 1, 1)],
+        # Our side under faults at this N, once (issue 24: 5xx on 1 % of the creates, a
+        # replica killed mid-burst), with the proxy's own cost beside it (about 4 minutes).
+        "argo_faults": 1000,
         # bench.history at its defaults: streams up to 1,000,000 events, 1,000 x 2,000 for
         # the start-up, a simulated year, a simulated week (about 25 minutes).
         "history": [],
@@ -188,6 +195,18 @@ def plan(size: dict[str, Any], repeat: int, sqlite: bool, peers: bool) -> list[R
         )
         for n, k, d in size["argo"]
     ]
+    if size.get("argo_faults"):
+        n = size["argo_faults"]
+        runs.append(
+            Run(
+                f"argofaults-{n}",
+                f"cronsource under faults beside Argo's server, N={n:,}",
+                "bench.argo",
+                ["--crons", str(n), "--sides", ",".join(FAULT_SIDES)],
+                "postgresql",
+                1,
+            )
+        )
     runs += [
         Run(
             "burst-pg-cold",
@@ -374,7 +393,7 @@ def requests_per_workflow(rs: list[dict[str, Any]]) -> str:
 def argo_section(runs: dict[str, Run]) -> list[str]:
     """The comparison with Argo's cron controller: targets, then one table per N."""
     argos = sorted(
-        (r for k, r in runs.items() if k.startswith("argo-") and r.results),
+        (r for k, r in runs.items() if re.fullmatch(r"argo-\d+", k) and r.results),
         key=lambda r: r.median.get("n", 0),
     )
     if not argos:
@@ -481,6 +500,54 @@ def argo_section(runs: dict[str, Run]) -> list[str]:
         if run.source:
             lines += ["", f"How these figures were taken: {run.source}."]
     lines.append("")
+    return lines + argo_faults_section(runs)
+
+
+FAULT_TITLES = {
+    "ours-proxy": "through the fault proxy, no fault (the proxy's own cost)",
+    "ours-5xx": "through the fault proxy, 500 for 1 % of the creates",
+    "ours-kill": "two replicas, the dispatching one SIGKILLed a quarter into the burst",
+}
+
+
+def injected(label: str, faults: dict[str, Any] | None) -> str:
+    """What one run of a fault side met, in words."""
+    if not faults:
+        return "-"
+    if label == "ours-kill":
+        return f"killed {fmt(faults.get('killed_after_ms'))} ms after H, {faults.get('seen')} seen"
+    return f"{faults.get('injected_5xx')} x 500 of {faults.get('proxied')} requests"
+
+
+def argo_faults_section(runs: dict[str, Run]) -> list[str]:
+    """Our side of bench.argo under faults (`argofaults-<N>`): 0 duplicates and 0 misses,
+    and the figures."""
+    faulted = [r for k, r in runs.items() if k.startswith("argofaults-") and r.results]
+    lines: list[str] = []
+    for run in faulted:
+        res = run.results[0]
+        lines += [
+            f"#### Under faults, N={fmt(res.get('n'))} (`bench.argo --sides"
+            f" {','.join(FAULT_SIDES)}`)",
+            "",
+            f"`{res.get('command') or run.command()}` at commit `{res.get('commit', '?')}`,"
+            f" {run.date or '?'}. The fault proxy (tests/kube/faultproxy.py) opens a connection"
+            " per request, so the 500s cost what `ours-5xx` takes beyond `ours-proxy`.",
+            "",
+            "| side | what it met | Workflows/s | seconds to all N | p99 ms | dup/miss (late)"
+            " | verdict |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for label, sm in (res.get("faults") or {}).items():
+            met = "; ".join(injected(label, f) for f in sm.get("injected") or [])
+            clean = sm.get("duplicates") == 0 and sm.get("misses") == 0
+            lines.append(
+                f"| {FAULT_TITLES.get(label, label)} | {met} | {fmt(sm.get('per_second'))} "
+                f"| {fmt(sm.get('seconds'), 2)} | {fmt(sm.get('p99_ms'))} "
+                f"| {fmt(sm.get('duplicates'))}/{fmt(sm.get('misses'))} ({fmt(sm.get('late'))})"
+                f" | {'0 duplicates, 0 misses' if clean else '**not met**'} |"
+            )
+        lines.append("")
     return lines
 
 
@@ -488,7 +555,7 @@ def document(runs: dict[str, Run], meta: dict[str, str], size_name: str, repeat:
     def m(key: str) -> dict[str, Any]:
         return runs[key].median if key in runs and runs[key].results else {}
 
-    others = [r for k, r in runs.items() if r.results and not k.startswith("argo-")]
+    others = [r for k, r in runs.items() if r.results and not k.startswith("argo")]
     dates = sorted({r.date for r in others if r.date})
     pgs = sorted({r.pg for r in others if r.pg}) or [meta["pg"]]
     machines = sorted({r.machine for r in others if r.machine}) or [meta["machine"]]
@@ -608,7 +675,7 @@ def document(runs: dict[str, Run], meta: dict[str, str], size_name: str, repeat:
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs.values():
-        if not run.results or run.key.startswith(("skew-", "argo-", "history-")):
+        if not run.results or run.key.startswith(("skew-", "argo", "history-")):
             continue
         md = run.median
         dup = md.get("duplicates")
@@ -627,7 +694,7 @@ def document(runs: dict[str, Run], meta: dict[str, str], size_name: str, repeat:
         )
     lines += ["", "Details per benchmark (medians):", ""]
     for run in runs.values():
-        if not run.results or run.key.startswith(("skew-", "argo-", "history-")):
+        if not run.results or run.key.startswith(("skew-", "argo", "history-")):
             continue
         md = run.median
         extra = {

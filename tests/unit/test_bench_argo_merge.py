@@ -162,3 +162,28 @@ def test_an_unknown_side_names_the_fault_sides_too() -> None:
     )
     with pytest.raises(BenchError, match="ours-kill"):
         argo.run(a)
+
+
+def test_the_report_shows_the_fault_runs_apart_from_the_targets_at_n() -> None:
+    runs = {
+        "ours-5xx": [side_run("ours-5xx", 300.0, faults={"injected_5xx": 9, "proxied": 1200})],
+        "ours-kill": [
+            side_run("ours-kill", 50.0, misses=1, faults={"killed_after_ms": 400.0, "seen": 25})
+        ],
+    }
+    res = argo.summary(
+        runs, argo.sides_of({"each_run": runs}), 100, 1, [], "abc123", "python -m bench.argo", None
+    )
+    faulted = report.Run("argofaults-100", "t", "bench.argo", ["--crons", "100"], "postgresql")
+    faulted.results = [res]
+    at_n = report.Run("argo-100", "t", "bench.argo", ["--crons", "100"], "postgresql")
+    at_n.results = [ours_part() | limit_part()]
+    lines = report.argo_section({"argo-100": at_n, "argofaults-100": faulted})
+    text = "\n".join(lines)
+    # One targets table, of the run at N; the fault runs in a section of their own.
+    assert text.count("| target |") == 1
+    assert "| N=100 | verdict |" in text
+    assert "9 x 500 of 1200 requests" in text
+    assert "killed 400 ms after H, 25 seen" in text
+    kill_row = next(line for line in lines if line.startswith("| two replicas"))
+    assert "0/1" in kill_row and "**not met**" in kill_row
