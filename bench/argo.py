@@ -1035,6 +1035,7 @@ def run(a: argparse.Namespace, argv: list[str] | None = None) -> dict[str, Any]:
         out.log(go_error)
         sides = [s for s in sides if not (s.variant and s.variant.client == "go")]
     defaults_repeat = a.repeat if a.argo_defaults_repeat is None else a.argo_defaults_repeat
+    commit = git_commit()  # the code as the sides start (a commit during the runs is not theirs)
     with postgres(a.store) as pg, progress() as bar:
         for k in range(a.repeat):
             for side in sides:
@@ -1065,7 +1066,7 @@ def run(a: argparse.Namespace, argv: list[str] | None = None) -> dict[str, Any]:
                 runs.setdefault(side.label, []).append(res)
     command = " ".join(["python -m bench.argo", *(argv if argv is not None else sys.argv[1:])])
     version = peer_version() if any(s.kind == "argo" for s in sides) else None
-    return summary(runs, sides, a.crons, a.repeat, errors, git_commit(), command, version)
+    return summary(runs, sides, a.crons, a.repeat, errors, commit, command, version)
 
 
 def summary(

@@ -397,7 +397,9 @@ def baseline_insert(
 
 def git_commit() -> str:
     """The commit the benchmark ran at (`-dirty` when the work tree had changes), so that a
-    figure names the code it measured; "unknown" outside a git checkout."""
+    figure names the code it measured; "unknown" outside a git checkout. The benchmarks'
+    own outputs (bench/results/, docs/) are not changes of the code: `bench.report` writes
+    them between its runs, and a run after another is still of the same code."""
     import subprocess
 
     def git(*args: str) -> str:
@@ -412,7 +414,9 @@ def git_commit() -> str:
 
     try:
         head = git("rev-parse", "--short=12", "HEAD")
-        dirty = git("status", "--porcelain", "--untracked-files=no")
+        dirty = git(
+            "status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results", ":!docs"
+        )
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return head + ("-dirty" if dirty else "")
