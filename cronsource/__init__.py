@@ -19,6 +19,7 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from cronsource.adapters.application.models import (
         BackfillResult,
+        CalendarObject,
         CronWorkflowList,
         CronWorkflowObject,
         Decision,
@@ -62,6 +63,7 @@ _LAZY = {
     **dict.fromkeys(
         [
             "BackfillResult",
+            "CalendarObject",
             "CronWorkflowList",
             "CronWorkflowObject",
             "Decision",
@@ -79,6 +81,7 @@ __all__ = [
     "__version__",
     "AlreadyExists",
     "BackfillResult",
+    "CalendarObject",
     "Client",
     "Conflict",
     "CronWorkflowList",

@@ -23,6 +23,7 @@ from cronsource.adapters.application.documents import DocumentError, load_yaml
 from cronsource.adapters.application.inputs import DNS, MAX_NAME
 from cronsource.adapters.application.models import (
     BackfillResult,
+    CalendarObject,
     CronWorkflowList,
     CronWorkflowObject,
     Decision,
@@ -32,6 +33,7 @@ from cronsource.adapters.application.models import (
     Triggered,
 )
 from cronsource.adapters.clock import SYSTEM_CLOCK
+from cronsource.domain.calendars import CalendarError, calendar_spec
 from cronsource.domain.lastapplied import DEFAULT_MANAGER
 from cronsource.errors import (
     AlreadyExists,
@@ -199,6 +201,43 @@ class Client:
             Deleted, "DELETE", self._path(namespace, name), headers=_if_match(expected_version)
         )
 
+    # ------------------------------------------------------------------ calendars
+
+    def apply_calendar(
+        self, manifest: Mapping[str, Any] | str, *, namespace: str | None = None
+    ) -> CalendarObject:
+        """Create or replace a calendar (`PUT .../calendars/NAME`; see
+        `cronsource.open(...).apply_calendar`)."""
+        content, body, parsed = _manifest_body(manifest)
+        if not isinstance(parsed, Mapping):
+            raise Invalid("manifest", "must be a mapping (a calendar ConfigMap)")
+        ns = _manifest_namespace(parsed, namespace)
+        name = _manifest_name(parsed)
+        if name is None:
+            # No path without a name: the admission's own words for what is wrong with it,
+            # as the library says them.
+            try:
+                calendar_spec(parsed, ns)
+            except CalendarError as e:
+                field, _, message = str(e).partition(": ")
+                raise Invalid(field, message) from None
+            raise Invalid("metadata.name", "is not a ConfigMap name")
+        return self._call(
+            CalendarObject,
+            "PUT",
+            self._calendar_path(ns, name),
+            content=body,
+            headers={"Content-Type": content},
+        )
+
+    def get_calendar(self, namespace: str, name: str) -> CalendarObject:
+        self._names(namespace, name)
+        return self._call(CalendarObject, "GET", self._calendar_path(namespace, name))
+
+    def delete_calendar(self, namespace: str, name: str) -> CalendarObject:
+        self._names(namespace, name)
+        return self._call(CalendarObject, "DELETE", self._calendar_path(namespace, name))
+
     # ------------------------------------------------------------------ reads
 
     def get(self, namespace: str, name: str) -> CronWorkflowObject:
@@ -304,6 +343,10 @@ class Client:
 
     def _path(self, namespace: str, name: str) -> str:
         return f"{API}/namespaces/{namespace}/cronworkflows/{name}"
+
+    @staticmethod
+    def _calendar_path(namespace: str, name: str) -> str:
+        return f"{API}/namespaces/{namespace}/calendars/{name}"
 
     def _names(self, namespace: str, name: str) -> None:
         arguments.namespace(namespace)

@@ -26,6 +26,7 @@ from cronsource.adapters.application.documents import (
 from cronsource.adapters.application.inputs import FieldError, FieldErrors
 from cronsource.adapters.application.models import (
     BackfillResult,
+    CalendarObject,
     CronWorkflowList,
     CronWorkflowObject,
     Decision,
@@ -42,6 +43,7 @@ from cronsource.adapters.infrastructure.store.check import StoreUnavailable, che
 from cronsource.adapters.infrastructure.store.config import StoreConfig, StoreURLError
 from cronsource.domain import service
 from cronsource.domain.backfill import DEFAULT_MAX_BACKFILL_TICKS
+from cronsource.domain.calendars import CalendarError, calendar_spec
 from cronsource.domain.cronworkflow import manual_workflow_name
 from cronsource.domain.manifest import ManifestError
 from cronsource.errors import (
@@ -230,6 +232,49 @@ class Cronsource:
             version = self._ops.delete(namespace, name, expected=expected_version)
         return Deleted(namespace=namespace, name=name, version=version)
 
+    # ------------------------------------------------------------------ calendars
+
+    def apply_calendar(
+        self, manifest: Mapping[str, Any] | str, *, namespace: str | None = None
+    ) -> CalendarObject:
+        """Create or replace a calendar: a ConfigMap labelled `cronsource.io/calendar:
+        "true"` with `data.dates` and/or `data.rrule` (docs/user-guide.md, "Calendars"), as
+        the HTTP API's PUT. A change is a new version, which the skips it causes name;
+        `outcome` says created, updated or unchanged. `manifest`: a mapping or YAML text;
+        `namespace`: where it goes when the manifest names none (default: "default")."""
+        doc = _document(manifest, "a calendar ConfigMap")
+        ns = arguments.namespace(namespace or _manifest_namespace(doc) or "default")
+        if doc.get("kind", "ConfigMap") != "ConfigMap":
+            raise Invalid("kind", f"{doc.get('kind')!r}: a calendar is a ConfigMap")
+        try:
+            spec = calendar_spec(doc, ns)
+        except CalendarError as e:
+            field, _, message = str(e).partition(": ")
+            raise Invalid(field, message) from None
+        with _translated():
+            _, outcome = self._ops.apply_calendar(spec)
+            [found] = self._ops.calendars(ns, [spec.name])
+        return CalendarObject.model_validate(dict(found, outcome=outcome))
+
+    def get_calendar(self, namespace: str, name: str) -> CalendarObject:
+        """A calendar as it is now, with its version; NotFound when there is none (or it
+        was deleted)."""
+        self._names(namespace, name)
+        with _translated():
+            found = self._ops.calendars(namespace, [name])
+        if not found or found[0]["deleted"]:
+            raise NotFound(f"calendar {namespace}/{name} not found")
+        return CalendarObject.model_validate(found[0])
+
+    def delete_calendar(self, namespace: str, name: str) -> CalendarObject:
+        """Delete a calendar (its stream and versions stay). A CronWorkflow that still names
+        it skips its ticks as SpecError, naming it, until it exists again."""
+        self._names(namespace, name)
+        with _translated():
+            self._ops.delete_calendar(namespace, name)
+            [found] = self._ops.calendars(namespace, [name])
+        return CalendarObject.model_validate(found)
+
     # ------------------------------------------------------------------ reads
 
     def get(self, namespace: str, name: str) -> CronWorkflowObject:
@@ -360,7 +405,9 @@ class Cronsource:
         return EventList.model_validate({"items": page.items, "nextAfter": page.next_after})
 
 
-def _document(manifest: Mapping[str, Any] | str) -> dict[str, Any]:
+def _document(
+    manifest: Mapping[str, Any] | str, what: str = "a CronWorkflow manifest"
+) -> dict[str, Any]:
     """The manifest as data the admission takes (a copy: admission fills in and removes
     fields), through the same loader and client rules as the HTTP API's bodies."""
     with _translated():
@@ -377,7 +424,7 @@ def _document(manifest: Mapping[str, Any] | str) -> dict[str, Any]:
             )
         doc = from_client(doc)
     if not isinstance(doc, dict):
-        raise Invalid("manifest", "must be a mapping (a CronWorkflow manifest)")
+        raise Invalid("manifest", f"must be a mapping ({what})")
     return cast(dict[str, Any], doc)
 
 

@@ -267,6 +267,84 @@ def test_unknown_names_are_not_found(api: Any) -> None:
             call()
 
 
+# ---------------------------------------------------------------------- calendars
+
+
+def calendar(name: str, dates: str, namespace: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {"cronsource.io/calendar": "true"}}
+    if namespace:
+        meta["namespace"] = namespace
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"dates": dates}}
+
+
+def test_a_calendar_is_applied_read_changed_and_deleted_with_its_versions(api: Any) -> None:
+    name = fresh("holidays")
+    created = api.apply_calendar(calendar(name, "2026-12-25"))
+    assert (created.name, created.namespace, created.outcome) == (name, "default", "created")
+    assert created.dates == "2026-12-25" and not created.deleted
+    again = api.apply_calendar(calendar(name, "2026-12-25"))
+    assert (again.outcome, again.version) == ("unchanged", created.version)
+    changed = api.apply_calendar(
+        f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  labels:\n"
+        '    cronsource.io/calendar: "true"\ndata:\n  dates: 2026-12-25,2027-01-01\n'
+    )
+    assert changed.outcome == "updated" and changed.version > created.version
+    got = api.get_calendar("default", name)
+    assert got.dates == "2026-12-25,2027-01-01" and got.version == changed.version
+    # A CronWorkflow naming it is admitted, and `next` marks the day it names as excluded,
+    # with the calendar's version.
+    day = (datetime.now(UTC) + timedelta(days=3)).date().isoformat()
+    named = api.apply_calendar(calendar(name, day))
+    cw = fresh()
+    api.apply(
+        manifest(cw, schedule="0 3 * * *", timezone="UTC")
+        | {
+            "metadata": {
+                "name": cw,
+                "namespace": "default",
+                "annotations": {"cronsource.io/calendars": name},
+            }
+        }
+    )
+    ticks = {t.utc[:10]: t for t in api.next("default", cw, count=6).items}
+    assert ticks[day].excluded is not None
+    assert f"{name} (version {named.version})" in ticks[day].excluded.message
+    assert [d for d, t in ticks.items() if t.excluded] == [day]
+    gone = api.delete_calendar("default", name)
+    assert gone.deleted and gone.version > named.version
+    with pytest.raises(cronsource.NotFound):
+        api.get_calendar("default", name)
+
+
+@pytest.mark.parametrize(
+    ("doc", "field"),
+    [
+        (calendar("cal", "2026-02-30"), "data.dates"),
+        (calendar("cal", "2026-12-25") | {"metadata": {"name": "cal"}}, "metadata.labels"),
+        (calendar("Not_A_Name", "2026-12-25"), "metadata.name"),
+        (calendar("cal", "2026-12-25") | {"kind": "Secret"}, "kind"),
+        ("- just\n- a list\n", "manifest"),
+    ],
+)
+def test_a_bad_calendar_is_invalid_naming_the_field_and_stores_nothing(
+    api: Any, doc: Any, field: str
+) -> None:
+    with pytest.raises(cronsource.Invalid) as e:
+        api.apply_calendar(doc)
+    assert e.value.field == field
+    with pytest.raises(cronsource.NotFound):
+        api.get_calendar("default", "cal")
+
+
+def test_an_unknown_calendar_is_not_found(api: Any) -> None:
+    for call in (
+        lambda: api.get_calendar("default", "ghost"),
+        lambda: api.delete_calendar("default", "ghost"),
+    ):
+        with pytest.raises(cronsource.NotFound):
+            call()
+
+
 # ---------------------------------------------------------------------- the two agree
 
 
