@@ -1250,6 +1250,8 @@ def main(argv: list[str] | None = None) -> int:
             Variant.parse(spec)
     except BenchError as e:
         ap.error(str(e))
+    if a.profile and not (Path(sys.executable).parent / "py-spy").exists():
+        ap.error("--profile needs py-spy beside this Python: pip install -e '.[bench]'")
     if a.max_wait < MISS_AFTER:
         ap.error(f"--max-wait must be at least {MISS_AFTER:.0f} (a miss is 5 minutes late)")
     from tests.argo.peer import ArgoPeerError
