@@ -25,7 +25,7 @@ from cronsource.domain.timestamps import TIME_MAX, TIME_MIN, TimestampError, par
 #: catch-up (`shouldOutstandingWorkflowsBeRun`) runs nothing: the schedule changed since.
 ANNOTATION_LAST_USED_SCHEDULE = "cronworkflows.argoproj.io/last-used-schedule"
 #: Argo's annotation of the tick a child Workflow was fired for (RFC 3339).
-ANNOTATION_SCHEDULED_TIME = "workflows.argoproj.io/scheduled-time"
+ANNOTATION_SCHEDULED = "workflows.argoproj.io/scheduled-time"
 #: The phases of a Workflow that has ended (Argo's `WorkflowPhase.Fulfilled`).
 ENDED = ("Succeeded", "Failed", "Error")
 #: How far ahead of the adopting clock a `lastScheduledTime` may be and still be a time Argo
@@ -218,7 +218,7 @@ def with_running_children(
         if _mapping(child.get("status")).get("phase") in ENDED:
             continue
         added[name] = (
-            _annotated_time(_mapping(meta.get("annotations")).get(ANNOTATION_SCHEDULED_TIME))
+            _annotated_time(_mapping(meta.get("annotations")).get(ANNOTATION_SCHEDULED))
             or _scheduled_time(name)
             or status.last_scheduled_time
             or at

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 from typing import Final
 
+from cronsource.domain.adoption import ANNOTATION_SCHEDULED
 from cronsource.domain.workflowdag import (
     TASK_RESULT,
     Lineage,
@@ -106,7 +107,7 @@ _RUNTIME_PREFIXES: Final = (
 _OWN_LABELS: Final = frozenset(
     {"workflows.argoproj.io/cron-workflow", "workflows.argoproj.io/controller-instanceid"}
 )
-_OWN_ANNOTATIONS: Final = frozenset({"workflows.argoproj.io/scheduled-time"})
+_OWN_ANNOTATIONS: Final = frozenset({ANNOTATION_SCHEDULED})
 
 
 def check_templates(

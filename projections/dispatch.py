@@ -23,6 +23,8 @@ from typing import Any, Protocol
 
 from eventsourcing.persistence import Tracking
 
+# Re-exported beside LABEL_CRON: the child Workflow's vocabulary, defined once in the domain.
+from cronsource.domain.adoption import ANNOTATION_SCHEDULED as ANNOTATION_SCHEDULED
 from cronsource.domain.calendars import is_calendar_event
 from cronsource.domain.cronworkflow import (
     SUBMISSION_EXHAUSTED,
@@ -35,7 +37,6 @@ from cronsource.domain.service import event_type
 from cronsource.projections.readmodel import AggregateFollower, rfc3339
 
 LABEL_CRON = "workflows.argoproj.io/cron-workflow"
-ANNOTATION_SCHEDULED = "workflows.argoproj.io/scheduled-time"
 #: CronWorkflow labels Argo copies onto each child (convert.go `labelsToPropagate`). Not the
 #: controller instance id, which Argo also copies: here it selects cronsource as the cron
 #: controller, and the child must go to Argo's workflow controller, which takes only

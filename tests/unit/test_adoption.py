@@ -19,7 +19,7 @@ import pytest
 
 from cronsource.domain.adoption import (
     ANNOTATION_LAST_USED_SCHEDULE,
-    ANNOTATION_SCHEDULED_TIME,
+    ANNOTATION_SCHEDULED,
     ArgoStatus,
     read_argo_status,
     with_running_children,
@@ -217,7 +217,7 @@ def workflow(
         "ownerReferences": [{"kind": "CronWorkflow", "name": "moved", "uid": owner}],
     }
     if scheduled is not None:
-        meta["annotations"] = {ANNOTATION_SCHEDULED_TIME: scheduled}
+        meta["annotations"] = {ANNOTATION_SCHEDULED: scheduled}
     return {"metadata": meta, "status": {} if phase is None else {"phase": phase}}
 
 

@@ -138,7 +138,7 @@ class SimTarget:
             raise PermanentSubmissionError(f"workflow {key[0]}/{key[1]} exists and is not ours")
         self.metadata[key] = _identity(meta)
         duration, phase = self.durations.get(cron_id, (None, None))
-        sched = meta["annotations"].get("workflows.argoproj.io/scheduled-time")
+        sched = meta["annotations"].get(ANNOTATION_SCHEDULED)
         self.workflows[key] = self.unreported[key] = SimWorkflow(
             namespace=key[0],
             name=key[1],

@@ -26,13 +26,13 @@ from typing import Any, TypeVar
 
 from cronsource.adapters.infrastructure.kube.port import CWF, WF, ApiError, KubeApi
 from cronsource.adapters.infrastructure.kube.seen import SeenMetadata
+from cronsource.domain.adoption import ENDED
 from cronsource.projections.dispatch import Creation, PermanentSubmissionError, is_same_workflow
 
 log = logging.getLogger("cronsource.adapters.infrastructure.kube")
 
 T = TypeVar("T")
 
-FINISHED = ("Succeeded", "Failed", "Error")
 PERMANENT = (400, 403, 422)
 #: Creations in flight at once. The API server admits 200 mutating requests at a time by
 #: default (--max-mutating-requests-inflight) and shares them with every other client of the
@@ -223,7 +223,7 @@ class KubeTarget:
         """Replace: `spec.shutdown: Terminate`; gone or already finished is fine."""
         try:
             obj = await get_object(self.kube, self.backoff, namespace, WF, name)
-            if (obj.get("status") or {}).get("phase") in FINISHED:
+            if (obj.get("status") or {}).get("phase") in ENDED:
                 return
             body = {"spec": {"shutdown": "Terminate"}}
             await self.backoff.call(lambda: self.kube.patch(namespace, WF, name, body))

@@ -17,8 +17,9 @@ from uuid import UUID
 from cronsource.adapters.clock import SYSTEM_CLOCK, Clock
 from cronsource.adapters.infrastructure.kube.port import WF, ApiError, KubeApi
 from cronsource.adapters.infrastructure.kube.seen import SeenMetadata
-from cronsource.adapters.infrastructure.kube.target import FINISHED, Backoff, get_object, owner_uids
+from cronsource.adapters.infrastructure.kube.target import Backoff, get_object, owner_uids
 from cronsource.adapters.runtime.kube.watch import _key, _ListWatch, log
+from cronsource.domain.adoption import ENDED
 from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.service import CronService, NotFound
 from cronsource.domain.timestamps import parse_timestamp
@@ -109,7 +110,7 @@ class WorkflowWatcher(_ListWatch):
             else:
                 self.workflows.saw(obj)
         phase = (obj.get("status") or {}).get("phase")
-        if phase in FINISHED:
+        if phase in ENDED:
             self.seen.pop(key, None)
             agg = self._cron(obj)
             if agg is None or key[1] not in agg.active:
@@ -157,7 +158,7 @@ class WorkflowWatcher(_ListWatch):
             if self.workflows is not None:
                 self.workflows.saw(obj)
             phase = (obj.get("status") or {}).get("phase")
-            if phase in FINISHED:
+            if phase in ENDED:
                 finished = _parse_time((obj.get("status") or {}).get("finishedAt")) or at
                 self.service.run_completed(cron_id, name, phase, finished, at)
             else:
@@ -167,7 +168,7 @@ class WorkflowWatcher(_ListWatch):
         """Report the runs among `items` that already ended (a recovered run that ended
         before the log knew of it)."""
         for obj in items:
-            if (obj.get("status") or {}).get("phase") in FINISHED:
+            if (obj.get("status") or {}).get("phase") in ENDED:
                 self._handle("ADDED", obj, at)
 
     def _vanished(self, obj: dict[str, Any], at: datetime) -> None:
