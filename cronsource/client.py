@@ -19,8 +19,9 @@ import httpx
 from pydantic import BaseModel
 
 from cronsource import arguments
+from cronsource.adapters.application.admission import admit_calendar
 from cronsource.adapters.application.documents import DocumentError, load_yaml
-from cronsource.adapters.application.inputs import DNS, MAX_NAME
+from cronsource.adapters.application.inputs import DNS, MAX_NAME, FieldError
 from cronsource.adapters.application.models import (
     BackfillResult,
     CalendarObject,
@@ -33,7 +34,6 @@ from cronsource.adapters.application.models import (
     Triggered,
 )
 from cronsource.adapters.clock import SYSTEM_CLOCK
-from cronsource.domain.calendars import CalendarError, calendar_spec
 from cronsource.domain.lastapplied import DEFAULT_MANAGER
 from cronsource.errors import (
     AlreadyExists,
@@ -217,10 +217,9 @@ class Client:
             # No path without a name: the admission's own words for what is wrong with it,
             # as the library says them.
             try:
-                calendar_spec(parsed, ns)
-            except CalendarError as e:
-                field, _, message = str(e).partition(": ")
-                raise Invalid(field, message) from None
+                admit_calendar(parsed, ns)
+            except FieldError as e:
+                raise Invalid(e.field, e.message) from None
             raise Invalid("metadata.name", "is not a ConfigMap name")
         return self._call(
             CalendarObject,

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any, Literal, cast
 
 from cronsource import arguments
-from cronsource.adapters.application.admission import admit, resource_version
+from cronsource.adapters.application.admission import admit, admit_calendar, resource_version
 from cronsource.adapters.application.documents import (
     DocumentError,
     from_client,
@@ -43,7 +43,6 @@ from cronsource.adapters.infrastructure.store.check import StoreUnavailable, che
 from cronsource.adapters.infrastructure.store.config import StoreConfig, StoreURLError
 from cronsource.domain import service
 from cronsource.domain.backfill import DEFAULT_MAX_BACKFILL_TICKS
-from cronsource.domain.calendars import CalendarError, calendar_spec
 from cronsource.domain.cronworkflow import manual_workflow_name
 from cronsource.domain.manifest import ManifestError
 from cronsource.errors import (
@@ -244,16 +243,10 @@ class Cronsource:
         `namespace`: where it goes when the manifest names none (default: "default")."""
         doc = _document(manifest, "a calendar ConfigMap")
         ns = arguments.namespace(namespace or _manifest_namespace(doc) or "default")
-        if doc.get("kind", "ConfigMap") != "ConfigMap":
-            raise Invalid("kind", f"{doc.get('kind')!r}: a calendar is a ConfigMap")
-        try:
-            spec = calendar_spec(doc, ns)
-        except CalendarError as e:
-            field, _, message = str(e).partition(": ")
-            raise Invalid(field, message) from None
         with _translated():
+            spec = admit_calendar(doc, ns)
             _, outcome = self._ops.apply_calendar(spec)
-            [found] = self._ops.calendars(ns, [spec.name])
+            found = self._ops.calendar(ns, spec.name)
         return CalendarObject.model_validate(dict(found, outcome=outcome))
 
     def get_calendar(self, namespace: str, name: str) -> CalendarObject:
@@ -261,10 +254,7 @@ class Cronsource:
         was deleted)."""
         self._names(namespace, name)
         with _translated():
-            found = self._ops.calendars(namespace, [name])
-        if not found or found[0]["deleted"]:
-            raise NotFound(f"calendar {namespace}/{name} not found")
-        return CalendarObject.model_validate(found[0])
+            return CalendarObject.model_validate(self._ops.calendar(namespace, name, live=True))
 
     def delete_calendar(self, namespace: str, name: str) -> CalendarObject:
         """Delete a calendar (its stream and versions stay). A CronWorkflow that still names
@@ -272,8 +262,7 @@ class Cronsource:
         self._names(namespace, name)
         with _translated():
             self._ops.delete_calendar(namespace, name)
-            [found] = self._ops.calendars(namespace, [name])
-        return CalendarObject.model_validate(found)
+            return CalendarObject.model_validate(self._ops.calendar(namespace, name))
 
     # ------------------------------------------------------------------ reads
 

@@ -1,8 +1,9 @@
 """A manifest a client sent, admitted for a namespace: no NaN or infinity anywhere (the stored
 spec must render as JSON), the CronWorkflow model's validation (domain/manifest.py), the
 bounds of Kubernetes' own validation, and the namespace and name it was sent for; and the
-expected version it carries in `metadata.resourceVersion`. The HTTP API and the Python library
-admit through here, so both refuse the same manifests with the same fields.
+expected version it carries in `metadata.resourceVersion`. Calendars (ConfigMaps) likewise.
+The HTTP API and the Python library admit through here, so both refuse the same manifests with
+the same fields.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import math
 from typing import Any
 
 from cronsource.adapters.application.inputs import FieldError, FieldErrors
+from cronsource.domain.calendars import CalendarError, CalendarSpec, calendar_spec
 from cronsource.domain.manifest import CronWorkflowManifest, parse_manifest
 
 #: Largest startingDeadlineSeconds the API admits (int32, as Kubernetes validates it): larger
@@ -112,3 +114,16 @@ def resource_version(doc: Any, if_match: int | None) -> int | None:
             "body",
         )
     return version
+
+
+def admit_calendar(doc: Any, namespace: str) -> CalendarSpec:
+    """A calendar a client sent (a ConfigMap labelled `cronsource.io/calendar: "true"`),
+    admitted for `namespace` when it names none: a FieldError naming the field otherwise
+    (`kind`, `metadata.labels`, `data.dates`, ...)."""
+    if doc.get("kind", "ConfigMap") != "ConfigMap":
+        raise FieldError("kind", f"{doc.get('kind')!r}: a calendar is a ConfigMap", "body")
+    try:
+        return calendar_spec(doc, namespace)
+    except CalendarError as e:
+        field, _, message = str(e).partition(": ")
+        raise FieldError(field, message, "body") from None

@@ -213,6 +213,14 @@ class Operations(AuditReads):
                 out.append(self._calendar_object(cal))
         return out
 
+    def calendar(self, namespace: str, name: str, *, live: bool = False) -> dict[str, Any]:
+        """One calendar as `calendars` shows it; NotFound when there is none, or (`live`)
+        when it is deleted."""
+        cal = self.service.calendar(namespace, name)
+        if cal is None or (live and cal.deleted):
+            raise NotFound(f"calendar {namespace}/{name} not found")
+        return self._calendar_object(cal)
+
     @staticmethod
     def _calendar_object(cal: Calendar) -> dict[str, Any]:
         return {

@@ -9,6 +9,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from cronsource.adapters.application.admission import admit_calendar
 from cronsource.adapters.application.inputs import FieldError
 from cronsource.adapters.application.models import CalendarObject
 from cronsource.adapters.entrypoints.http.admission import content_type, parse_body
@@ -17,17 +18,9 @@ from cronsource.adapters.entrypoints.http.params import Name, Namespace
 from cronsource.adapters.entrypoints.http.problems import problem_responses
 from cronsource.adapters.entrypoints.http.replies import log_command
 from cronsource.adapters.entrypoints.http.routers.cronworkflows import bounded
-from cronsource.domain.calendars import CalendarError, calendar_spec
-from cronsource.domain.service import NotFound
 
 BASE = "/namespaces/{namespace}/calendars"
 router = APIRouter(prefix="/api/v1", dependencies=[TOKEN], responses=problem_responses(401))
-
-
-def _field_of(e: CalendarError) -> FieldError:
-    """`data.dates: '2026-02-30' is not a date ...` as a 422 naming the field."""
-    field, _, message = str(e).partition(": ")
-    return FieldError(field, message, "body")
 
 
 @router.put(
@@ -55,16 +48,9 @@ async def put(
             meta.setdefault("name", name)
             if (meta.get("namespace"), meta.get("name")) != (namespace, name):
                 raise FieldError("metadata", "namespace and name must match the path", "body")
-        if doc.get("kind", "ConfigMap") != "ConfigMap":
-            raise FieldError("kind", f"{doc.get('kind')!r}: a calendar is a ConfigMap", "body")
-        try:
-            spec = calendar_spec(doc, namespace)
-        except CalendarError as e:
-            raise _field_of(e) from None
-        version, what = ops.apply_calendar(spec)
+        version, what = ops.apply_calendar(admit_calendar(doc, namespace))
         log_command(f"calendar {what}", namespace, name, version)
-        [out] = ops.calendars(namespace, [name])
-        return dict(out, outcome=what)
+        return dict(ops.calendar(namespace, name), outcome=what)
 
     return await bounded(run, settings.request_timeout)
 
@@ -77,10 +63,7 @@ async def put(
     tags=["calendars"],
 )
 def get(namespace: Namespace, name: Name, ops: Ops) -> dict[str, Any]:
-    found = ops.calendars(namespace, [name])
-    if not found or found[0]["deleted"]:
-        raise NotFound(f"calendar {namespace}/{name} not found")
-    return found[0]
+    return ops.calendar(namespace, name, live=True)
 
 
 @router.delete(
@@ -95,5 +78,4 @@ def get(namespace: Namespace, name: Name, ops: Ops) -> dict[str, Any]:
 def delete(namespace: Namespace, name: Name, ops: Ops) -> dict[str, Any]:
     version = ops.delete_calendar(namespace, name)
     log_command("calendar deleted", namespace, name, version)
-    [out] = ops.calendars(namespace, [name])
-    return out
+    return ops.calendar(namespace, name)
