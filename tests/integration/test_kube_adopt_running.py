@@ -155,6 +155,22 @@ def test_a_running_child_argos_status_dropped_is_adopted_as_active_and_counted_w
     assert (agg.succeeded, dict(agg.active)) == (3, {})
 
 
+class Counting:
+    """The client, counting the lists of Workflows asked of it."""
+
+    def __init__(self, inner: AioKube, lists: list[str]) -> None:
+        self.inner = inner
+        self.lists = lists
+
+    def list(self, namespace: str | None, plural: str, selector: str) -> Any:
+        if plural == WF:
+            self.lists.append(selector)
+        return self.inner.list(namespace, plural, selector)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
 def test_an_object_taken_again_later_lists_its_children_once(
     engine: Engine, kube: AioKube, api: Any, kube_namespace: str
 ) -> None:
@@ -165,22 +181,9 @@ def test_an_object_taken_again_later_lists_its_children_once(
     status = {"lastScheduledTime": rfc(DROPPED), "succeeded": 1, "phase": "Active"}
     api.patch_namespaced_custom_object(GROUP, VERSION, ns, CWF, "moved", {"status": status})
     lists: list[str] = []
-
-    class Counting:
-        def __init__(self, inner: AioKube) -> None:
-            self.inner = inner
-
-        def list(self, namespace: str | None, plural: str, selector: str) -> Any:
-            if plural == WF:
-                lists.append(selector)
-            return self.inner.list(namespace, plural, selector)
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self.inner, name)
-
     sync = KubeSync(
-        engine, Counting(kube), namespace=ns, instance_id=INSTANCE, clock=VirtualClock(AT)
-    )  # type: ignore[arg-type]
+        engine, Counting(kube, lists), namespace=ns, instance_id=INSTANCE, clock=VirtualClock(AT)
+    )
     sync.crons.sync_once(AT)
     assert lists == [f"{LABEL_CRON}=moved"]
     api.patch_namespaced_custom_object(
@@ -189,3 +192,24 @@ def test_an_object_taken_again_later_lists_its_children_once(
     sync.crons.watch_for(1, AT)
     sync.crons.sync_once(AT)
     assert lists == [f"{LABEL_CRON}=moved"]
+
+
+def test_a_restart_on_the_same_store_lists_no_children(
+    engine: Engine, kube: AioKube, api: Any, kube_namespace: str
+) -> None:
+    """A replica that starts on a store that holds the object's stream already updates it and
+    adopts nothing: it lists no children (at every restart, one request per CronWorkflow)."""
+    ns = kube_namespace
+    api.create_namespaced_custom_object(GROUP, VERSION, ns, CWF, cron_body("kept"))
+    status = {"lastScheduledTime": rfc(DROPPED), "succeeded": 1, "phase": "Active"}
+    api.patch_namespaced_custom_object(GROUP, VERSION, ns, CWF, "kept", {"status": status})
+    first: list[str] = []
+    KubeSync(
+        engine, Counting(kube, first), namespace=ns, instance_id=INSTANCE, clock=VirtualClock(AT)
+    ).crons.sync_once(AT)
+    assert first == [f"{LABEL_CRON}=kept"]
+    again: list[str] = []
+    KubeSync(
+        engine, Counting(kube, again), namespace=ns, instance_id=INSTANCE, clock=VirtualClock(AT)
+    ).crons.sync_once(AT)
+    assert again == []

@@ -351,11 +351,22 @@ class CronWorkflowWatcher(_ListWatch):
             return
         self.rejected.pop(key, None)
         adopt = read_argo_status(obj, key[0], at)
-        if first and not adopt.empty:
+        if first and not adopt.empty and not self._taken(key, uid):
             adopt = self._with_running_children(key, uid, adopt, at)
         cron_id, what = self.service.apply(manifest, at, adopt=adopt)
         if what == "created" and not adopt.empty:
             self._adopted(cron_id, key, adopt, at)
+
+    def _taken(self, key: tuple[str, str], uid: str) -> bool:
+        """Whether the store has a live stream of this object already: then `apply` is an
+        update, which ignores the adopted status, and listing its children for it would
+        only cost every restart one request per CronWorkflow (the copy `find` loads is the
+        one `apply` then uses)."""
+        try:
+            self.service.find(key[0], key[1], uid)
+        except NotFound:
+            return False
+        return True
 
     def _with_running_children(
         self, key: tuple[str, str], uid: str, status: ArgoStatus, at: datetime
