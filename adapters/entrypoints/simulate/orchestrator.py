@@ -115,8 +115,7 @@ class _DispatchingLoop(SchedulerLoop):
         self.dispatch_bug: BaseException | None = None
 
     def dispatch_backs_off(self) -> bool:
-        retry = self.supervise_dispatch.retry_at
-        return retry is not None and self.clock.monotonic() < retry
+        return self.retry_in() is not None
 
     def retry_in(self) -> float | None:
         """Seconds until the dispatch tries again; None when it does not back off."""
