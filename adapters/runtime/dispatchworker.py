@@ -57,6 +57,15 @@ class DispatchWorker:
             self.clock.wait(self.poll_seconds, self.wake)
             self.wake.clear()
 
+    def expect(self, fires: int) -> None:
+        """About `fires` fires are decided for an instant a moment away (the scheduler's
+        `prepare_once`): the target gets ready for them where it can (`warm`: a cluster's
+        connections opened now, not at the instant). Only the replica that dispatches."""
+        target = getattr(self.projector.dispatcher, "target", None)
+        warm = getattr(target, "warm", None)
+        if warm is not None and self.runs_projections():
+            warm(fires)
+
     def step(self, budget: float) -> int:
         """Dispatch what is new for at most `budget` seconds on the loop's clock."""
         clock, stop = self.clock, self.stop_event

@@ -143,7 +143,10 @@ class SchedulerLoop:
         return self.scheduler.schedule_once(now)
 
     def prepare_once(self, now: datetime) -> int:
-        return self.scheduler.prepare_once(now)
+        prepared = self.scheduler.prepare_once(now)
+        if prepared and self.dispatch_worker is not None:
+            self.dispatch_worker.expect(prepared)
+        return prepared
 
     def warm_once(self, now: datetime) -> int:
         return self.scheduler.warm_once(now)

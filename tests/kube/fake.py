@@ -148,6 +148,7 @@ class FakeKube:
         self.watch_timeout = watch_timeout
         self.now = now
         self.calls: list[tuple[str, str]] = []  # (verb, plural): what our code asked, in order
+        self.warmed: list[int] = []  # `warm` calls: the connections asked for, in order
         self._objects: dict[Key, dict[str, Any]] = {}
         self._history: list[Change] = []
         self._rv = itertools.count(1000)
@@ -351,6 +352,10 @@ class FakeKube:
     async def delete(self, namespace: str, plural: str, name: str) -> None:
         await self._call("delete", plural)
         await self._delete(namespace, plural, name)
+
+    async def warm(self, connections: int) -> None:
+        """No connections to open: the request is recorded (`warmed`), nothing else."""
+        self.warmed.append(connections)
 
     async def _delete(self, namespace: str, plural: str, name: str) -> None:
         key = (plural, namespace, name)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import ssl
 import threading
@@ -74,6 +75,11 @@ WATCH_GRACE = 15.0
 #: Connections in the pool: the dispatcher's in-flight bound (64 at most) plus the two watches
 #: and the status writer, with room to spare.
 POOL_SIZE = 100
+#: Seconds an idle connection of the pool stays open: long enough for the connections opened
+#: ahead of a burst (`warm`, a couple of seconds before its instant) to be there at it, and
+#: well inside the API server's own idle timeout (90 s), so that it is never the server that
+#: closes one under a request.
+KEEPALIVE = 30.0
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -283,6 +289,17 @@ class AioKube:
     async def delete(self, namespace: str, plural: str, name: str) -> None:
         await self._request("DELETE", _path(namespace, plural, name))
 
+    async def warm(self, connections: int) -> None:
+        """`connections` cheap requests at once (`GET /version`, which every authenticated
+        client may read): each takes a connection of the pool, opening it if none is idle,
+        and leaves it open for the next `KEEPALIVE` seconds."""
+
+        async def one() -> None:
+            with contextlib.suppress(ApiError, ValueError):
+                await self._request("GET", "/version")
+
+        await asyncio.gather(*(one() for _ in range(connections)))
+
     async def create_event(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         """A core v1 Event (adapters/infrastructure/kube/events.py)."""
         return await self.create(namespace, EVENTS, body)
@@ -373,7 +390,10 @@ def _connector(
     socks5 dialer does."""
     parts = urllib.parse.urlsplit(proxy or "")
     if parts.scheme != "socks5":
-        return aiohttp.TCPConnector(limit=POOL_SIZE, ssl=ssl_context), proxy
+        return (
+            aiohttp.TCPConnector(limit=POOL_SIZE, ssl=ssl_context, keepalive_timeout=KEEPALIVE),
+            proxy,
+        )
     unquote = urllib.parse.unquote
     connector = ProxyConnector(
         host=parts.hostname or "",
@@ -384,6 +404,7 @@ def _connector(
         rdns=True,
         limit=POOL_SIZE,
         ssl=ssl_context,
+        keepalive_timeout=KEEPALIVE,
     )
     return connector, None
 

@@ -70,6 +70,11 @@ class KubeApi(Protocol):
 
     async def delete(self, namespace: str, plural: str, name: str) -> None: ...
 
+    async def warm(self, connections: int) -> None:
+        """Have `connections` connections to the API server open, ahead of a burst; never
+        raises (a server that does not answer is the burst's to meet)."""
+        ...
+
     async def create_event(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         """A core v1 Event (adapters/infrastructure/kube/events.py)."""
         ...
