@@ -16,8 +16,9 @@ the position from moving) is done, never "not started".
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -113,6 +114,9 @@ class CreatedSink(Protocol):
 #: while the condition is set); without one, a Workflow the API server keeps refusing with a
 #: 5xx would hold up every fire after it in the log for ever.
 RETRY_WITHOUT_DEADLINE = timedelta(minutes=10)
+#: Creations sent to a streaming target (`submit_many`) as soon as this many are built, so
+#: that the first of a burst is not held back while the rest of its batch is built.
+STREAM_CHUNK = 64
 
 
 @dataclass
@@ -125,6 +129,24 @@ class Attempts:
     count: int = 0
     last_error: str = ""
     recorded: bool = False
+
+
+class Answers(Protocol):
+    """The answers of creations sent and not waited for (a `concurrent.futures.Future`):
+    one per creation, in order, as `create_many` returns them."""
+
+    def result(self) -> list[BaseException | None]: ...
+
+
+@dataclass
+class _Sent:
+    """What the dispatcher has in flight, in log order: creations sent to the target (with
+    their answers to come), or the end of a batch (its last tracking: the position moves
+    there once everything before it was answered)."""
+
+    creates: list[tuple[Any, CronWorkflow, dict[str, Any]]] = field(default_factory=list)
+    answers: Answers | None = None
+    end: Tracking | None = None
 
 
 class NotStartedSink(Protocol):
@@ -305,16 +327,55 @@ class Dispatcher:
         self.late_tolerance = late_tolerance
 
     def process_batch(self, batch: Sequence[tuple[Any, Tracking]], at: datetime) -> None:
-        """Dispatch events in order; the position moves once, after all of them (a crash
-        before that repeats them, which the idempotent target absorbs).
+        """Dispatch one batch in order; the position moves once, after all of it (a crash
+        before that repeats it, which the idempotent target absorbs)."""
+        self.process_batches([batch], at)
 
-        `at` is the runtime's clock when the batch is dispatched: a fire whose starting
+    def process_batches(
+        self, batches: Iterable[Sequence[tuple[Any, Tracking]]], at: datetime
+    ) -> Tracking | None:
+        """Dispatch batch after batch, in order; returns the last position moved to.
+
+        `at` is the runtime's clock when the batches are dispatched: a fire whose starting
         deadline has passed by then is not created (`_not_started`). Creations are collected
         and handed to the target together where it can take many at once (`create_many`: one
-        flush to disk for the local target); anything else the batch asks of the target
-        (terminate, delete) first sends the creations collected so far, so the target sees
+        flush to disk for the local target); anything else a batch asks of the target
+        (terminate, delete) first waits for the creations sent so far, so the target sees
         the operations in log order.
+
+        A target that answers later (`submit_many`: a cluster, whose creations are requests
+        in flight) is streamed to: a batch's creations are sent as soon as they are built,
+        and the next batch is read and sent while they are still answered, so the API server
+        always has a window of creations in flight instead of a batch's tail at a time. The
+        answers are taken in log order, and the position moves to the end of a batch only
+        once every creation up to it was answered: it never passes an unanswered fire. When
+        anything fails, what is still in flight is waited for and its answers dropped: the
+        position stays, and the repeat finds those Workflows ours already.
         """
+        window: deque[_Sent] = deque()
+        reached: Tracking | None = None
+        try:
+            for batch in batches:
+                # The end of the batch before this one: its creations are answered while
+                # this batch is read and sent, and taken once this one is in flight.
+                older = window[-1] if window else None
+                self._dispatch_batch(batch, at, window)
+                if batch:
+                    window.append(_Sent(end=batch[-1][1]))
+                if older is not None:
+                    reached = self._settle(window, at, older) or reached
+            return self._settle(window, at) or reached
+        finally:
+            for sent in window:
+                if sent.answers is not None:
+                    try:
+                        sent.answers.result()
+                    except Exception:  # noqa: S110 - dropped: the repeat sends it again
+                        pass
+
+    def _dispatch_batch(
+        self, batch: Sequence[tuple[Any, Tracking]], at: datetime, window: deque[_Sent]
+    ) -> None:
         creates: list[tuple[Any, CronWorkflow, dict[str, Any]]] = []
         late_tolerance = self.late_tolerance()
         self.follower.prefetch([ev for ev, _ in batch])
@@ -337,17 +398,74 @@ class Dispatcher:
                     self._not_started(ev, agg, wf, deadline, late_tolerance, at)
                     continue
                 if ev.replaced:
-                    self._create(creates, at)
+                    self._send(creates, at, window)
+                    self._settle(window, at)
                     for old in ev.replaced:
                         self.target.terminate(agg.namespace, old, at)
                 creates.append((ev, agg, wf))
+                if len(creates) >= STREAM_CHUNK and self._streams:
+                    self._send(creates, at, window)
             elif kind == "HistoryPruned":
-                self._create(creates, at)
+                self._send(creates, at, window)
+                self._settle(window, at)
                 for name in ev.workflow_names:
                     self.target.delete(agg.namespace, name, at)
+        self._send(creates, at, window)
+
+    @property
+    def _streams(self) -> bool:
+        return getattr(self.target, "submit_many", None) is not None
+
+    def _send(
+        self,
+        creates: list[tuple[Any, CronWorkflow, dict[str, Any]]],
+        at: datetime,
+        window: deque[_Sent],
+    ) -> None:
+        """Hand the collected creations to the target and empty the list: sent (answered
+        later, `_settle`) where the target streams, else created now and answered at once,
+        before anything after them in the log is done."""
+        if not creates:
+            return
+        submit = getattr(self.target, "submit_many", None)
+        if submit is not None:
+            creations = [Creation(wf, str(agg.id), ev.trigger) for ev, agg, wf in creates]
+            window.append(_Sent(list(creates), submit(creations)))
+            creates.clear()
+            return
+        self._settle(window, at)
         self._create(creates, at)
-        if batch:
-            self.positions.track(self.name, batch[-1][1])
+
+    def _settle(
+        self, window: deque[_Sent], at: datetime, through: _Sent | None = None
+    ) -> Tracking | None:
+        """Take the answers in the window, in order, up to and including `through` (all of
+        them without it; nothing when it was taken already), and move the position past
+        each batch that ends among them; returns the last position moved to, if any. An
+        answer that asks for a repeat raises (`_answer`), after which the rest of the
+        window is dropped by the caller."""
+        if through is not None and not any(sent is through for sent in window):
+            return None
+        reached: Tracking | None = None
+        while window:
+            sent = window[0]
+            if sent.answers is not None:
+                try:
+                    errors = sent.answers.result()
+                except PermanentSubmissionError:
+                    raise
+                except Exception as e:  # the whole call failed (no answer): each creation did
+                    errors = [e] * len(sent.creates)
+                window.popleft()
+                self._answer(sent.creates, errors, at)
+            else:
+                window.popleft()
+                if sent.end is not None:
+                    self.positions.track(self.name, sent.end)
+                    reached = sent.end
+            if sent is through:
+                break
+        return reached
 
     def _not_started(
         self,
@@ -428,6 +546,15 @@ class Dispatcher:
                     errors.append(None)
                 except Exception as e:  # refused for good, or transient: sorted out below
                     errors.append(e)
+        self._answer(creates, errors, at)
+
+    def _answer(
+        self,
+        creates: list[tuple[Any, CronWorkflow, dict[str, Any]]],
+        errors: Sequence[BaseException | None],
+        at: datetime,
+    ) -> None:
+        """What the target answered to each creation (`_create`'s rules), in order."""
         retry: BaseException | None = None
         late_tolerance = self.late_tolerance()
         for (ev, agg, _), error in zip(creates, errors, strict=True):

@@ -26,7 +26,7 @@ import logging
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -215,16 +215,35 @@ class Projector:
         if dispatcher is None:
             return 0
         now = at or self.clock.now()
-        return self._drain(
-            DISPATCH,
-            lambda pending: dispatcher.process_batch(pending, now),
-            batch,
-            more_time,
-            read,
-        )
+        done = 0
+
+        def batches() -> Iterator[list[tuple[Any, Tracking]]]:
+            """The pending events, `batch` at a time, until caught up or time is up; read
+            from where the last batch ended, while its creations may still be answered
+            (the stored position moves once they are: `Dispatcher.process_batches`)."""
+            nonlocal done
+            start = self.position(DISPATCH) + 1
+            while True:
+                pending = self._pending(DISPATCH, batch, read, start=start)
+                yield pending
+                done += len(pending)
+                if pending:
+                    start = pending[-1][1].notification_id + 1
+                if len(pending) < batch or not more_time():
+                    return
+
+        reached = dispatcher.process_batches(batches(), now)
+        if reached is not None:
+            self._reach(DISPATCH, reached.notification_id)
+        return done
 
     def _pending(
-        self, projection: str, limit: int, read: list[_Read] | None = None
+        self,
+        projection: str,
+        limit: int,
+        read: list[_Read] | None = None,
+        *,
+        start: int | None = None,
     ) -> list[tuple[Any, Tracking]]:
         """The events after the projection's position, at most `limit`, decoded once for
         both projections where they follow the log from the same positions:
@@ -241,9 +260,11 @@ class Projector:
           (`settle` waits on that), so it reads that again itself.
 
         Decoded events are shared, never edited: each projection evolves its own aggregates
-        with them."""
+        with them. `start`: read from there rather than after the stored position (the
+        dispatcher's next batch, while the last one's creations are answered)."""
         app = self.service
-        start = self.position(projection) + 1
+        if start is None:
+            start = self.position(projection) + 1
         if read and read[-1].start == start and read[-1].limit == limit:
             return read[-1].events
         key = (start, limit)

@@ -15,6 +15,7 @@ Workflow (bench/kube_create.py measures both).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import copy
 import inspect
 import logging
@@ -112,6 +113,8 @@ class KubeTarget:
         self.backoff = backoff or Backoff()
         self.in_flight = in_flight
         self._owner_uid: dict[str, str] = {}  # cron_id -> CronWorkflow uid, when looked up
+        #: The `in_flight` bound, shared by every call's creations (`_create_many`).
+        self._gate: asyncio.Semaphore | None = None
         #: Where the Workflows created are remembered (their uids name the active runs in
         #: the status: adapters/kube/status.py), when the caller keeps them.
         self.seen: SeenMetadata | None = None
@@ -128,6 +131,14 @@ class KubeTarget:
         done, else the error (PermanentSubmissionError, or an ApiError that outlived its
         retries)."""
         return self.kube.run(self._create_many(creations))
+
+    def submit_many(
+        self, creations: Sequence[Creation]
+    ) -> concurrent.futures.Future[list[BaseException | None]]:
+        """`create_many` without waiting: the answers come with the future. Creations sent by
+        several calls share the `in_flight` bound (the dispatcher streams a burst's batches
+        through it: projections/dispatch.py `process_batches`)."""
+        return self.kube.submit(self._create_many(creations))
 
     def warm(self, creations: int) -> None:
         """Get ready for a burst of about `creations` fires decided for an instant a moment
@@ -153,7 +164,9 @@ class KubeTarget:
     # -- the work, on the client's loop ----------------------------------------------------------
 
     async def _create_many(self, creations: Sequence[Creation]) -> list[BaseException | None]:
-        gate = asyncio.Semaphore(self.in_flight)
+        if self._gate is None:  # made on the client's loop, where every creation runs
+            self._gate = asyncio.Semaphore(self.in_flight)
+        gate = self._gate
 
         async def one(c: Creation) -> None:
             async with gate:
