@@ -403,7 +403,7 @@ class Dispatcher:
                     for old in ev.replaced:
                         self.target.terminate(agg.namespace, old, at)
                 creates.append((ev, agg, wf))
-                if len(creates) >= STREAM_CHUNK and self._streams:
+                if len(creates) >= STREAM_CHUNK and self.streams:
                     self._send(creates, at, window)
             elif kind == "HistoryPruned":
                 self._send(creates, at, window)
@@ -413,7 +413,8 @@ class Dispatcher:
         self._send(creates, at, window)
 
     @property
-    def _streams(self) -> bool:
+    def streams(self) -> bool:
+        """Whether the target answers later (`submit_many`): batches are then streamed."""
         return getattr(self.target, "submit_many", None) is not None
 
     def _send(

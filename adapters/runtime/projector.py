@@ -229,7 +229,11 @@ class Projector:
                 done += len(pending)
                 if pending:
                     start = pending[-1][1].notification_id + 1
-                if len(pending) < batch or not more_time():
+                # A short read is the end of the log as it was; a streaming dispatcher reads
+                # once more while the creations sent are answered: the scheduler commits a
+                # burst in batches, and the next may be in the log already.
+                short = len(pending) < batch and not dispatcher.streams
+                if not pending or short or not more_time():
                     return
 
         reached = dispatcher.process_batches(batches(), now)

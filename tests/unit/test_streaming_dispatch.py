@@ -130,6 +130,33 @@ def test_the_next_batch_is_sent_before_the_answers_of_the_one_before_are_taken(
     assert engine.projector.dispatched() == before + 4
 
 
+def test_fires_committed_while_a_short_batch_is_in_flight_join_the_stream(
+    engine: Engine, streaming: StreamingTarget
+) -> None:
+    # The scheduler commits a burst in batches: the second lands while the first batch's
+    # creations are in flight, after a read that found fewer events than it asked for.
+    ids = [engine.service.apply(manifest(n), T0)[0] for n in NAMES]
+    engine.projector.catch_up(T0)
+    engine.service.tick(ids[:2], T1)
+    submit = streaming.submit_many
+
+    def second_commit_lands(creations: Sequence[Creation]) -> Later:
+        sent = submit(creations)
+        if len(streaming.calls) == 1:
+            engine.service.tick(ids[2:], T1)
+        return sent
+
+    streaming.submit_many = second_commit_lands  # type: ignore[method-assign]
+    engine.projector.dispatch(T1, batch=1000)
+    assert streaming.calls == [
+        ("sent", names("a", "b")),
+        ("sent", names("c", "d")),
+        ("answered", names("a", "b")),
+        ("answered", names("c", "d")),
+    ]
+    assert engine.projector.dispatched() == engine.projector.head()
+
+
 def test_a_failure_in_the_later_batch_moves_the_position_past_the_earlier_one_only(
     engine: Engine, streaming: StreamingTarget
 ) -> None:
