@@ -24,10 +24,10 @@ from cronsource.adapters.runtime.dispatchworker import DispatchWorker
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.loop import SchedulerLoop
 from cronsource.domain.cronworkflow import workflow_name
-from cronsource.domain.manifest import parse_manifest
 from tests.instants import T0
 from tests.kube.fake import FakeKube
 from tests.unit.test_kube_watch import admitted, children
+from tests.unit.test_snapshots import manifest
 
 T1 = T0 + timedelta(minutes=1)
 NAMES = ("a", "b", "c", "d")
@@ -71,23 +71,6 @@ class StreamingTarget:
 
     def delete(self, namespace: str, name: str, at: datetime) -> None:
         self.calls.append(("delete", [name]))
-
-
-def manifest(name: str) -> Any:
-    return parse_manifest(
-        {
-            "apiVersion": "argoproj.io/v1alpha1",
-            "kind": "CronWorkflow",
-            "metadata": {"name": name, "namespace": "default"},
-            "spec": {
-                "schedules": ["* * * * *"],
-                "workflowSpec": {
-                    "entrypoint": "main",
-                    "templates": [{"name": "main", "container": {"image": "busybox"}}],
-                },
-            },
-        }
-    )
 
 
 def fired(engine: Engine, ids: list[UUID] | None = None) -> tuple[list[UUID], int]:
@@ -157,37 +140,33 @@ def test_fires_committed_while_a_short_batch_is_in_flight_join_the_stream(
     assert engine.projector.dispatched() == engine.projector.head()
 
 
-def test_a_failure_in_the_later_batch_moves_the_position_past_the_earlier_one_only(
-    engine: Engine, streaming: StreamingTarget
+@pytest.mark.parametrize(
+    ("failing", "answered", "repeated"),
+    [
+        # The later batch fails: the position moves past the earlier one only.
+        ("c", 2, [("c", "d")]),
+        # The earlier batch fails while the later is in flight: that one is waited for and
+        # dropped, and the position stays though it was answered.
+        ("a", 0, [("a", "b"), ("c", "d")]),
+    ],
+)
+def test_the_position_never_passes_a_fire_whose_creation_failed(
+    engine: Engine,
+    streaming: StreamingTarget,
+    failing: str,
+    answered: int,
+    repeated: list[tuple[str, ...]],
 ) -> None:
     _, before = fired(engine)
-    streaming.fail = {workflow_name("c", T1): ApiError(503, "Service Unavailable")}
+    streaming.fail = {workflow_name(failing, T1): ApiError(503, "Service Unavailable")}
     with pytest.raises(ApiError):
         engine.projector.dispatch(T1, batch=2)
-    assert engine.projector.dispatched() == before + 2  # a and b answered; c was not
+    assert ("answered", names("c", "d")) in streaming.calls  # nothing left in flight
+    assert engine.projector.dispatched() == before + answered
     streaming.calls.clear()
     streaming.fail.clear()
     engine.projector.dispatch(T1, batch=2)
-    assert [c for c in streaming.calls if c[0] == "sent"] == [("sent", names("c", "d"))]
-    engine.projector.dispatch(T1, batch=2)  # what the failure and recovery recorded
-    assert engine.projector.dispatched() == engine.projector.head()
-
-
-def test_a_failure_in_the_earlier_batch_keeps_the_position_though_the_later_was_answered(
-    engine: Engine, streaming: StreamingTarget
-) -> None:
-    _, before = fired(engine)
-    streaming.fail = {workflow_name("a", T1): ApiError(503, "Service Unavailable")}
-    with pytest.raises(ApiError):
-        engine.projector.dispatch(T1, batch=2)
-    # c and d were in flight when a's failure was read: waited for, and dropped.
-    assert ("answered", names("c", "d")) in streaming.calls
-    assert engine.projector.dispatched() == before
-    streaming.calls.clear()
-    streaming.fail.clear()
-    engine.projector.dispatch(T1, batch=2)
-    sent = [c[1] for c in streaming.calls if c[0] == "sent"]
-    assert sent == [names("a", "b"), names("c", "d")]
+    assert [c[1] for c in streaming.calls if c[0] == "sent"] == [names(*r) for r in repeated]
     engine.projector.dispatch(T1, batch=2)  # what the failure and recovery recorded
     assert engine.projector.dispatched() == engine.projector.head()
 
