@@ -131,6 +131,10 @@ class Attempts:
     recorded: bool = False
 
 
+#: Creations collected for the target, in log order: the fire, its CronWorkflow, the Workflow.
+_Creates = list[tuple[Any, CronWorkflow, dict[str, Any]]]
+
+
 class Answers(Protocol):
     """The answers of creations sent and not waited for (a `concurrent.futures.Future`):
     one per creation, in order, as `create_many` returns them."""
@@ -144,7 +148,7 @@ class _Sent:
     their answers to come), or the end of a batch (its last tracking: the position moves
     there once everything before it was answered)."""
 
-    creates: list[tuple[Any, CronWorkflow, dict[str, Any]]] = field(default_factory=list)
+    creates: _Creates = field(default_factory=list)
     answers: Answers | None = None
     end: Tracking | None = None
 
@@ -376,7 +380,7 @@ class Dispatcher:
     def _dispatch_batch(
         self, batch: Sequence[tuple[Any, Tracking]], at: datetime, window: deque[_Sent]
     ) -> None:
-        creates: list[tuple[Any, CronWorkflow, dict[str, Any]]] = []
+        creates: _Creates = []
         late_tolerance = self.late_tolerance()
         self.follower.prefetch([ev for ev, _ in batch])
         for ev, _ in batch:
@@ -419,7 +423,7 @@ class Dispatcher:
 
     def _send(
         self,
-        creates: list[tuple[Any, CronWorkflow, dict[str, Any]]],
+        creates: _Creates,
         at: datetime,
         window: deque[_Sent],
     ) -> None:
@@ -449,7 +453,7 @@ class Dispatcher:
             return None
         reached: Tracking | None = None
         while window:
-            sent = window[0]
+            sent = window.popleft()
             if sent.answers is not None:
                 try:
                     errors = sent.answers.result()
@@ -457,13 +461,10 @@ class Dispatcher:
                     raise
                 except Exception as e:  # the whole call failed (no answer): each creation did
                     errors = [e] * len(sent.creates)
-                window.popleft()
                 self._answer(sent.creates, errors, at)
-            else:
-                window.popleft()
-                if sent.end is not None:
-                    self.positions.track(self.name, sent.end)
-                    reached = sent.end
+            elif sent.end is not None:
+                self.positions.track(self.name, sent.end)
+                reached = sent.end
             if sent is through:
                 break
         return reached
@@ -509,9 +510,7 @@ class Dispatcher:
     def process_event(self, ev: Any, tracking: Tracking, at: datetime) -> None:
         self.process_batch([(ev, tracking)], at)
 
-    def _create(
-        self, creates: list[tuple[Any, CronWorkflow, dict[str, Any]]], at: datetime
-    ) -> None:
+    def _create(self, creates: _Creates, at: datetime) -> None:
         """Send the collected creations to the target and empty the list.
 
         Targets that can take many at once (`create_many`: one flush to disk for the local
@@ -551,7 +550,7 @@ class Dispatcher:
 
     def _answer(
         self,
-        creates: list[tuple[Any, CronWorkflow, dict[str, Any]]],
+        creates: _Creates,
         errors: Sequence[BaseException | None],
         at: datetime,
     ) -> None:
