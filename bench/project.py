@@ -10,6 +10,9 @@ Throughput (`seconds`, `per_second`): a fresh engine, built as `cronsource run` 
 thread of its own beside it (runtime.DispatchWorker), the dispatcher writing one Workflow
 manifest per ScheduleFired. Its follower caches start empty, as after a restart.
 `readmodel_seconds` and `dispatch_seconds` are when each finished, after the start.
+`--dispatcher process` runs the dispatcher in a process of its own instead (built and
+connected before the start, started by a line on its stdin, done when it says so), to
+measure what the thread costs the projections it shares the GIL with.
 
 Baseline (`baseline_seconds`, `baseline_per_second`, `ratio_baseline` = per_second /
 baseline_per_second; `ratio_readmodel` likewise for the read model alone): the rows the
@@ -177,8 +180,46 @@ def setup(t: Throwaway, n: int, bar: Any) -> tuple[Engine, Writer, int]:
     return engine, writer, head
 
 
+def start_dispatcher(t: Throwaway, wfdir: Path) -> subprocess.Popen[str]:
+    """The dispatcher in a process of its own (`--dispatcher process`), built and ready but
+    waiting for a line on its stdin to start; it prints `dispatched` when caught up."""
+    cmd = [sys.executable, "-m", "bench.project", "--serve-dispatcher", t.config.url, str(wfdir)]
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert proc.stdout is not None
+    if proc.stdout.readline().strip() != "ready":
+        raise BenchError(f"the dispatcher exited before it was ready (exit {proc.wait()})")
+    return proc
+
+
+def serve_dispatcher(url: str, wfdir: str) -> int:
+    """The dispatcher alone, as a process of its own would run it: built as `cronsource run`
+    builds it, started by a line on stdin, `dispatched` on stdout when caught up."""
+    engine = bootstrap(
+        StoreConfig.parse(url), target=LocalTarget(wfdir, RUN_DURATION), create_tables=False
+    )
+    pace_collector()
+    print("ready", flush=True)
+    sys.stdin.readline()
+    engine.projector.dispatch(utcnow())
+    print("dispatched", flush=True)
+    engine.close()
+    return 0
+
+
 def throughput(
-    t: Throwaway, head: int, wfdir: Path, bar: Any, profile: str | None = None
+    t: Throwaway,
+    head: int,
+    wfdir: Path,
+    bar: Any,
+    profile: str | None = None,
+    dispatcher_kind: str = "thread",
 ) -> dict[str, Any]:
     engine = bootstrap(t.config, target=LocalTarget(wfdir, RUN_DURATION), create_tables=False)
     pace_collector()  # as `cronsource run` does
@@ -194,19 +235,37 @@ def throughput(
 
     poller = threading.Thread(target=watch, daemon=True)
     profiler = cProfile.Profile() if profile else None
+    if dispatcher_kind == "process":
+        proc = start_dispatcher(t, wfdir)
+
+        def dispatch() -> None:
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            if proc.stdout.readline().strip() != "dispatched":
+                split["failed"] = time.perf_counter()
+            split["dispatch"] = time.perf_counter()
+            proc.wait()
+
+        dispatcher = threading.Thread(target=dispatch, daemon=True)
+    else:
+        # As `cronsource run` projects: the dispatcher on a thread of its own
+        # (DispatchWorker) beside the read model's projection.
+        dispatcher = threading.Thread(
+            target=engine.projector.dispatch, args=(utcnow(),), daemon=True
+        )
     start = time.perf_counter()
     poller.start()
     if profiler is not None:
         profiler.enable()
-    # As `cronsource run` projects: the dispatcher on a thread of its own (DispatchWorker)
-    # beside the read model's projection.
-    dispatcher = threading.Thread(target=engine.projector.dispatch, args=(utcnow(),), daemon=True)
     dispatcher.start()
     done = engine.projector.catch_up(utcnow(), dispatch=False)
     split["readmodel"] = time.perf_counter()
     dispatcher.join()
-    split["dispatch"] = time.perf_counter()
-    seconds = time.perf_counter() - start
+    split.setdefault("dispatch", time.perf_counter())
+    if "failed" in split:
+        raise BenchError("the dispatcher process stopped before it caught up")
+    seconds = max(split["dispatch"], split["readmodel"]) - start
     if profiler is not None and profile is not None:
         profiler.disable()
         profiler.dump_stats(profile)
@@ -492,11 +551,12 @@ def run(
     projector: str,
     profile: str | None = None,
     progress_factory: Callable[[], Any] = progress,
+    dispatcher: str = "thread",
 ) -> dict[str, Any]:
     wfdir = t.workdir / "workflows"
     with progress_factory() as bar:
         engine, writer, head = setup(t, n, bar)
-        tp = throughput(t, head, wfdir, bar, profile)
+        tp = throughput(t, head, wfdir, bar, profile, dispatcher)
         task = bar.add_task("baseline (plain batch upserts of the same rows)", total=None)
         baseline_s = baseline(t, engine.service.name)
         bar.update(task, total=1, completed=1)
@@ -514,6 +574,7 @@ def run(
         "per_second": r(head / tp["seconds"]),
         "readmodel_seconds": r(tp["readmodel_seconds"], 3),
         "dispatch_seconds": r(tp["dispatch_seconds"], 3),
+        "dispatcher": dispatcher,
         "workflows_created": tp["workflows"],
         "baseline_seconds": r(baseline_s, 3),
         "baseline_per_second": r(head / baseline_s),
@@ -554,16 +615,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--projector", choices=["loop", "cli"], default="loop")
     ap.add_argument("--keep", action="store_true", help="keep the store (and print where)")
     ap.add_argument("--profile", metavar="FILE", help="cProfile the catch-up into FILE")
+    ap.add_argument(
+        "--dispatcher",
+        choices=["thread", "process"],
+        default="thread",
+        help="throughput: the dispatcher on a thread beside the read model, as `cronsource"
+        " run` has it, or in a process of its own",
+    )
     ap.add_argument("--serve-projector", nargs=2, metavar=("URL", "DIR"), help=argparse.SUPPRESS)
+    ap.add_argument("--serve-dispatcher", nargs=2, metavar=("URL", "DIR"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.serve_projector:
         return serve_projector(*a.serve_projector)
+    if a.serve_dispatcher:
+        return serve_dispatcher(*a.serve_dispatcher)
     if a.events < 4:
         ap.error("--events must be at least 4")
     lag_events = a.events if a.lag_events is None else a.lag_events
     try:
         with throwaway_store(a.store, "project", keep=a.keep) as t:
-            result = run(t, a.events, lag_events, a.rate, a.wave_ms, a.projector, a.profile)
+            result = run(
+                t,
+                a.events,
+                lag_events,
+                a.rate,
+                a.wave_ms,
+                a.projector,
+                a.profile,
+                dispatcher=a.dispatcher,
+            )
     except BenchError as e:
         print(f"bench.project: {e}", file=sys.stderr)
         return 2
