@@ -14,6 +14,13 @@ manifest per ScheduleFired. Its follower caches start empty, as after a restart.
 connected before the start, started by a line on its stdin, done when it says so), to
 measure what the thread costs the projections it shares the GIL with.
 
+Files baseline (`files_baseline_seconds`, `files_baseline_us` a file): as many files as the
+dispatcher wrote, of their mean size, created by a plain loop beside them in the same run
+(`files_baseline`), right after the throughput. Creating a file costs 10-500 us on the disks
+this runs on, varying with the directory and the disk's other work, from one minute to the
+next; the dispatcher is bound by it on a slow disk, so the throughput is read beside it (a
+sign of the disk's state in that run, not a bound: it is taken a few seconds later).
+
 Baseline (`baseline_seconds`, `baseline_per_second`, `ratio_baseline` = per_second /
 baseline_per_second; `ratio_readmodel` likewise for the read model alone): the rows the
 projection left in its tables (every audit row, the final status row of each CronWorkflow,
@@ -311,6 +318,31 @@ def baseline_batches(
     ]
 
 
+def files_baseline(wfdir: Path) -> tuple[int, float]:
+    """What the file system charges for the dispatcher's files, in the same run: as many
+    files as it wrote, of their mean size, created by a plain loop (`os.open` with O_CREAT |
+    O_EXCL, `write`, `close`, one `os.sync()`) in a new directory beside them. Returns the
+    count and the seconds. Creating a file costs 10-500 us on the disks this runs on, and
+    the cost moves with the directory and the disk's other work, so the throughput figure
+    is read beside this one."""
+    sizes = [p.stat().st_size for p in wfdir.rglob("*.json")]
+    if not sizes:
+        return 0, 0.0
+    data = b"x" * (sum(sizes) // len(sizes))
+    where = wfdir.parent / "files-baseline"
+    where.mkdir()
+    flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY
+    start = time.perf_counter()
+    for k in range(len(sizes)):
+        fd = os.open(where / f"{k}.json", flags, 0o644)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+    os.sync()
+    return len(sizes), time.perf_counter() - start
+
+
 def baseline(t: Throwaway, app_name: str) -> float:
     """Seconds the plain driver loop takes to write the projection's rows (module docstring)."""
     view = t.config.read_model()
@@ -559,6 +591,7 @@ def run(
         tp = throughput(t, head, wfdir, bar, profile, dispatcher)
         task = bar.add_task("baseline (plain batch upserts of the same rows)", total=None)
         baseline_s = baseline(t, engine.service.name)
+        files, files_s = files_baseline(wfdir)
         bar.update(task, total=1, completed=1)
         lg = (
             lag(t, writer, wfdir, lag_events, rate, wave_ms, projector, bar)
@@ -580,6 +613,8 @@ def run(
         "baseline_per_second": r(head / baseline_s),
         "ratio_baseline": r(baseline_s / tp["seconds"], 3),
         "ratio_readmodel": r(baseline_s / tp["readmodel_seconds"], 3),
+        "files_baseline_seconds": r(files_s, 3),
+        "files_baseline_us": r(files_s / files * 1e6, 1) if files else None,
         "peak_rss_mb": r(self_peak_rss_mb()),
     }
     if lg is not None:

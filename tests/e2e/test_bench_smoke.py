@@ -92,6 +92,7 @@ def test_project(store: str) -> None:
     assert positive(res["seconds"], res["per_second"])
     assert res["workflows_created"] == 75  # one per ScheduleFired: 100 events - 25 Created
     assert res["lag_events"] == 100 and res["unprojected"] == 0 and res["projector_exit"] == 0
+    assert positive(res["files_baseline_seconds"], res["files_baseline_us"])
     assert 0 <= res["p50_ms"] <= res["p99_ms"] < 120_000
     assert positive(res["peak_rss_mb"], res["projector_rss_mb"])
 
