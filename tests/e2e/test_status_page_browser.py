@@ -63,6 +63,7 @@ class History:
     ids: dict[str, UUID]
     fired: dict[str, list[str]]  # per CronWorkflow, its Workflows in the order they fired
     phase: dict[str, str]  # how each Workflow ended (Active: it has not)
+    nightly: str  # `ops/nightly`'s time of day in New York, HH:MM
 
 
 def seed(engine: Engine, now: datetime) -> History:
@@ -73,10 +74,15 @@ def seed(engine: Engine, now: datetime) -> History:
     - `halfhourly` is suspended for 10 hours;
     - `mixed` (every 10 min, concurrencyPolicy Forbid) has runs of 15 min, so every other tick
       is skipped (ConcurrencyForbid) in the same hour as fires; suspended for one hour too;
-    - `ops/nightly` fires at 02:30 New York;
+    - `ops/nightly` fires once a day, New York time, half a day from `now`: its next run
+      is ahead of the page whatever the hour the test runs (a fixed 02:30 was due in the
+      minutes after 07:30 UTC, and the page then rightly named it late);
     - nobody ran during a 6-hour outage (its ticks are skipped as DeadlineExceeded)."""
     svc = engine.service
     stop = floor(now - timedelta(minutes=1)) - STEP
+    nightly = (now + timedelta(hours=12)).astimezone(ZoneInfo("America/New_York"))
+    if nightly.hour in (1, 2):  # the hours a DST change skips or repeats there
+        nightly += timedelta(hours=3)
     start = stop - timedelta(days=2)
     outage = (start + timedelta(hours=20), start + timedelta(hours=26))
     suspensions = {
@@ -87,7 +93,12 @@ def seed(engine: Engine, now: datetime) -> History:
         "hourly": manifest("hourly", "0 * * * *"),
         "halfhourly": manifest("halfhourly", "*/30 * * * *"),
         "mixed": manifest("mixed", "*/10 * * * *", concurrencyPolicy="Forbid"),
-        "nightly": manifest("nightly", "30 2 * * *", timezone="America/New_York", namespace="ops"),
+        "nightly": manifest(
+            "nightly",
+            f"{nightly.minute} {nightly.hour} * * *",
+            timezone="America/New_York",
+            namespace="ops",
+        ),
     }
     for m in docs.values():
         svc.apply(parse_manifest(m), start)
@@ -129,7 +140,7 @@ def seed(engine: Engine, now: datetime) -> History:
                 fired[name].append(wf)
     engine.projector.catch_up(stop)
     phase = {wf: p for end, _, wf, p in done} | {e[2]: "Active" for e in ends}
-    return History(start, stop, ids, fired, phase)
+    return History(start, stop, ids, fired, phase, f"{nightly:%H:%M}")
 
 
 @dataclass
@@ -394,7 +405,8 @@ def test_each_cronworkflow_has_a_page_with_its_workflows_next_runs_and_commands(
     page.wait_for_selector("#detail[data-name='ops/nightly']", timeout=20_000)
     page.wait_for_selector("body[data-state=ready]")
     local = page.locator("#next tbody td.local").first.inner_text()
-    assert re.fullmatch(r"\d{4}-\d\d-\d\d 02:30:00 E[SD]T", local), local
+    at = served.history.nightly
+    assert re.fullmatch(rf"\d{{4}}-\d\d-\d\d {at}:00 E[SD]T", local), local
     assert page.inner_text("#next-zone") == "(America/New_York)"
 
     # The buttons (a token was given) call the API; the store shows the result.
