@@ -213,7 +213,9 @@ def serve_dispatcher(url: str, wfdir: str) -> int:
     )
     pace_collector()
     print("ready", flush=True)
-    sys.stdin.readline()
+    if not sys.stdin.readline():  # the benchmark ended without starting it: nothing to do
+        engine.close()
+        return 1
     engine.projector.dispatch(utcnow())
     print("dispatched", flush=True)
     engine.close()
