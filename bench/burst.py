@@ -60,6 +60,7 @@ from bench.common import (
 from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.infrastructure.shards import SoleOwner
+from cronsource.adapters.runtime.collector import pace_collector
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.loop import SchedulerLoop
 from cronsource.adapters.runtime.settings import BATCH
@@ -89,6 +90,7 @@ def run(
     do_baseline: bool = True,
     profile: str | None = None,
 ) -> dict[str, Any]:
+    pace_collector()  # as `cronsource run` does
     engine = bootstrap(t.config, create_tables=False)
     instant = next_top_of_hour(utcnow())
     created_at = instant - timedelta(minutes=30)
