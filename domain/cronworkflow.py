@@ -423,6 +423,9 @@ class CronWorkflow(Aggregate):
         #: buffer or skipped. Replaced, never mutated in place, so copies may share it.
         self.buffered: list[datetime] = []
         self._compiled: tuple[tuple[Any, ...], CompiledSchedule] | None = None
+        #: `next_due` as computed at a version (an aggregate restored from a snapshot has
+        #: none until asked).
+        self._due_at_version: tuple[int, datetime | None] | None = None
 
     def __deepcopy__(self, memo: dict[int, Any]) -> CronWorkflow:
         """The repository copies cached aggregates for every command (so a refused save cannot
@@ -610,7 +613,19 @@ class CronWorkflow(Aggregate):
 
         Forbid with a deadline and a run active: the first undecided tick waits until it
         expires (or the run ends, which decides at once), so the due time is its expiry.
+
+        Only events change what it depends on, and each moves the version: the answer is
+        kept for the version it was computed at (a burst asks once per CronWorkflow when
+        deciding in advance, again when saving, and the read model asks for its status).
         """
+        known = self.__dict__.get("_due_at_version")
+        if known is not None and known[0] == self.version:
+            return cast(datetime | None, known[1])
+        due = self._next_due()
+        self._due_at_version = (self.version, due)
+        return due
+
+    def _next_due(self) -> datetime | None:
         if not self.is_live:
             return None
         if self.buffered and not self.active:

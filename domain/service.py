@@ -24,7 +24,14 @@ from eventsourcing.application import (
     Cache,
     LRUCache,
 )
-from eventsourcing.persistence import ApplicationRecorder, EventStore, IntegrityError, StoredEvent
+from eventsourcing.persistence import (
+    ApplicationRecorder,
+    EventStore,
+    IntegrityError,
+    Notification,
+    Recording,
+    StoredEvent,
+)
 
 from cronsource.domain.adoption import ArgoStatus
 from cronsource.domain.backfill import BackfillPlan, Overlap, plan_backfill
@@ -253,6 +260,9 @@ class CronService(Application[UUID]):
         self._calendars: dict[UUID, Calendar] = {}
         self._calendar_lock = threading.Lock()
         self._on_recorded: list[Callable[[list[tuple[str, str, Any]]], None]] = []
+        #: What `encode_ahead` prepared for a save to come, by stream: the pending events it
+        #: was made from, their stored form and the copy to cache once they are saved.
+        self._ahead: dict[UUID, tuple[tuple[Any, ...], list[StoredEvent], CronWorkflow]] = {}
 
     def on_saved(self, callback: Callable[[Sequence[CronWorkflow]], None]) -> None:
         """Call `callback` with the aggregates of every save, as saved: the scheduler keeps
@@ -458,19 +468,30 @@ class CronService(Application[UUID]):
         self._on_recorded.append(callback)
 
     def save(self, *objs: Any, **kwargs: Any) -> Any:
-        """Save aggregates through the event store's public `put`, without eventsourcing's
+        """Save aggregates through the event store's recorder, without eventsourcing's
         per-object protocol checks (`isinstance` against runtime protocols was a tenth of a
         burst), then snapshot each CronWorkflow whose save crossed a multiple of
         SNAPSHOT_INTERVAL, from the aggregate just saved (the library's own snapshotting
-        reloads it first)."""
+        reloads it first). What `encode_ahead` prepared for exactly these pending events is
+        used as it is."""
         if kwargs or not all(type(o) is CronWorkflow for o in objs):
             recordings = super().save(*objs, **kwargs)
         else:
             events: list[Any] = []
+            stored: list[StoredEvent] = []
+            copies: list[CronWorkflow | None] = []
             named: list[tuple[str, str, Any]] = []
             crossed: list[CronWorkflow] = []
+            to_stored = self.mapper.to_stored_event
             for agg in objs:
                 pending = agg.collect_events()
+                ahead = self._ahead.pop(agg.id, None)
+                if ahead is not None and _same_events(ahead[0], pending):
+                    stored.extend(ahead[1])
+                    copies.append(ahead[2])
+                else:
+                    stored.extend(map(to_stored, pending))
+                    copies.append(None)
                 events.extend(pending)
                 if self._on_recorded:
                     named.extend((agg.namespace, agg.name, e) for e in pending)
@@ -480,15 +501,15 @@ class CronService(Application[UUID]):
                     > (agg.version - len(pending)) // SNAPSHOT_INTERVAL
                 ):
                     crossed.append(agg)
-            recordings = self.events.put(events)
+            recordings = _recordings(events, stored, self.recorder.insert_events(stored))
             saved = self.saved_versions
             cache = self.repository.cache
-            for agg in objs:
+            for agg, copy in zip(objs, copies, strict=True):
                 saved[agg.id] = agg.version
                 if cache is not None:
                     # The next command's load starts from what was just saved instead of
                     # reading and replaying it (a load still reads what others saved since).
-                    cache.put(agg.id, deepcopy(agg))
+                    cache.put(agg.id, copy if copy is not None else deepcopy(agg))
             for callback in self._on_saved:
                 callback(objs)
             for recorded in self._on_recorded:
@@ -501,6 +522,21 @@ class CronService(Application[UUID]):
             for receipt in open_receipts:
                 receipt.position = max(receipt.position, position)
         return recordings
+
+    def encode_ahead(self, aggs: Sequence[CronWorkflow]) -> None:
+        """Do now what saving these decided aggregates will need (their events' stored form,
+        the copy the cache keeps) when they are decided before their instant: the save at
+        the instant is then the store's work alone. A save uses it only for the very event
+        objects it was made from; anything else is encoded as it is saved."""
+        to_stored = self.mapper.to_stored_event
+        for agg in aggs:
+            pending = tuple(agg.pending_events)
+            if not pending:
+                continue
+            agg.next_due()  # the save's report asks for it (kept for this version)
+            copy = deepcopy(agg)
+            copy._pending_events.clear()  # as it is once saved (`collect_events`)
+            self._ahead[agg.id] = (pending, [to_stored(e) for e in pending], copy)
 
     def take_snapshots(self, aggs: Sequence[CronWorkflow]) -> bool:
         """Store snapshots of these aggregates as saved (no pending events): after a save that
@@ -594,6 +630,11 @@ class CronService(Application[UUID]):
         of it, and a cached copy would be decided on and refused again forever. So a refused
         save, a lost connection and a changed store all drop the copies, and the next load
         reads what the log holds now."""
+        if cron_ids is None:
+            self._ahead.clear()
+        else:
+            for cron_id in cron_ids:
+                self._ahead.pop(cron_id, None)
         cache = self.repository.cache
         if cache is None:
             return
@@ -1189,6 +1230,32 @@ class CronService(Application[UUID]):
         return self.commit_batch(
             self.decide_batch(cron_ids, at, decided_by=decided_by), at, decided_by
         )
+
+
+def _same_events(ahead: tuple[Any, ...], pending: Sequence[Any]) -> bool:
+    """Whether these are the very event objects something was prepared from."""
+    return len(ahead) == len(pending) and all(a is b for a, b in zip(ahead, pending, strict=True))
+
+
+def _recordings(
+    events: Sequence[Any], stored: Sequence[StoredEvent], ids: Sequence[int] | None
+) -> list[Recording[UUID]]:
+    """What eventsourcing's `EventStore.put` returns: each event with its notification."""
+    if not ids:
+        return []
+    return [
+        Recording(
+            d,
+            Notification(
+                originator_id=s.originator_id,
+                originator_version=s.originator_version,
+                topic=s.topic,
+                state=s.state,
+                id=n,
+            ),
+        )
+        for d, s, n in zip(events, stored, ids, strict=True)
+    ]
 
 
 def _replay(agg: Any, events: Iterable[Any]) -> Any:

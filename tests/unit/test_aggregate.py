@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from copy import deepcopy
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -253,6 +254,23 @@ def test_a_suspend_records_only_itself_and_an_undecided_tick_before_it_never_fir
     svc.tick([cron_id], at("10:01:40"))
     assert fired(svc, cron_id) == []
     assert skipped(svc, cron_id) == [(at("10:01:00"), at("10:01:00"), 1, "Suspended")]
+
+
+def test_next_due_follows_every_event_on_the_same_object() -> None:
+    """`next_due` is kept for the version it was computed at: each event that moves the
+    version is answered afresh, on the object and on a copy taken before the event."""
+    svc = service()
+    cron_id = create(svc, at("10:00:30"))
+    agg = svc.load(cron_id)
+    assert agg.next_due() == at("10:01:00")
+    copy = deepcopy(agg)
+    agg.tick(at("10:01:00"))
+    assert agg.next_due() == at("10:02:00")
+    agg.suspend(at("10:01:10"))
+    assert agg.next_due() is None
+    agg.resume(at("10:01:20"))
+    assert agg.next_due() == at("10:02:00")
+    assert copy.next_due() == at("10:01:00")  # the copy did not move
 
 
 def test_spec_suspend_true_creates_a_suspended_cronworkflow() -> None:

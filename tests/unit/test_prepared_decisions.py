@@ -135,3 +135,65 @@ def test_the_due_index_behind_our_own_save_is_not_trusted_until_our_next_due(
     assert scheduling.due(H) == {}
     later = H + timedelta(hours=1)
     assert set(scheduling.due(later)) == set(ids.values())
+
+
+STATE = (
+    "decided_until",
+    "suspended",
+    "active",
+    "last_scheduled_time",
+    "finished",
+    "spec",
+    "modified_on",
+)
+
+
+@pytest.mark.stores("memory", "sqlite", "postgres")
+def test_what_is_prepared_ahead_is_stored_as_a_save_would_store_it(engine: Engine) -> None:
+    """Decided in advance, the events' stored form and the cache's copy are made before the
+    instant (CronService.encode_ahead): the log then holds the very bytes an ordinary save
+    writes, and the next command starts from a copy equal to one rebuilt from the log."""
+    ids, loop, clock = setup(engine)
+    loop.prepare_once(clock.now())
+    assert loop.scheduler._prepared is not None
+    encode = engine.service.mapper.to_stored_event
+    expected = {
+        a.id: [(encode(e).topic, encode(e).state) for e in a.pending_events]
+        for batch in loop.scheduler._prepared[1]
+        for a in batch
+    }
+    assert set(expected) == set(ids.values())
+    clock.set(H)
+    assert loop.schedule_once(H) == len(NAMES)
+    for cron_id in ids.values():
+        stored = engine.service.recorder.select_events(cron_id)
+        assert [(s.topic, s.state) for s in stored[-len(expected[cron_id]) :]] == expected[cron_id]
+        cached, rebuilt = engine.service.load(cron_id), engine.replica().load(cron_id)
+        assert cached.version == rebuilt.version and cached.pending_events == []
+        for key in STATE:
+            assert getattr(cached, key) == getattr(rebuilt, key), key
+        assert cached.next_due() == rebuilt.next_due() == H + timedelta(hours=1)
+
+
+@pytest.mark.stores("memory", "sqlite", "postgres")
+def test_a_save_of_other_events_at_the_same_version_ignores_what_was_prepared(
+    engine: Engine,
+) -> None:
+    """What was prepared for one decision is never stored for another: decided again on a
+    fresh load (same version, another decision time), the save encodes its own events and
+    caches its own copy."""
+    ids, _, _ = setup(engine)
+    svc = engine.service
+    cron_id = ids["a"]
+    (ahead,) = svc.decide_batch([cron_id], H)
+    svc.encode_ahead([ahead])
+    late = H + timedelta(seconds=20)  # within the late tolerance: fired, later
+    (again,) = svc.decide_batch([cron_id], late)
+    assert again is not ahead and again.version == ahead.version
+    assert svc.commit_batch([again], late).fires == 1
+    assert [e.fired_at for e in fires(engine, cron_id)] == [late]
+    cached, rebuilt = svc.load(cron_id), engine.replica().load(cron_id)
+    assert cached.version == rebuilt.version == again.version
+    assert cached.modified_on == late  # the decision saved, not the one prepared
+    for key in STATE:
+        assert getattr(cached, key) == getattr(rebuilt, key), key

@@ -353,7 +353,7 @@ def test_a_replica_shares_the_store(engine: Engine) -> None:
 
 
 #: What an aggregate that was used keeps besides its state (derived from it, memoised).
-MEMOS = {"_spec_model", "_compiled", "_policy"}
+MEMOS = {"_spec_model", "_compiled", "_policy", "_due_at_version"}
 
 
 def state_keys(agg: Any) -> set[str]:
