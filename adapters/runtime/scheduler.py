@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
+from itertools import chain
 from typing import Any
 from uuid import UUID
 
@@ -180,13 +181,49 @@ class Scheduler:
         committing thread keeps the commits in order): the database's time and Python's
         overlap instead of adding up. Batches hold distinct CronWorkflows, so the two never
         touch the same aggregate.
+
+        A burst decided in advance (more than one batch) starts committing at once: what
+        else is due is looked up, and each prepared batch checked, while the commits before
+        it are on their way.
         """
-        prepared = self._still_current(self._take_prepared(now))
+        ahead = self._take_prepared(now)
+        if len(ahead) > 1:
+            return self._commit_all(self._current_then_due(ahead, now), overlap=True)
+        prepared = self._still_current(ahead)
         taken = {a.id for _, batch in prepared for a in batch}
         seen = self.due(now)
         due = [cron_id for cron_id in seen if cron_id not in taken]
         if not prepared and not due:
             return 0
+        return self._commit_all(
+            chain(prepared, self._decided(due, now, seen)),
+            # One batch: nothing to overlap its commit with, so no committing thread either.
+            overlap=len(prepared) + len(due) > BATCH or len(prepared) > 1,
+        )
+
+    def _current_then_due(
+        self, ahead: list[tuple[datetime, list[CronWorkflow]]], now: datetime
+    ) -> Iterator[tuple[datetime, list[CronWorkflow]]]:
+        """The prepared batches still current, one by one, then the rest of what is due."""
+        taken: set[UUID] = set()
+        for prepared in ahead:
+            for instant, batch in self._still_current([prepared]):
+                taken.update(a.id for a in batch)
+                yield instant, batch
+        seen = self.due(now)
+        yield from self._decided([c for c in seen if c not in taken], now, seen)
+
+    def _decided(
+        self, due: list[UUID], now: datetime, seen: dict[UUID, int]
+    ) -> Iterator[tuple[datetime, list[CronWorkflow]]]:
+        for i in range(0, len(due), BATCH):
+            yield now, self.decide_with_copies(due[i : i + BATCH], now, seen)
+
+    def _commit_all(
+        self, batches: Iterator[tuple[datetime, list[CronWorkflow]]], overlap: bool
+    ) -> int:
+        """Commit the batches in order; with `overlap`, on a committing thread while the
+        next one is made. Returns the fires."""
         fired = 0
 
         def settle(report: TickReport) -> None:
@@ -197,19 +234,13 @@ class Scheduler:
             for cron_id, version in report.versions.items():
                 self._known_next[cron_id] = (version, report.next_due.get(cron_id))
 
-        def batches() -> Iterator[tuple[datetime, list[CronWorkflow]]]:
-            yield from prepared
-            for i in range(0, len(due), BATCH):
-                yield now, self.decide_with_copies(due[i : i + BATCH], now, seen)
-
-        if len(prepared) + len(due) <= BATCH and len(prepared) <= 1:
-            # One batch: nothing to overlap its commit with, so no committing thread either.
-            for at, batch in batches():
+        if not overlap:
+            for at, batch in batches:
                 settle(self._commit(batch, at))
         else:
             with ThreadPoolExecutor(1, thread_name_prefix="commit") as committer:
                 in_flight: Future[TickReport] | None = None
-                for at, batch in batches():
+                for at, batch in batches:
                     if in_flight is not None:
                         settle(in_flight.result())
                     in_flight = committer.submit(self._commit, batch, at)

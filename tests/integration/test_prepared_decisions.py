@@ -5,6 +5,7 @@ The same test functions, collected here: their `stores` marker gives them the se
 this tier and the embedded ones in the unit tier (tests/conftest.py)."""
 
 from tests.unit.test_prepared_decisions import (  # noqa: F401 (collected here by pytest)
+    test_a_burst_decided_in_advance_commits_first_and_looks_up_the_rest_after,
     test_a_cronworkflow_changed_after_the_decision_is_decided_again,
     test_a_decision_whose_instant_is_long_past_is_made_again,
     test_a_save_of_other_events_at_the_same_version_ignores_what_was_prepared,

@@ -17,34 +17,38 @@ import pytest
 
 from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.infrastructure.shards import SoleOwner
+from cronsource.adapters.runtime import scheduler as scheduler_module
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.loop import SchedulerLoop
 from cronsource.adapters.runtime.settings import PREPARED_MAX_DELAY
-from cronsource.domain.manifest import parse_manifest
+from cronsource.domain.manifest import CronWorkflowManifest, parse_manifest
 from cronsource.domain.service import event_type
 
 H = datetime(2026, 5, 4, 11, 0, tzinfo=UTC)
 NAMES = ("a", "b", "c")
 
 
+def manifest(name: str) -> CronWorkflowManifest:
+    return parse_manifest(
+        {
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "CronWorkflow",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {
+                "schedules": ["0 * * * *"],
+                "workflowSpec": {
+                    "entrypoint": "main",
+                    "templates": [{"name": "main", "container": {"image": "busybox"}}],
+                },
+            },
+        }
+    )
+
+
 def setup(engine: Engine) -> tuple[dict[str, UUID], SchedulerLoop, VirtualClock]:
     ids = {}
     for name in NAMES:
-        manifest = parse_manifest(
-            {
-                "apiVersion": "argoproj.io/v1alpha1",
-                "kind": "CronWorkflow",
-                "metadata": {"name": name, "namespace": "default"},
-                "spec": {
-                    "schedules": ["0 * * * *"],
-                    "workflowSpec": {
-                        "entrypoint": "main",
-                        "templates": [{"name": "main", "container": {"image": "busybox"}}],
-                    },
-                },
-            }
-        )
-        ids[name], _ = engine.service.apply(manifest, H - timedelta(minutes=30))
+        ids[name], _ = engine.service.apply(manifest(name), H - timedelta(minutes=30))
     engine.projector.catch_up(H - timedelta(minutes=30))
     clock = VirtualClock(H - timedelta(seconds=2))
     return ids, SchedulerLoop(engine, SoleOwner(), role="scheduler", clock=clock), clock
@@ -135,6 +139,28 @@ def test_the_due_index_behind_our_own_save_is_not_trusted_until_our_next_due(
     assert scheduling.due(H) == {}
     later = H + timedelta(hours=1)
     assert set(scheduling.due(later)) == set(ids.values())
+
+
+@pytest.mark.stores("memory", "sqlite", "postgres")
+def test_a_burst_decided_in_advance_commits_first_and_looks_up_the_rest_after(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More than one batch decided in advance: the commits start at once, each prepared
+    batch is checked as it comes (one changed since is decided again on fresh state), and
+    what is due but was not prepared (created after the decision) is looked up after them.
+    Every tick fires once; the suspended one not at all."""
+    monkeypatch.setattr(scheduler_module, "BATCH", 2)  # a, b | c: two prepared batches
+    ids, loop, clock = setup(engine)
+    assert loop.prepare_once(clock.now()) == len(NAMES)
+    late_id, _ = engine.service.apply(manifest("d"), H - timedelta(seconds=1))
+    engine.service.suspend(ids["c"], H - timedelta(seconds=1), by="test")
+    engine.projector.catch_up(H - timedelta(seconds=1))
+    rejected = engine.rejected_writes
+    clock.set(H)
+    assert loop.schedule_once(H) == 3
+    assert engine.rejected_writes == rejected
+    assert [len(fires(engine, ids[n])) for n in ("a", "b", "c")] == [1, 1, 0]
+    assert [e.scheduled_time for e in fires(engine, late_id)] == [H]
 
 
 STATE = (
