@@ -70,10 +70,12 @@ class PostgresRecorder(PostgresApplicationRecorder):
         # if every stream's last version in the log is the one before it. The table lock the
         # library takes first (EXCLUSIVE: inserts queue, reads go on) keeps anyone from
         # appending between the check and the insert. WITH ORDINALITY keeps the rows in the
-        # order given, so notification ids follow the versions within a stream.
+        # order given, so notification ids follow the versions within a stream. The arrays
+        # go as binary parameters (%b): psycopg quotes a text array element by element with a
+        # regular expression, 9 of a batch's 10 ms for 500 events.
         self._insert_arrays = SQL(
-            "WITH new AS (SELECT * FROM unnest(%s::{id_type}[], %s::bigint[], %s::text[],"
-            " %s::bytea[]) WITH ORDINALITY AS n(originator_id, originator_version, topic,"
+            "WITH new AS (SELECT * FROM unnest(%b::{id_type}[], %b::bigint[], %b::text[],"
+            " %b::bytea[]) WITH ORDINALITY AS n(originator_id, originator_version, topic,"
             " state, ord)), "
             "firsts AS (SELECT originator_id, min(originator_version) AS v FROM new"
             " GROUP BY originator_id), "
@@ -87,7 +89,7 @@ class PostgresRecorder(PostgresApplicationRecorder):
         ).format(table=table, id_type=id_type)
         self._insert_plain = SQL(
             "INSERT INTO {table} (originator_id, originator_version, topic, state) "
-            "SELECT * FROM unnest(%s::{id_type}[], %s::bigint[], %s::text[], %s::bytea[])"
+            "SELECT * FROM unnest(%b::{id_type}[], %b::bigint[], %b::text[], %b::bytea[])"
         ).format(table=table, id_type=id_type)
         self._last_versions = SQL(
             "SELECT originator_id, max(originator_version) AS v FROM {table}"
@@ -95,7 +97,7 @@ class PostgresRecorder(PostgresApplicationRecorder):
         ).format(table=table)
         self._select_many = SQL(
             "SELECT e.originator_id, e.originator_version, e.topic, e.state FROM {table} e"
-            " JOIN unnest(%s::{id_type}[], %s::bigint[]) AS w(oid, gt)"
+            " JOIN unnest(%b::{id_type}[], %b::bigint[]) AS w(oid, gt)"
             " ON e.originator_id = w.oid AND e.originator_version > w.gt"
             " ORDER BY e.originator_id, e.originator_version"
         ).format(table=table, id_type=id_type)
@@ -299,7 +301,7 @@ class PostgresSnapshotRecorder(PostgresAggregateRecorder):
         self._latest_many = SQL(
             "SELECT DISTINCT ON (s.originator_id) s.originator_id, s.originator_version,"
             " s.topic, s.state FROM {table} s"
-            " JOIN unnest(%s::{id_type}[], %s::bigint[]) AS w(oid, upto)"
+            " JOIN unnest(%b::{id_type}[], %b::bigint[]) AS w(oid, upto)"
             " ON s.originator_id = w.oid AND s.originator_version <= w.upto"
             " ORDER BY s.originator_id, s.originator_version DESC"
         ).format(table=table, id_type=id_type)
