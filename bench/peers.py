@@ -85,10 +85,12 @@ def run_ours(url: str, n: int, workdir: Path, timeout: float, mode: str) -> dict
     from cronsource.adapters.infrastructure.localtarget import LocalTarget
     from cronsource.adapters.infrastructure.shards import AdvisoryLockShards, Ownership, SoleOwner
     from cronsource.adapters.infrastructure.store.config import StoreConfig
+    from cronsource.adapters.runtime.collector import pace_collector
     from cronsource.adapters.runtime.loop import SchedulerLoop
     from cronsource.adapters.runtime.runwatcher import RunWatcher
     from cronsource.adapters.runtime.waker import Waker
 
+    pace_collector()  # as `cronsource run` does
     config = StoreConfig.parse(url)
     wfdir = workdir / "workflows"
     target = LocalTarget(wfdir, timedelta(days=1))  # runs never end during the bench

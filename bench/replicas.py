@@ -71,8 +71,10 @@ def worker(
     from cronsource.adapters.clock import VirtualClock
     from cronsource.adapters.infrastructure.shards import AdvisoryLockShards
     from cronsource.adapters.infrastructure.store.config import StoreConfig
+    from cronsource.adapters.runtime.collector import pace_collector
     from cronsource.adapters.runtime.loop import SchedulerLoop
 
+    pace_collector()  # each replica a process, as `cronsource run` sets it up
     config = StoreConfig.parse(url)
     engine = bootstrap(config, create_tables=False)
     shards = AdvisoryLockShards(config.pg_conninfo, want_projector=False, schema=config.pg_schema)
