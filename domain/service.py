@@ -527,8 +527,13 @@ class CronService(Application[UUID]):
         """Do now what saving these decided aggregates will need (their events' stored form,
         the copy the cache keeps) when they are decided before their instant: the save at
         the instant is then the store's work alone. A save uses it only for the very event
-        objects it was made from; anything else is encoded as it is saved."""
+        objects it was made from; anything else is encoded as it is saved.
+
+        It replaces what was prepared before: decisions for an earlier instant that were not
+        saved by now never will be (dropped as changed since, or decided again), and a
+        CronWorkflow deleted since must not keep its copy here."""
         to_stored = self.mapper.to_stored_event
+        self._ahead.clear()
         for agg in aggs:
             pending = tuple(agg.pending_events)
             if not pending:

@@ -311,10 +311,9 @@ class Scheduler:
             self.decide_with_copies(ids[i : i + BATCH], instant, seen)
             for i in range(0, len(ids), BATCH)
         ]
-        for batch in batches:
-            # Their events' stored form and the cache's copies too: at the instant, only
-            # the store's work is left.
-            self.service.encode_ahead(batch)
+        # Their events' stored form and the cache's copies too: at the instant, only the
+        # store's work is left.
+        self.service.encode_ahead([a for batch in batches for a in batch])
         self._prepared = (instant, [b for b in batches if b])
         return len(ids)
 

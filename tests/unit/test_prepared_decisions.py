@@ -223,3 +223,20 @@ def test_a_save_of_other_events_at_the_same_version_ignores_what_was_prepared(
     assert cached.modified_on == late  # the decision saved, not the one prepared
     for key in STATE:
         assert getattr(cached, key) == getattr(rebuilt, key), key
+
+
+@pytest.mark.stores("memory", "sqlite")
+def test_what_was_prepared_for_an_earlier_instant_is_not_kept(engine: Engine) -> None:
+    """Each preparation replaces the one before (bounded by one instant's decisions, never
+    by the fleet's history); a decision prepared earlier still saves its own events."""
+    ids, _, _ = setup(engine)
+    svc = engine.service
+    (a,) = svc.decide_batch([ids["a"]], H)
+    svc.encode_ahead([a])
+    (b,) = svc.decide_batch([ids["b"]], H)
+    svc.encode_ahead([b])
+    assert set(svc._ahead) == {ids["b"]}
+    assert svc.commit_batch([a], H).fires == 1
+    assert [e.fired_at for e in fires(engine, ids["a"])] == [H]
+    assert svc.commit_batch([b], H).fires == 1
+    assert svc._ahead == {}
