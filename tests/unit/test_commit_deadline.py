@@ -10,23 +10,11 @@ from typing import Any
 
 from cronsource.domain.manifest import parse_manifest
 from cronsource.domain.service import commit_deadline
+from tests.http_helpers import manifest as manifest_document
 
 
 def manifest(name: str) -> Any:
-    return parse_manifest(
-        {
-            "apiVersion": "argoproj.io/v1alpha1",
-            "kind": "CronWorkflow",
-            "metadata": {"name": name, "namespace": "default"},
-            "spec": {
-                "schedules": ["@every 1s"],
-                "workflowSpec": {
-                    "entrypoint": "main",
-                    "templates": [{"name": "main", "container": {"image": "busybox"}}],
-                },
-            },
-        }
-    )
+    return parse_manifest(manifest_document(name, "@every 1s"))
 
 
 def test_the_commit_deadline_is_the_earliest_fire_within_its_rule() -> None:

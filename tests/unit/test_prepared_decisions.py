@@ -23,26 +23,14 @@ from cronsource.adapters.runtime.loop import SchedulerLoop
 from cronsource.adapters.runtime.settings import PREPARED_MAX_DELAY
 from cronsource.domain.manifest import CronWorkflowManifest, parse_manifest
 from cronsource.domain.service import event_type
+from tests.http_helpers import manifest as manifest_document
 
 H = datetime(2026, 5, 4, 11, 0, tzinfo=UTC)
 NAMES = ("a", "b", "c")
 
 
 def manifest(name: str) -> CronWorkflowManifest:
-    return parse_manifest(
-        {
-            "apiVersion": "argoproj.io/v1alpha1",
-            "kind": "CronWorkflow",
-            "metadata": {"name": name, "namespace": "default"},
-            "spec": {
-                "schedules": ["0 * * * *"],
-                "workflowSpec": {
-                    "entrypoint": "main",
-                    "templates": [{"name": "main", "container": {"image": "busybox"}}],
-                },
-            },
-        }
-    )
+    return parse_manifest(manifest_document(name))
 
 
 def setup(engine: Engine) -> tuple[dict[str, UUID], SchedulerLoop, VirtualClock]:

@@ -21,28 +21,14 @@ from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.retention import Retention, RetentionTooShort, check_retain
 from cronsource.domain.manifest import parse_manifest
 from cronsource.domain.service import SNAPSHOT_INTERVAL
+from tests.http_helpers import manifest as manifest_document
 from tests.instants import T0
 
 RETAIN = timedelta(days=2)
 
 
 def manifest(name: str, **spec: Any) -> Any:
-    return parse_manifest(
-        {
-            "apiVersion": "argoproj.io/v1alpha1",
-            "kind": "CronWorkflow",
-            "metadata": {"name": name, "namespace": "default"},
-            "spec": {
-                "schedules": ["0 * * * *"],
-                "workflowSpec": {
-                    "entrypoint": "main",
-                    "templates": [{"name": "main", "container": {"image": "busybox"}}],
-                },
-                "successfulJobsHistoryLimit": 1,
-                **spec,
-            },
-        }
-    )
+    return parse_manifest(manifest_document(name, **{"successfulJobsHistoryLimit": 1, **spec}))
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.manifest import parse_manifest
 from cronsource.domain.service import SNAPSHOT_INTERVAL, CronService
 from tests.golden_snapshots import store_golden
+from tests.http_helpers import manifest as manifest_document
 from tests.instants import T0
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "snapshot-v1.json"
@@ -34,20 +35,7 @@ GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "snapshot-v1.json"
 
 def manifest(name: str = "snap", **spec: Any) -> Any:
     return parse_manifest(
-        {
-            "apiVersion": "argoproj.io/v1alpha1",
-            "kind": "CronWorkflow",
-            "metadata": {"name": name, "namespace": "default"},
-            "spec": {
-                "schedules": ["* * * * *"],
-                "workflowSpec": {
-                    "entrypoint": "main",
-                    "templates": [{"name": "main", "container": {"image": "busybox"}}],
-                },
-                "successfulJobsHistoryLimit": 2,
-                **spec,
-            },
-        }
+        manifest_document(name, "* * * * *", **{"successfulJobsHistoryLimit": 2, **spec})
     )
 
 
