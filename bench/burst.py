@@ -5,7 +5,7 @@ H. Set-up, not timed: a throwaway store (bench/common.py), the N CronWorkflows c
 H - 30 min, and the projections caught up so the due index knows them.
 
 Timed: `SchedulerLoop.schedule_once(H)` of adapters/runtime/, the code `cronsource run` runs
-each turn: read the due index, then `CronService.decide_batch`, `commit_batch` in batches of 500,
+each turn: read the due index, then `CronService.decide_batch`, `append_batch` in batches of 500,
 each batch one transaction, the next decided while the previous one commits. The clock is
 virtual (the loop's `clock` is H), so the instant is the moment the call starts; `seconds` is
 the wall time until it returned with every ScheduleFired committed.
@@ -36,7 +36,6 @@ import argparse
 import cProfile
 import sys
 import time
-from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -64,22 +63,21 @@ from cronsource.adapters.runtime.collector import pace_collector
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.loop import SchedulerLoop
 from cronsource.adapters.runtime.settings import BATCH
-from cronsource.domain.cronworkflow import CronWorkflow
 
 
 def timed_ticks(engine: Engine, marks: list[tuple[float, int]], advance: Any = None) -> None:
     """Record (time the batch's commit returned, fires in it) for every batch of the loop."""
     svc = engine.service
-    real_commit = svc.commit_batch
+    real_append = svc.append_batch
 
-    def commit(aggs: Sequence[CronWorkflow], at: Any, decided_by: str | None = None) -> Any:
-        report = real_commit(aggs, at, decided_by)
+    def append(staged: Any, at: Any, decided_by: str | None = None) -> Any:
+        report, finish = real_append(staged, at, decided_by)
         marks.append((time.perf_counter(), report.fires))
         if advance is not None:
             advance(report.fires)
-        return report
+        return report, finish
 
-    svc.commit_batch = commit  # type: ignore[method-assign]
+    svc.append_batch = append  # type: ignore[method-assign]
 
 
 def run(

@@ -33,7 +33,6 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -93,17 +92,17 @@ def worker(
         loop.turn()
     clock.set(instant)
     svc = engine.service
-    real_commit = svc.commit_batch
+    real_append = svc.append_batch
     busy = [0.0]
 
-    def commit(aggs: Sequence[Any], at: Any, decided_by: str | None = None) -> Any:
+    def append(staged: Any, at: Any, decided_by: str | None = None) -> Any:
         t0 = time.perf_counter()
         try:
-            return real_commit(aggs, at, decided_by)
+            return real_append(staged, at, decided_by)
         finally:
             busy[0] += time.perf_counter() - t0
 
-    svc.commit_batch = commit  # type: ignore[method-assign]
+    svc.append_batch = append  # type: ignore[method-assign]
     go.wait()  # all replicas warm: the burst starts now
     start = time.time()
     fires = loop.schedule_once(instant)

@@ -208,7 +208,9 @@ class Exclusion:
 
 def calendar_names(annotations: Mapping[str, str]) -> tuple[str, ...]:
     """The calendars `cronsource.io/calendars` names, in order, without repeats."""
-    value = annotations.get(ANNOTATION_CALENDARS, "")
+    value = annotations.get(ANNOTATION_CALENDARS)
+    if not value:
+        return ()  # most CronWorkflows name none, and a burst asks of each
     names = [n for n in _SEPARATORS.split(value.strip()) if n]
     return tuple(dict.fromkeys(names))
 

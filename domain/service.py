@@ -114,6 +114,29 @@ class TickReport:
     versions: dict[UUID, int] = field(default_factory=dict)
 
 
+@dataclass
+class StagedBatch:
+    """Decided CronWorkflows made ready to append (`CronService.stage_batch`): their events
+    taken out and encoded, and what the append and its aftermath need. A burst stages batch
+    k+1 on the deciding thread while batch k is at the store."""
+
+    aggs: Sequence[CronWorkflow]
+    #: Those with events to append (their events are in `events`, no longer pending).
+    pending: Sequence[CronWorkflow]
+    fires: int = 0
+    #: `commit_deadline` of the batch.
+    deadline: datetime | None = None
+    events: list[Any] = field(default_factory=list)
+    stored: list[StoredEvent] = field(default_factory=list)
+    #: The copy `encode_ahead` made for each of `pending`, or None: one is made when kept.
+    copies: list[CronWorkflow | None] = field(default_factory=list)
+    named: list[tuple[str, str, Any]] = field(default_factory=list)
+    #: Those whose save crosses a multiple of SNAPSHOT_INTERVAL.
+    crossed: list[CronWorkflow] = field(default_factory=list)
+    #: The notification ids the store gave, once appended.
+    ids: Sequence[int] | None = None
+
+
 @dataclass(frozen=True)
 class RunEnd:
     """A run the run watcher saw end: completed with `phase` at `finished_at`, or vanished
@@ -376,8 +399,11 @@ class CronService(Application[UUID]):
         """Whether a calendar this aggregate's decision read has changed since (a version
         later, deleted, or created): a decision made in advance with it is stale, though
         the aggregate's own version check would take it."""
+        names = calendar_names(agg.annotations)
+        if not names:
+            return False
         held = agg.calendar_states
-        for name in calendar_names(agg.annotations):
+        for name in names:
             before = held.get(name)
             cal = self.calendar(agg.namespace, name)
             now = cal.state() if cal is not None else None
@@ -476,52 +502,82 @@ class CronService(Application[UUID]):
         used as it is."""
         if kwargs or not all(type(o) is CronWorkflow for o in objs):
             recordings = super().save(*objs, **kwargs)
-        else:
-            events: list[Any] = []
-            stored: list[StoredEvent] = []
-            copies: list[CronWorkflow | None] = []
-            named: list[tuple[str, str, Any]] = []
-            crossed: list[CronWorkflow] = []
-            to_stored = self.mapper.to_stored_event
-            for agg in objs:
-                pending = agg.collect_events()
-                ahead = self._ahead.pop(agg.id, None)
-                if ahead is not None and _same_events(ahead[0], pending):
-                    stored.extend(ahead[1])
-                    copies.append(ahead[2])
-                else:
-                    stored.extend(map(to_stored, pending))
-                    copies.append(None)
-                events.extend(pending)
-                if self._on_recorded:
-                    named.extend((agg.namespace, agg.name, e) for e in pending)
-                if (
-                    pending
-                    and agg.version // SNAPSHOT_INTERVAL
-                    > (agg.version - len(pending)) // SNAPSHOT_INTERVAL
-                ):
-                    crossed.append(agg)
-            recordings = _recordings(events, stored, self.recorder.insert_events(stored))
-            saved = self.saved_versions
-            cache = self.repository.cache
-            for agg, copy in zip(objs, copies, strict=True):
+            open_receipts = self._receipts.__dict__.get("open")
+            if open_receipts and recordings:
+                self._note_position(max(r.notification.id for r in recordings))
+            return recordings
+        staged = StagedBatch(objs, objs)
+        self._stage_events(staged)
+        self._append(staged)
+        self._after_append(staged)
+        return _recordings(staged.events, staged.stored, staged.ids)
+
+    def stage_batch(self, aggs: Sequence[CronWorkflow]) -> StagedBatch:
+        """Decided aggregates made ready for `append_batch`: what a save does before the
+        store is asked, done by the caller's thread."""
+        pending = [a for a in aggs if a.pending_events]
+        staged = StagedBatch(
+            aggs,
+            pending,
+            fires=sum(_count_fires(a) for a in pending),
+            deadline=commit_deadline(pending, self.late_tolerance),
+        )
+        self._stage_events(staged)
+        return staged
+
+    def _stage_events(self, staged: StagedBatch) -> None:
+        """Take the pending events out of `staged.pending` and encode them (or take what
+        `encode_ahead` prepared for exactly these events)."""
+        to_stored = self.mapper.to_stored_event
+        for agg in staged.pending:
+            pending = agg.collect_events()
+            ahead = self._ahead.pop(agg.id, None)
+            if ahead is not None and _same_events(ahead[0], pending):
+                staged.stored.extend(ahead[1])
+                staged.copies.append(ahead[2])
+            else:
+                staged.stored.extend(map(to_stored, pending))
+                staged.copies.append(None)
+            staged.events.extend(pending)
+            if self._on_recorded:
+                staged.named.extend((agg.namespace, agg.name, e) for e in pending)
+            if (
+                pending
+                and agg.version // SNAPSHOT_INTERVAL
+                > (agg.version - len(pending)) // SNAPSHOT_INTERVAL
+            ):
+                staged.crossed.append(agg)
+
+    def _append(self, staged: StagedBatch) -> None:
+        """The store's part of a save: the staged events appended in one transaction."""
+        staged.ids = ids = self.recorder.insert_events(staged.stored)
+        if ids and self._receipts.__dict__.get("open"):
+            self._note_position(max(ids))  # the receipts of the thread that saves
+
+    def _after_append(self, staged: StagedBatch) -> None:
+        """What this service keeps about CronWorkflows just appended: the versions it saved,
+        the repository's copies, its callbacks, the snapshots due."""
+        saved = self.saved_versions
+        kept = self.repository.cache
+        for agg, copy in zip(staged.pending, staged.copies, strict=True):
+            # Never back: a command may have saved a later version since the append.
+            if saved.get(agg.id, 0) < agg.version:
                 saved[agg.id] = agg.version
-                if cache is not None:
-                    # The next command's load starts from what was just saved instead of
-                    # reading and replaying it (a load still reads what others saved since).
-                    cache.put(agg.id, copy if copy is not None else deepcopy(agg))
-            for callback in self._on_saved:
-                callback(objs)
-            for recorded in self._on_recorded:
-                recorded(named)
-            if crossed:
-                self.take_snapshots(crossed)
-        open_receipts = self._receipts.__dict__.get("open")
-        if open_receipts and recordings:
-            position = max(r.notification.id for r in recordings)
-            for receipt in open_receipts:
-                receipt.position = max(receipt.position, position)
-        return recordings
+            if kept is not None:
+                # The next command's load starts from what was just saved instead of
+                # reading and replaying it (a load still reads what others saved since).
+                kept.put(agg.id, copy if copy is not None else deepcopy(agg))
+        for callback in self._on_saved:
+            callback(staged.pending)
+        for recorded in self._on_recorded:
+            recorded(staged.named)
+        if staged.crossed:
+            self.take_snapshots(staged.crossed)
+
+    def _note_position(self, position: int) -> None:
+        """Move this thread's open receipts (`receipt`) to a position just saved."""
+        for receipt in self._receipts.__dict__.get("open", ()):
+            receipt.position = max(receipt.position, position)
 
     def encode_ahead(self, aggs: Sequence[CronWorkflow]) -> None:
         """Do now what saving these decided aggregates will need (their events' stored form,
@@ -1189,33 +1245,53 @@ class CronService(Application[UUID]):
     def commit_batch(
         self, aggs: Sequence[CronWorkflow], at: datetime, decided_by: str | None = None
     ) -> TickReport:
-        """Save decided aggregates in one transaction. If any of them is stale the store
-        refuses the whole batch; each is then re-decided on fresh state and saved on its own,
-        so one conflict costs one retry per aggregate of the batch, never a lost decision.
-        `report.rejected` tells the caller its copies are not the saved state."""
+        """Save decided aggregates in one transaction (`stage_batch`, `append_batch`), then
+        bring what this service keeps about them up to date."""
+        report, finish = self.append_batch(self.stage_batch(aggs), at, decided_by)
+        finish()
+        return report
+
+    def append_batch(
+        self, staged: StagedBatch, at: datetime, decided_by: str | None = None
+    ) -> tuple[TickReport, Callable[[], None]]:
+        """Append a staged batch in one transaction. If any of it is stale the store refuses
+        the whole batch; each is then re-decided on fresh state and saved on its own, so one
+        conflict costs one retry per aggregate of the batch, never a lost decision.
+        `report.rejected` tells the caller its copies are not the saved state.
+
+        Returns the report once the store has the batch, with what is left to do: this
+        service's copies, saved versions and callbacks, and the report's next due instants
+        and versions. A burst runs it for one batch while the next is at the store
+        (adapters/runtime/scheduler.py): it needs no database."""
         if decided_by is None:
             decided_by = self.decided_by
         report = TickReport()
-        pending = [a for a in aggs if a.pending_events]
-        if pending:
-            fires = sum(_count_fires(a) for a in pending)
+        done = staged.aggs
+        appended = False
+        if staged.pending:
             try:
-                self.save(*pending)
-                report.saved, report.fires = len(pending), fires
+                self._append(staged)
+                report.saved, report.fires = len(staged.pending), staged.fires
+                appended = True
             except IntegrityError as e:
                 self.forget(_streams_of(e))
                 self.rejected_writes += 1
                 report.rejected += 1
-                for a in pending:
+                for a in staged.pending:
                     report.fires += self.command(
                         a.id,
                         lambda b: len(b.tick(at, self.late_tolerance, decided_by=decided_by)),
                     )
                     report.saved += 1
-                aggs = [self.load(a.id) for a in aggs]
-        report.next_due = {a.id: a.next_due() for a in aggs}
-        report.versions = {a.id: a.version for a in aggs}
-        return report
+                done = [self.load(a.id) for a in staged.aggs]
+
+        def finish() -> None:
+            if appended:
+                self._after_append(staged)
+            report.next_due = {a.id: a.next_due() for a in done}
+            report.versions = {a.id: a.version for a in done}
+
+        return report, finish
 
     def fast_forward(self, agg: CronWorkflow) -> CronWorkflow:
         """A copy the caller holds (no pending events), brought to the latest version by
@@ -1323,4 +1399,13 @@ def topic_type(topic: str) -> str:
 
 
 def event_type(ev: Any) -> str:
-    return topic_type(getattr(type(ev), "TOPIC", type(ev).__name__))
+    kind = type(ev)
+    name = _TYPE_NAMES.get(kind)
+    if name is None:
+        name = _TYPE_NAMES[kind] = topic_type(getattr(kind, "TOPIC", kind.__name__))
+    return name
+
+
+#: `event_type` per event class: a burst asks it of every event several times (its report,
+#: its commit deadline), and the answer is the class's.
+_TYPE_NAMES: dict[type, str] = {}

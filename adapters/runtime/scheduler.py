@@ -13,9 +13,11 @@ the projector's DecisionLog logs the other events of the audit.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
+from functools import lru_cache, partial
 from itertools import chain
 from typing import Any
 from uuid import UUID
@@ -35,12 +37,19 @@ from cronsource.adapters.runtime.settings import (
     WARM_LIMIT,
 )
 from cronsource.domain.cronworkflow import CronWorkflow
-from cronsource.domain.service import CronService, TickReport, commit_deadline
+from cronsource.domain.service import CronService, StagedBatch, TickReport
 
 #: The logger of decisions (the projector's DecisionLog writes the audit's other events to it).
 decision_log = logging.getLogger("cronsource.decisions")
 #: The events a scheduler decides, logged by the replica that decided them.
 DECISIONS = ("ScheduleFired", "ScheduleSkipped")
+#: The id of each stream named by its text, parsed once: the due index names every
+#: CronWorkflow due at an instant, 10,000 at once, at every instant it is due (parsing was a
+#: third of reading them). Bounded by the CronWorkflows that exist, give or take deletions.
+stream_uuid = lru_cache(maxsize=1 << 18)(UUID)
+
+#: A batch the store has: its report, and what is left to do (`Scheduler._commit`).
+Committed = tuple[TickReport, Callable[[], None]]
 
 
 def log_decisions(events: list[tuple[str, str, Any]]) -> None:
@@ -113,7 +122,7 @@ class Scheduler:
         shown; left out: what it shows before our own last save of it."""
         seen: dict[UUID, int] = {}
         for raw, version in self.view.due_versions(now):
-            cron_id = UUID(raw)
+            cron_id = stream_uuid(raw)
             if not self.ownership.owns(cron_id):
                 continue
             known = self._known_next.get(cron_id)
@@ -134,42 +143,55 @@ class Scheduler:
             ids, at, self.cache.take(seen, ids), decided_by=self.replica
         )
 
-    def _commit(self, batch: list[CronWorkflow], at: datetime) -> TickReport:
-        """On the committing thread: save, then put the saved copies back in the cache
-        (after a refusal they are not the saved state: the next decision loads afresh).
+    def _commit(
+        self, staged: StagedBatch, at: datetime, started: threading.Event | None = None
+    ) -> Committed:
+        """On the committing thread: append a staged batch; returns the report and what is
+        left to do once the store has it (`CronService.append_batch`), which then also puts
+        the saved copies back in the cache (after a refusal they are not the saved state:
+        the next decision loads afresh). The caller runs it, in a burst while the next batch
+        is at the store.
 
         The save must land while its fires are still what was decided (`commit_deadline`):
         an on-time fire within the late tolerance of its tick. A store that is slow, locked
         or reconnecting past that refuses the commit (CommitTooLate, or the statement and
         lock timeouts it sets), and the batch is decided again on the time it is then, where
-        those ticks are missed ticks and follow the deadline rules."""
+        those ticks are missed ticks and follow the deadline rules.
+
+        `started` is set as it starts (`_commit_all`)."""
+        if started is not None:
+            started.set()
         while True:
             self.ownership.check_lease()  # a replica frozen past its lease writes nothing
             try:
-                with commit_within(self._time_left(batch)):
-                    report = self.service.commit_batch(batch, at, self.replica)
+                with commit_within(self._time_left(staged.deadline)):
+                    report, finish = self.service.append_batch(staged, at, self.replica)
             except CommitTooLate:
                 assert self.clock is not None  # no deadline without a clock
                 now = self.clock.now()
                 if now <= at:
                     raise  # the clock stands still (a virtual one): deciding again is no use
                 at = now
-                batch = self.service.decide_batch(
-                    [a.id for a in batch], at, decided_by=self.replica
+                staged = self.service.stage_batch(
+                    self.service.decide_batch(
+                        [a.id for a in staged.aggs], at, decided_by=self.replica
+                    )
                 )
                 continue
-            if not report.rejected:
-                self.cache.keep(batch)
-            return report
+            return report, partial(self._kept, report, finish, staged.aggs)
 
-    def _time_left(self, batch: list[CronWorkflow]) -> float | None:
-        """Seconds until `commit_deadline` of the batch, on the runtime's clock."""
-        if self.clock is None:
+    def _kept(
+        self, report: TickReport, finish: Callable[[], None], batch: Sequence[CronWorkflow]
+    ) -> None:
+        finish()
+        if not report.rejected:
+            self.cache.keep(batch)
+
+    def _time_left(self, deadline: datetime | None) -> float | None:
+        """Seconds until a batch's `commit_deadline`, on the runtime's clock."""
+        if self.clock is None or deadline is None:
             return None
-        by = commit_deadline(batch, self.service.late_tolerance)
-        if by is None:
-            return None
-        return (by - self.clock.now()).total_seconds()
+        return (deadline - self.clock.now()).total_seconds()
 
     def schedule_once(self, now: datetime) -> int:
         """Decide everything due now, BATCH CronWorkflows per transaction; returns fires.
@@ -222,28 +244,39 @@ class Scheduler:
     def _commit_all(
         self, batches: Iterator[tuple[datetime, list[CronWorkflow]]], overlap: bool
     ) -> int:
-        """Commit the batches in order; with `overlap`, on a committing thread while the
-        next one is made. Returns the fires."""
+        """Commit the batches in order; with `overlap`, on a committing thread, while the
+        deciding thread makes and stages the next one and settles the one before: the
+        store's work and Python's overlap. Returns the fires."""
         fired = 0
 
-        def settle(report: TickReport) -> None:
+        def settle(committed: Committed) -> None:
             nonlocal fired
+            report, finish = committed
+            finish()
             fired += report.fires
             if report.fires and self.on_fired is not None:
                 self.on_fired()  # its Workflows can be created right away
             for cron_id, version in report.versions.items():
                 self._known_next[cron_id] = (version, report.next_due.get(cron_id))
 
+        stage = self.service.stage_batch
         if not overlap:
             for at, batch in batches:
-                settle(self._commit(batch, at))
+                settle(self._commit(stage(batch), at))
         else:
             with ThreadPoolExecutor(1, thread_name_prefix="commit") as committer:
-                in_flight: Future[TickReport] | None = None
+                in_flight: Future[Committed] | None = None
                 for at, batch in batches:
-                    if in_flight is not None:
-                        settle(in_flight.result())
-                    in_flight = committer.submit(self._commit, batch, at)
+                    staged = stage(batch)  # while the one before is at the store
+                    stored = in_flight.result() if in_flight is not None else None
+                    started = threading.Event()
+                    in_flight = committer.submit(self._commit, staged, at, started)
+                    # Let the committing thread send it first: Python's lock between
+                    # threads goes to a waiting thread only after 5 ms (or when the
+                    # holder blocks), so settling first would hold the store up.
+                    started.wait()
+                    if stored is not None:
+                        settle(stored)  # while this one is at the store
                 if in_flight is not None:
                     settle(in_flight.result())
         self.fires += fired
@@ -304,7 +337,7 @@ class Scheduler:
         seen = {
             cron_id: version
             for raw, version in self.view.due_versions(instant, PREPARE_LIMIT, after=now)
-            if self.ownership.owns(cron_id := UUID(raw))
+            if self.ownership.owns(cron_id := stream_uuid(raw))
         }
         ids = list(seen)
         batches = [
@@ -322,7 +355,7 @@ class Scheduler:
         versions = {
             cron_id: version
             for raw, version in self.view.due_versions(now + WARM_AHEAD)
-            if self.ownership.owns(cron_id := UUID(raw))
+            if self.ownership.owns(cron_id := stream_uuid(raw))
         }
         self.last_warmed = self.cache.warm(versions, WARM_LIMIT)
         return self.last_warmed

@@ -9,8 +9,9 @@ then call `cronsource.adapters.entrypoints.cli.main()` with the same arguments.
 
 Points:
 
-- `fire-committed`: `CronService.commit_batch` has just saved a batch with at least one
-  ScheduleFired; nothing was projected or dispatched yet (between the append and the file).
+- `fire-committed`: `CronService.append_batch` has just saved a batch with at least one
+  ScheduleFired; nothing was projected or dispatched yet (between the append and the file),
+  and the service has not yet updated what it keeps about the batch.
 - `dispatch-before-create`: the dispatcher is about to create the Workflow file of a
   projected ScheduleFired (the read model shows the run active, no file exists).
 - `dispatch-after-create`: the Workflow file exists, the dispatch position has not moved
@@ -30,7 +31,7 @@ the freeze lands exactly where a replica holds something it must not act on late
 SIGCONT it writes `STALL woke` and goes on. Points:
 
 - `before-commit`: the scheduler has decided a batch and is about to commit it
-  (`Scheduler._commit`). Every later `CronService.commit_batch` of a decision made before the
+  (`Scheduler._commit`). Every later `CronService.append_batch` of a decision made before the
   stall writes `STALE COMMIT` and is counted as `stale_commits` in the stats file.
 - `readmodel-in-txn`: as the crash point of that name, inside the read model's transaction
   before COMMIT. How that transaction ends is written after the wake-up:
@@ -136,18 +137,18 @@ def install_stall(stall: Stall) -> None:
 
     Scheduler._commit = stalling_commit  # type: ignore[method-assign]
 
-    commit_batch = CronService.commit_batch
+    append_batch = CronService.append_batch
 
-    def watched_commit_batch(
-        self: CronService, aggs: Any, at: Any, decided_by: str | None = None
+    def watched_append_batch(
+        self: CronService, staged: Any, at: Any, decided_by: str | None = None
     ) -> Any:
         if stall.at is not None and at <= stall.at:
             stall.stale_commits += 1
             sys.stderr.write(f"STALE COMMIT of a decision made at {at.isoformat()}\n")
             sys.stderr.flush()
-        return commit_batch(self, aggs, at, decided_by)
+        return append_batch(self, staged, at, decided_by)
 
-    CronService.commit_batch = watched_commit_batch  # type: ignore[method-assign]
+    CronService.append_batch = watched_append_batch  # type: ignore[method-assign]
 
     write_batch = ReadModel.write_batch
     writing = threading.local()
@@ -186,15 +187,17 @@ def install_stall(stall: Stall) -> None:
 
 
 def install(fault: Fault) -> None:
-    commit = CronService.commit_batch
+    append = CronService.append_batch
 
-    def crashy_commit(self: CronService, aggs: Any, at: Any, decided_by: str | None = None) -> Any:
-        report = commit(self, aggs, at, decided_by)
+    def crashy_append(
+        self: CronService, staged: Any, at: Any, decided_by: str | None = None
+    ) -> Any:
+        report, finish = append(self, staged, at, decided_by)
         if report.fires:
             fault.reached("fire-committed")
-        return report
+        return report, finish
 
-    CronService.commit_batch = crashy_commit  # type: ignore[method-assign]
+    CronService.append_batch = crashy_append  # type: ignore[method-assign]
 
     create_many = LocalTarget.create_many
 
@@ -255,17 +258,17 @@ def record_stats(path: str, stall: Stall | None) -> None:
 
     CronService.__init__ = tracked_init  # type: ignore[method-assign]
 
-    commit = CronService.commit_batch
+    append = CronService.append_batch
     fires = [0]
 
-    def counting_commit(
-        self: CronService, aggs: Any, at: Any, decided_by: str | None = None
+    def counting_append(
+        self: CronService, staged: Any, at: Any, decided_by: str | None = None
     ) -> Any:
-        report = commit(self, aggs, at, decided_by)
+        report, finish = append(self, staged, at, decided_by)
         fires[0] += report.fires
-        return report
+        return report, finish
 
-    CronService.commit_batch = counting_commit  # type: ignore[method-assign]
+    CronService.append_batch = counting_append  # type: ignore[method-assign]
 
     def write() -> None:
         stats = {
