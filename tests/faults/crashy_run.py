@@ -131,9 +131,9 @@ class Stall:
 def install_stall(stall: Stall) -> None:
     commit = Scheduler._commit
 
-    def stalling_commit(self: Scheduler, batch: Any, at: Any) -> Any:
+    def stalling_commit(self: Scheduler, staged: Any, at: Any, *rest: Any) -> Any:
         stall.reached("before-commit")
-        return commit(self, batch, at)
+        return commit(self, staged, at, *rest)
 
     Scheduler._commit = stalling_commit  # type: ignore[method-assign]
 
