@@ -37,10 +37,10 @@ same run, so the ratio holds across machines.
 Lag (`p50_ms`, `p99_ms`): with the projections caught up, a projector runs in a separate
 process and this process appends more events in timed waves (`--rate` events/s, a wave every
 `--wave-ms`; each wave one `CronService.commit_batch` transaction). A wave's commit time is taken
-when `save` returns (its notification ids come back with it); a thread here polls the two
+when its append returns (its notification ids come back with it); a thread here polls the two
 tracking positions every 5 ms, and an event counts as projected at the first poll that sees
 both the read model and the dispatcher past it. Lag = projected - committed, per event; the
-poll adds at most 5 ms, taking the commit time at `save`'s return removes at most the return
+poll adds at most 5 ms, taking the commit time at the append's return removes at most the return
 trip. The projector is, by default (`--projector loop`), the projection part of `cronsource
 run`: `SchedulerLoop(role="projector")` woken by the same `Waker` (LISTEN/NOTIFY on
 PostgreSQL; on SQLite the loop polls every 0.5 s, which bounds the lag from below) but without
@@ -131,14 +131,20 @@ class Writer:
         )  # as the scheduler keeps them
         self.commits: list[tuple[float, list[int]]] = []
         svc = engine.service
-        real_save = svc.save
+        real_save, real_append = svc.save, svc.append_batch
 
         def save(*objs: Any, **kw: Any) -> Any:
             recordings = real_save(*objs, **kw)
             self.commits.append((time.perf_counter(), [rec.notification.id for rec in recordings]))
             return recordings
 
+        def append(staged: Any, at: Any, decided_by: str | None = None) -> Any:
+            appended = real_append(staged, at, decided_by)  # a batch's save (`commit_batch`)
+            self.commits.append((time.perf_counter(), list(staged.ids or ())))
+            return appended
+
         svc.save = save  # type: ignore[method-assign]
+        svc.append_batch = append  # type: ignore[method-assign]
 
     def tick(self, events: int) -> int:
         """Append `events` ScheduleFired (one per CronWorkflow tick), one transaction per
