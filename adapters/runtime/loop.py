@@ -450,10 +450,11 @@ class SchedulerLoop:
         from snapshots alone instead of replaying up to SNAPSHOT_INTERVAL events of each
         CronWorkflow. A crash skips this and the next start replays the tails, bounded as
         ever; a failure costs only that speed. Nothing is taken while the store does not
-        answer (a stop must not wait for it), nor when it is not the store the copies were
-        made on (after a failover they may be ahead of its log). Returns how many were
-        taken."""
-        if self._store_lost or self._identity is None:
+        answer (a stop must not wait for it: the last look found it lost, or a step's last
+        run failed, as the step in flight at SIGTERM does while the store is down), nor when
+        it is not the store the copies were made on (after a failover they may be ahead of
+        its log). Returns how many were taken."""
+        if self._store_lost or self._identity is None or any(s.failing for s in self.supervisors):
             return 0
         service = self.engine.service
         known = service.snapshot_versions

@@ -267,3 +267,26 @@ def test_a_replica_that_stops_leaves_the_next_start_no_tail_to_replay(engine: En
         assert again.snapshot_at_stop() == 0
     finally:
         restarted.close()
+
+
+@pytest.mark.stores("sqlite")
+def test_a_replica_whose_last_step_failed_takes_no_snapshots_at_stop(engine: Engine) -> None:
+    """Given a held copy with a tail (which a stop would snapshot), when a step's last run
+    failed (the store stopped answering the step in flight at SIGTERM), then the stop asks
+    the store nothing: it would wait a pool timeout for a store that does not answer."""
+    svc = engine.service
+    cron_id, _ = svc.apply(manifest(), T0)
+    now = grow(svc, cron_id, SNAPSHOT_INTERVAL // 4)
+    loop = SchedulerLoop(engine, SoleOwner(), clock=VirtualClock(now), heartbeat=False)
+    loop.turn()
+    assert loop.cache.held()
+
+    def unreachable() -> None:
+        raise ConnectionError("couldn't get a connection after 3.00 sec")
+
+    loop.supervise_scheduler.run(unreachable)
+    assert loop.snapshot_at_stop() == 0
+    assert snapshot_versions(svc, cron_id) == []
+    loop.supervise_scheduler.forget()  # it works again: the stop takes them
+    assert loop.snapshot_at_stop() == 1
+    assert snapshot_versions(svc, cron_id) == [svc.load(cron_id).version]

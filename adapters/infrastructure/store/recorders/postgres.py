@@ -3,8 +3,9 @@ builds them with (see the package's docstring)."""
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 from uuid import UUID
 
@@ -21,10 +22,12 @@ from eventsourcing.postgres import (
     PostgresDatastore,
 )
 from eventsourcing.postgres import PostgresFactory as LibraryPostgresFactory
-from eventsourcing.utils import Environment, EnvType, retry
+from eventsourcing.utils import Environment, EnvType
 from psycopg.rows import dict_row
 from psycopg.sql import SQL, Identifier
+from psycopg_pool import PoolTimeout
 
+from cronsource.adapters.clock import SYSTEM_CLOCK
 from cronsource.adapters.infrastructure.store.recorders.common import (
     _GAPS,
     _NO_LIMIT,
@@ -41,17 +44,31 @@ _PG_INSERT_ONCE = _unwrapped(PostgresApplicationRecorder.insert_events)
 #: Reads are tried twice (one fresh connection after a broken one), not the library's ten
 #: times: a loop step that reads must give up within seconds while the store is down, so
 #: that SIGTERM stops a replica promptly and the supervisor's backoff takes over.
-_READ_ATTEMPTS = 2
 _READ_WAIT = 0.2
-_select_events = retry(
-    (InterfaceError, OperationalError), max_attempts=_READ_ATTEMPTS, wait=_READ_WAIT
-)(_unwrapped(PostgresApplicationRecorder.select_events))
-_select_notifications = retry(
-    (InterfaceError, OperationalError), max_attempts=_READ_ATTEMPTS, wait=_READ_WAIT
-)(_unwrapped(PostgresApplicationRecorder.select_notifications))
-_max_notification_id = retry(
-    (InterfaceError, OperationalError), max_attempts=_READ_ATTEMPTS, wait=_READ_WAIT
-)(_unwrapped(PostgresApplicationRecorder.max_notification_id))
+
+
+def _read_twice(read: Callable[..., Any]) -> Callable[..., Any]:
+    """`read` tried once more, after _READ_WAIT, when its connection broke (the server
+    restarted). Not when the pool gave no connection within its wait: the store does not
+    answer, and a second wait doubled a step's time, which kept a replica told to stop
+    while the store was down past its grace."""
+
+    @functools.wraps(read)
+    def tried(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return read(*args, **kwargs)
+        except (InterfaceError, OperationalError) as e:
+            if isinstance(e.__cause__, PoolTimeout):
+                raise
+        SYSTEM_CLOCK.wait(_READ_WAIT)
+        return read(*args, **kwargs)
+
+    return tried
+
+
+_select_events = _read_twice(_unwrapped(PostgresApplicationRecorder.select_events))
+_select_notifications = _read_twice(_unwrapped(PostgresApplicationRecorder.select_notifications))
+_max_notification_id = _read_twice(_unwrapped(PostgresApplicationRecorder.max_notification_id))
 
 
 class _NothingInserted(IntegrityError):
