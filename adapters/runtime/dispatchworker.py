@@ -39,6 +39,9 @@ class DispatchWorker:
         self.poll_seconds = poll_seconds
         self.runs_projections = runs_projections
         self.wake = threading.Event()
+        #: Called when a step finds nothing more to dispatch after one that did: the loop's
+        #: read model may be waiting for that (adapters/runtime/dispatchfirst.py).
+        self.on_caught_up: Callable[[], None] | None = None
         self.supervisor = Supervisor("dispatch", clock, store_probe)
         self._thread = threading.Thread(target=self._run, name="dispatch", daemon=True)
 
@@ -47,11 +50,16 @@ class DispatchWorker:
 
     def _run(self) -> None:
         stop = self.stop_event
+        busy = False
         while not stop.is_set():
             if self.runs_projections():
                 done = self.supervisor.run(lambda: self.step(TURN_BUDGET))
                 if done:
+                    busy = True
                     continue  # there may be more already
+                if busy and done == 0 and self.on_caught_up is not None:
+                    self.on_caught_up()
+                busy = False
             else:
                 self.supervisor.forget()  # another replica dispatches: its failures are its own
             self.clock.wait(self.poll_seconds, self.wake)

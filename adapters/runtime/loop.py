@@ -341,8 +341,14 @@ class SchedulerLoop:
             # Another replica projects now: a failure from when we did is not ours to report.
             self.supervise_projections.forget()
             self.supervise_runs.forget()
-        if self.runs_scheduler and not stopping():
-            # Last, after the projections moved the due index past this turn's decisions.
+        if (
+            self.runs_scheduler
+            and not stopping()
+            and not self.engine.projector.read_model_first.waiting
+        ):
+            # Last, after the projections moved the due index past this turn's decisions;
+            # not while they wait for the dispatcher: the due index still shows the burst
+            # just fired, and looking through it again each turn found nothing to load.
             self.supervise_warmup.run(lambda: self.warm_once(clock.now()))
             if not stopping():
                 self.supervise_warmup.run(lambda: self.prepare_once(clock.now()))
@@ -405,6 +411,11 @@ class SchedulerLoop:
             return self.poll_seconds
         if nxt is None:
             return self.poll_seconds
+        if nxt <= now and self.engine.projector.read_model_first.waiting:
+            # What was just fired still shows due: its projection waits for the dispatcher,
+            # which wakes this loop when it has caught up (`DispatchWorker.on_caught_up`).
+            # Turning at once until then would take the process from the creations.
+            return self.poll_seconds
         return max(0.0, min(self.poll_seconds, (nxt - now).total_seconds()))
 
     def run(self, waker: Waker | None = None, on_ready: Callable[[], None] | None = None) -> None:
@@ -421,6 +432,8 @@ class SchedulerLoop:
                 store_probe=self.write_probe.check,
             )
             projector.dispatch_thread = True
+            if waker is not None:
+                self.dispatch_worker.on_caught_up = waker.event.set
             self.dispatch_worker.start()
         # Readers in this process (the probe server, the Kubernetes status writer) now wait
         # for this loop's projection step instead of projecting themselves.

@@ -28,7 +28,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from eventsourcing.persistence import Tracking
@@ -36,6 +36,7 @@ from eventsourcing.persistence import Tracking
 from cronsource.adapters.clock import Clock
 from cronsource.adapters.infrastructure.locks import ProjectorLock
 from cronsource.adapters.infrastructure.readside.model import ReadModel
+from cronsource.adapters.runtime.dispatchfirst import DispatchFirst
 from cronsource.domain.service import CronService, Receipt
 from cronsource.projections.dispatch import Dispatcher
 from cronsource.projections.readmodel import ReadModelProjection
@@ -55,6 +56,15 @@ POLL_SECONDS = 0.05
 NOTIFIED_SLICE = POLL_SECONDS * 4
 #: The projections that follow the log, by the name their positions are stored under.
 READ_MODEL, DISPATCH = "readmodel", "dispatch"
+#: The read model's projection waits for a dispatch thread that has at least this many events
+#: to dispatch (a burst), until it has caught up (adapters/runtime/dispatchfirst.py): the
+#: creations then have the process to themselves. Smaller backlogs are projected as they come.
+READ_MODEL_WAITS_FROM = 200
+#: ... unless the dispatcher has not moved for this long (an API that refuses every create),
+READ_MODEL_WAITS_FOR_DISPATCH = timedelta(seconds=5)
+#: ... and at most this long at a time: the status view, the audit and the due index are then
+#: at most this stale while more fires come than the target takes.
+READ_MODEL_WAITS_AT_MOST = timedelta(seconds=30)
 
 
 #: How many full reads of the log the projections share (`Projector._pending`): the last
@@ -103,6 +113,13 @@ class Projector:
         #: True while a dispatch thread of this process creates the Workflows (`run`): the
         #: projection step then leaves the dispatcher's position to it.
         self.dispatch_thread = False
+        #: When the read model's projection waits for the dispatch thread (`step`).
+        self.read_model_first = DispatchFirst(
+            READ_MODEL_WAITS_FOR_DISPATCH, READ_MODEL_WAITS_AT_MOST, READ_MODEL_WAITS_FROM
+        )
+        #: Readers waiting for this process's worker (`settle`): the read model never waits
+        #: for the dispatcher while someone waits for it.
+        self._readers = 0
         self._mutex = threading.Lock()
         self._moved = threading.Condition(threading.Lock())
         #: A lower bound of each projection's position: the highest this process has read or
@@ -324,6 +341,8 @@ class Projector:
         (`dispatch_step`)."""
         if dispatch is None:
             dispatch = not self.dispatch_thread
+        if not dispatch and self._waits_for_dispatch(now):
+            return 0
         with self._mutex:
             if not self.lock.try_acquire():
                 return 0
@@ -332,6 +351,16 @@ class Projector:
             with self._moved:
                 self._moved.notify_all()
         return done
+
+    def _waits_for_dispatch(self, now: datetime | None) -> bool:
+        """Whether the read model's step waits for the dispatch thread this time: it is
+        creating a burst's Workflows (adapters/runtime/dispatchfirst.py) and no reader here
+        waits for the read model."""
+        if not self.dispatch_thread or self.dispatcher is None or self._readers:
+            return False
+        return self.read_model_first.waits(
+            self.dispatched(), self.head(), now if now is not None else self.clock.now()
+        )
 
     def dispatch_step(
         self,
@@ -417,10 +446,14 @@ class Projector:
         seconds counted in the slices waited, so no clock is read."""
         slices = max(1, math.ceil(timeout / NOTIFIED_SLICE))
         with self._moved:
-            for _ in range(slices):
-                if self.position() >= target:
-                    return True
-                self._moved.wait(NOTIFIED_SLICE)
+            self._readers += 1
+            try:
+                for _ in range(slices):
+                    if self.position() >= target:
+                        return True
+                    self._moved.wait(NOTIFIED_SLICE)
+            finally:
+                self._readers -= 1
         return self.position() >= target
 
     def _wait_polled(self, target: int, timeout: float) -> bool:

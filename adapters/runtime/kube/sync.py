@@ -16,6 +16,7 @@ from cronsource.adapters.infrastructure.kube.port import WF, KubeApi
 from cronsource.adapters.infrastructure.kube.seen import SeenMetadata
 from cronsource.adapters.infrastructure.kube.status import StatusWriter
 from cronsource.adapters.infrastructure.kube.target import KubeTarget
+from cronsource.adapters.runtime.dispatchfirst import DispatchFirst
 from cronsource.adapters.runtime.kube.events import KubeEventFeed
 from cronsource.adapters.runtime.kube.watch import CalendarWatcher, CronWorkflowWatcher
 from cronsource.adapters.runtime.kube.workflows import ViewProgress, WorkflowWatcher
@@ -26,8 +27,9 @@ from cronsource.projections.dispatch import LABEL_CRON
 #: still creating the Workflows of fires the status view already shows, the API server's
 #: capacity goes to those creations first (a burst of N fires is N creations, then N status
 #: patches, as Argo's cron worker orders them per CronWorkflow), and a status rarely names an
-#: active Workflow that is not created yet. A dispatcher whose position has not moved for this
-#: long (stuck on a failing API) no longer holds the statuses back.
+#: active Workflow that is not created yet (adapters/runtime/dispatchfirst.py). A dispatcher
+#: whose position has not moved for this long (stuck on a failing API) no longer holds the
+#: statuses back.
 STATUS_WAITS_FOR_DISPATCH = timedelta(seconds=5)
 #: The longest status writes wait for a dispatcher that keeps moving but never catches up (more
 #: fires than the API server takes, for minutes): statuses are then at most this stale.
@@ -86,10 +88,9 @@ class KubeSync:
         if dispatcher is not None:
             dispatcher.on_created = self.events.created
         self._written: dict[str, int] = {}
-        # The dispatcher's position when status writes last saw it move, and when; and since
-        # when they have been waiting.
-        self._dispatch_seen: tuple[int, datetime] | None = None
-        self._waiting_since: datetime | None = None
+        self._statuses_first = DispatchFirst(STATUS_WAITS_FOR_DISPATCH, STATUS_WAITS_AT_MOST)
+        #: The view's position when every status was last written (None: not yet).
+        self._statuses_at: int | None = None
         self._stop = threading.Event()
         self.tasks: list[concurrent.futures.Future[None]] = []
 
@@ -122,30 +123,24 @@ class KubeSync:
         return dispatched if dispatched < projector.position() else None
 
     def _statuses_wait(self, now: datetime) -> bool:
-        """Whether status writes wait this turn: the dispatcher is behind, moved less than
-        STATUS_WAITS_FOR_DISPATCH ago, and they have waited less than STATUS_WAITS_AT_MOST."""
-        position = self._dispatch_position()
-        if position is None:
-            self._dispatch_seen = self._waiting_since = None
-            return False
-        if self._dispatch_seen is None or self._dispatch_seen[0] != position:
-            self._dispatch_seen = (position, now)
-        self._waiting_since = self._waiting_since or now
-        if (
-            now - self._dispatch_seen[1] < STATUS_WAITS_FOR_DISPATCH
-            and now - self._waiting_since < STATUS_WAITS_AT_MOST
-        ):
-            return True
-        self._waiting_since = None  # these are written now; a new wait starts from here
-        return False
+        """Whether status writes wait this turn: the dispatcher is behind the status view,
+        moved less than STATUS_WAITS_FOR_DISPATCH ago, and they have waited less than
+        STATUS_WAITS_AT_MOST."""
+        projector = self.engine.projector
+        return self._statuses_first.waits(projector.dispatched(), projector.position(), now)
 
     def write_statuses(self, now: datetime | None = None) -> int:
         """Write the status of every CronWorkflow whose view row is newer than what this
         process last wrote (the writer itself drops what the object already shows), several
         at a time, once the dispatcher has caught up or has not moved for
-        STATUS_WAITS_FOR_DISPATCH. A failed write is retried next turn; the first failure is
-        raised after the others were recorded."""
+        STATUS_WAITS_FOR_DISPATCH, and only when the view has moved since. A failed write is
+        retried next turn; the first failure is raised after the others were recorded."""
         if now is not None and self._statuses_wait(now):
+            return 0
+        # Status rows change only as the view's position moves: reading them all again (at
+        # 10,000 CronWorkflows, a third of a second a turn) finds nothing new otherwise.
+        position = self.engine.projector.position()
+        if position == self._statuses_at:
             return 0
         rows = [
             row
@@ -163,6 +158,7 @@ class KubeSync:
             self._written[row.cron_id] = row.version
         if failure is not None:
             raise failure
+        self._statuses_at = position
         return written
 
     def recover(self, now: datetime) -> int | None:
