@@ -3,7 +3,7 @@
 The dispatcher, the read model's projection and the status writes share one Python process
 (one interpreter lock) and, on a cluster, one API server. Whatever else runs during a burst
 takes its share from the creations: at 10,000 fires the read model's projection was a fifth
-of the process's time while the Workflows were being created, and the status patches a tenth
+of the process's time while the Workflows were being created, and the status patches a sixth
 of the API server's requests. A Workflow is what a user waits for; a status view or a
 `.status` a few seconds later is not. So the others wait, bounded both ways: a dispatcher that
 stops moving (an API that fails every create) no longer holds them back, and one that keeps

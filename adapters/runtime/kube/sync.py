@@ -138,7 +138,7 @@ class KubeSync:
         if now is not None and self._statuses_wait(now):
             return 0
         # Status rows change only as the view's position moves: reading them all again (at
-        # 10,000 CronWorkflows, a third of a second a turn) finds nothing new otherwise.
+        # 10,000 CronWorkflows, half a second a turn) finds nothing new otherwise.
         position = self.engine.projector.position()
         if position == self._statuses_at:
             return 0
