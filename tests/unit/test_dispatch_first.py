@@ -19,7 +19,6 @@ from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.infrastructure.localtarget import LocalTarget
 from cronsource.adapters.infrastructure.shards import SoleOwner
 from cronsource.adapters.runtime.dispatchfirst import DispatchFirst
-from cronsource.adapters.runtime.dispatchworker import DispatchWorker
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.kube import KubeSync
 from cronsource.adapters.runtime.loop import SchedulerLoop
@@ -31,6 +30,7 @@ from tests.instants import T0
 from tests.kube.fake import FakeKube
 from tests.unit.test_kube_watch import NS, TICK, admitted
 from tests.unit.test_snapshots import manifest
+from tests.unit.test_streaming_dispatch import dispatch_worker
 
 T1 = T0 + timedelta(minutes=1)
 SECOND = timedelta(seconds=1)
@@ -150,14 +150,7 @@ def test_the_dispatch_thread_says_when_it_has_caught_up(engine: Engine) -> None:
     projector = engine.projector
     burst(engine)
     stop, caught_up = threading.Event(), threading.Event()
-    worker = DispatchWorker(
-        projector,
-        VirtualClock(T1),
-        stop,
-        poll_seconds=0.01,
-        runs_projections=lambda: True,
-        store_probe=lambda: None,
-    )
+    worker = dispatch_worker(engine, VirtualClock(T1), poll_seconds=0.01, stop=stop)
     worker.on_caught_up = caught_up.set
     worker.start()
     try:
@@ -177,14 +170,8 @@ def test_the_loop_sleeps_and_leaves_the_warm_up_while_the_read_model_waits(
     burst(engine)
     clock = VirtualClock(T1 + SECOND)
     loop = SchedulerLoop(engine, SoleOwner(), role="all", clock=clock, poll_seconds=0.5)
-    loop.dispatch_worker = DispatchWorker(  # as `run` has it, not started: the test dispatches
-        engine.projector,
-        clock,
-        threading.Event(),
-        poll_seconds=0.5,
-        runs_projections=lambda: True,
-        store_probe=lambda: None,
-    )
+    # As `run` has it, not started: the test dispatches.
+    loop.dispatch_worker = dispatch_worker(engine, clock, poll_seconds=0.5)
     warmed: list[Any] = []
     monkeypatch.setattr(loop, "warm_once", lambda now: warmed.append(now))
     monkeypatch.setattr(loop, "prepare_once", lambda now: warmed.append(now))

@@ -17,7 +17,7 @@ from uuid import UUID
 
 import pytest
 
-from cronsource.adapters.clock import VirtualClock
+from cronsource.adapters.clock import Clock, VirtualClock
 from cronsource.adapters.infrastructure.kube import ApiError, Creation, KubeTarget
 from cronsource.adapters.infrastructure.shards import SoleOwner
 from cronsource.adapters.runtime.dispatchworker import DispatchWorker
@@ -83,6 +83,20 @@ def fired(engine: Engine, ids: list[UUID] | None = None) -> tuple[list[UUID], in
     engine.service.tick(ids, T1)
     assert engine.projector.head() == before + len(NAMES)
     return ids, before
+
+
+def dispatch_worker(
+    engine: Engine, clock: Clock, poll_seconds: float, stop: threading.Event | None = None
+) -> DispatchWorker:
+    """The dispatch thread `run` has, on this process's projector, always dispatching."""
+    return DispatchWorker(
+        engine.projector,
+        clock,
+        stop or threading.Event(),
+        poll_seconds=poll_seconds,
+        runs_projections=lambda: True,
+        store_probe=lambda: None,
+    )
 
 
 def names(*crons: str) -> list[str]:
@@ -195,14 +209,7 @@ class TestOnTheCluster:
         engine.projector.catch_up(T0)
         clock = VirtualClock(T1 - timedelta(seconds=2))
         loop = SchedulerLoop(engine, SoleOwner(), role="all", clock=clock)
-        loop.dispatch_worker = DispatchWorker(
-            engine.projector,
-            clock,
-            threading.Event(),
-            poll_seconds=1.0,
-            runs_projections=lambda: True,
-            store_probe=lambda: None,
-        )
+        loop.dispatch_worker = dispatch_worker(engine, clock, poll_seconds=1.0)
         assert loop.prepare_once(clock.now()) == len(NAMES)
         kube.run(asyncio.sleep(0))  # after the warm-up, sent to the client's loop before it
         assert kube.warmed == [len(NAMES)]
