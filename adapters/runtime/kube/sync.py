@@ -114,20 +114,16 @@ class KubeSync:
 
     def dispatch_behind(self) -> bool:
         """Whether the dispatcher has fires to create that the status view already shows."""
-        return self._dispatch_position() is not None
-
-    def _dispatch_position(self) -> int | None:
-        """The dispatcher's position while it is behind the status view, else None."""
         projector = self.engine.projector
-        dispatched = projector.dispatched()
-        return dispatched if dispatched < projector.position() else None
+        dispatched: int = projector.dispatched()
+        position: int = projector.position()
+        return dispatched < position
 
-    def _statuses_wait(self, now: datetime) -> bool:
-        """Whether status writes wait this turn: the dispatcher is behind the status view,
-        moved less than STATUS_WAITS_FOR_DISPATCH ago, and they have waited less than
-        STATUS_WAITS_AT_MOST."""
-        projector = self.engine.projector
-        return self._statuses_first.waits(projector.dispatched(), projector.position(), now)
+    def _statuses_wait(self, now: datetime, position: int) -> bool:
+        """Whether status writes wait this turn: the dispatcher is behind the status view
+        (at `position`), moved less than STATUS_WAITS_FOR_DISPATCH ago, and they have waited
+        less than STATUS_WAITS_AT_MOST."""
+        return self._statuses_first.waits(self.engine.projector.dispatched(), position, now)
 
     def write_statuses(self, now: datetime | None = None) -> int:
         """Write the status of every CronWorkflow whose view row is newer than what this
@@ -135,11 +131,11 @@ class KubeSync:
         at a time, once the dispatcher has caught up or has not moved for
         STATUS_WAITS_FOR_DISPATCH, and only when the view has moved since. A failed write is
         retried next turn; the first failure is raised after the others were recorded."""
-        if now is not None and self._statuses_wait(now):
+        position = self.engine.projector.position()
+        if now is not None and self._statuses_wait(now, position):
             return 0
         # Status rows change only as the view's position moves: reading them all again (at
         # 10,000 CronWorkflows, half a second a turn) finds nothing new otherwise.
-        position = self.engine.projector.position()
         if position == self._statuses_at:
             return 0
         rows = [
