@@ -20,6 +20,7 @@ import pytest
 from cronsource.adapters.clock import Clock, VirtualClock
 from cronsource.adapters.infrastructure.kube import ApiError, Creation, KubeTarget
 from cronsource.adapters.infrastructure.shards import SoleOwner
+from cronsource.adapters.runtime import projector as projector_module
 from cronsource.adapters.runtime.dispatchworker import DispatchWorker
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.loop import SchedulerLoop
@@ -213,3 +214,31 @@ class TestOnTheCluster:
         assert loop.prepare_once(clock.now()) == len(NAMES)
         kube.run(asyncio.sleep(0))  # after the warm-up, sent to the client's loop before it
         assert kube.warmed == [len(NAMES)]
+
+
+def test_the_dispatch_thread_sends_a_first_chunk_before_reading_the_rest_of_a_burst(
+    engine: Engine, streaming: StreamingTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A burst read whole (500 fires in 25 ms) held back its first creation: the thread's
+    dispatcher reads one chunk first, sends it, then reads the rest while it is answered."""
+    monkeypatch.setattr(projector_module, "STREAM_CHUNK", 1)
+    _, before = fired(engine)
+    engine.projector.dispatch(T1, batch=1000)
+    assert streaming.calls == [
+        ("sent", names("a")),
+        ("sent", names("b", "c", "d")),
+        ("answered", names("a")),
+        ("answered", names("b", "c", "d")),
+    ]
+    assert engine.projector.dispatched() == before + 4
+
+
+def test_a_catch_up_hands_the_dispatcher_the_read_model_s_read_whole(
+    engine: Engine, streaming: StreamingTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Within one catch-up the dispatcher takes the events the read model just read, not a
+    chunk of its own: a first chunk there would read the log again."""
+    monkeypatch.setattr(projector_module, "STREAM_CHUNK", 1)
+    fired(engine)
+    engine.projector.catch_up(T1)
+    assert [c for c in streaming.calls if c[0] == "sent"] == [("sent", names(*NAMES))]
