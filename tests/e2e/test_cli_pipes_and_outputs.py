@@ -316,6 +316,17 @@ def test_a_scenario_takes_a_date_alone_as_midnight_utc(tmp_path: Path) -> None:
     assert "needs a time zone offset" in one_error_line(cs("simulate", str(path)))
 
 
+def test_export_to_a_file_it_cannot_create_says_so_in_one_line(store: str, tmp_path: Path) -> None:
+    cs("apply", "-f", _write(tmp_path / "m.yaml", [manifest("hello")]), store=store)
+    for name in ("x.jsonl", "x.jsonl.gz"):
+        path = tmp_path / "missing" / name
+        r = cs("export", "--before", "2199-01-01T00:00:00Z", "-o", str(path), store=store)
+        assert r.returncode == 1, r.stderr
+        line = one_error_line(r)
+        assert line == f"error: --output-file {path}: No such file or directory", line
+        assert not path.parent.exists()
+
+
 def test_help_says_the_time_rule() -> None:
     for command, flag in (("backfill", "--start"), ("why", "--at"), ("history", "--since")):
         text = " ".join(cs(command, "-h").stdout.split())

@@ -79,12 +79,15 @@ def export_cmd(before: str, output_file: str) -> None:
     written = 0
     with obj.operations() as ops:
         out: Any
-        if output_file == "-":
-            out = sys.stdout
-        elif output_file.endswith(".gz"):
-            out = gzip.open(output_file, "wt", encoding="utf-8")
-        else:
-            out = open(output_file, "w", encoding="utf-8")  # noqa: SIM115 (closed below)
+        try:
+            if output_file == "-":
+                out = sys.stdout
+            elif output_file.endswith(".gz"):
+                out = gzip.open(output_file, "wt", encoding="utf-8")
+            else:
+                out = open(output_file, "w", encoding="utf-8")  # noqa: SIM115 (closed below)
+        except OSError as e:  # a missing directory, no permission: the flag, not a traceback
+            fail(f"--output-file {output_file}: {e.strerror or e}")
         try:
             after = 0
             while True:
