@@ -243,9 +243,9 @@ class Projector:
             # A streaming dispatcher of its own (`run`) reads a first chunk only: the first
             # Workflows of a burst are sent while the rest is read (a read of 500 fires took
             # 25 ms before the first create could go).
-            limit = STREAM_CHUNK if read is None and dispatcher.streams else batch
+            limit = min(STREAM_CHUNK, batch) if read is None and dispatcher.streams else batch
             while True:
-                pending = self._pending(DISPATCH, min(limit, batch), read, start=start)
+                pending = self._pending(DISPATCH, limit, read, start=start)
                 limit = batch
                 yield pending
                 done += len(pending)
