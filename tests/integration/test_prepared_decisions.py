@@ -12,5 +12,6 @@ from tests.unit.test_prepared_decisions import (  # noqa: F401 (collected here b
     test_decided_ahead_committed_at_the_instant_and_never_before,
     test_our_own_write_after_the_decision_is_seen_without_a_refused_save,
     test_the_due_index_behind_our_own_save_is_not_trusted_until_our_next_due,
+    test_the_warm_up_leaves_alone_what_a_decision_made_in_advance_holds,
     test_what_is_prepared_ahead_is_stored_as_a_save_would_store_it,
 )

@@ -228,3 +228,25 @@ def test_what_was_prepared_for_an_earlier_instant_is_not_kept(engine: Engine) ->
     assert [e.fired_at for e in fires(engine, ids["a"])] == [H]
     assert svc.commit_batch([b], H).fires == 1
     assert svc._ahead == {}
+
+
+@pytest.mark.stores("sqlite", "postgres")
+def test_the_warm_up_leaves_alone_what_a_decision_made_in_advance_holds(
+    engine: Engine,
+) -> None:
+    """The copies a decision made in advance was made on are out of the cache until the
+    commit puts the saved ones back; the warm-up does not load them again (for 5,000 that
+    was half a second on the loop's thread, into the instant). One changed by another writer
+    since (its spec edited: still due), which the due index shows at a newer version, is
+    loaded, and decided again at the instant."""
+    ids, loop, clock = setup(engine)
+    loop.warm_once(clock.now())  # every copy in memory
+    assert loop.prepare_once(clock.now()) == len(NAMES)
+    assert loop.warm_once(clock.now()) == 0
+    edited = parse_manifest(manifest_document("b", suspend=False, startingDeadlineSeconds=60))
+    engine.replica().apply(edited, H - timedelta(seconds=1))
+    engine.projector.catch_up(H - timedelta(seconds=1))
+    assert loop.warm_once(clock.now()) == 1
+    clock.set(H)
+    assert loop.schedule_once(H) == len(NAMES)
+    assert [len(fires(engine, ids[n])) for n in NAMES] == [1, 1, 1]
