@@ -18,6 +18,8 @@ and nobody ever sees half a manifest.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import json
 import os
 import secrets
@@ -79,10 +81,40 @@ def _write_atomically(path: Path, text: str, exclusive: bool) -> bool:
                 os.unlink(tmp)
 
 
+def _libc_syncfs() -> Any:
+    """libc's `syncfs`, or None where there is none (not Linux)."""
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+
+
+_SYNCFS = _libc_syncfs()
+
+
+def _sync_file_system(directory: Path) -> None:
+    """Make what was written under `directory` durable: its file system alone, flushed
+    (syncfs(2); Python's `os` has no binding for it). `os.sync()` flushes every file system
+    of the machine and waits for all of it: in a burst, for the store's commits on the
+    machine's disk, 265 ms against 1-3 ms for the batches after it (bench.peers, 5,000
+    Workflows on tmpfs, PostgreSQL on the disk). Where there is no syncfs, `os.sync()`."""
+    if _SYNCFS is None:
+        os.sync()
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        if _SYNCFS(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err), str(directory))
+    finally:
+        os.close(fd)
+
+
 def _link_all_exclusively(files: list[tuple[Path, str]]) -> list[bool]:
     """Create many files exclusively with one flush to disk instead of one per file.
 
-    Every text is written aside first and made durable with one `os.sync()`; only then are the
+    Every text is written aside first and made durable with one flush of their file system
+    (`_sync_file_system`, once per file system of the batch); only then are the
     final names linked, so no name ever points at a half-written file, even after a power cut.
     The directories are synced after the links, so the caller may record the batch as done.
     Returns, per file, False where the name already existed.
@@ -107,7 +139,8 @@ def _link_all_exclusively(files: list[tuple[Path, str]]) -> list[bool]:
                     data = data[os.write(fd, data) :]
             finally:
                 os.close(fd)
-        os.sync()
+        for d in _one_per_file_system(dirs):
+            _sync_file_system(d)
         created = []
         for (path, _), tmp in zip(files, temps, strict=True):
             try:
@@ -126,6 +159,15 @@ def _link_all_exclusively(files: list[tuple[Path, str]]) -> list[bool]:
         for tmp in temps:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
+
+
+def _one_per_file_system(dirs: set[Path]) -> list[Path]:
+    """One of `dirs` for each file system they are on (namespaces are directories of one
+    workflows directory, so nearly always one; a namespace that is a mount is another)."""
+    by_device: dict[int, Path] = {}
+    for d in sorted(dirs):
+        by_device.setdefault(d.stat().st_dev, d)
+    return list(by_device.values())
 
 
 class _AlreadyThere(Exception):

@@ -6,10 +6,15 @@ created a second time."""
 from __future__ import annotations
 
 import json
+import os
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from cronsource.adapters.infrastructure import localtarget
 from cronsource.adapters.infrastructure.localtarget import ANNOTATION_CREATED, LocalTarget
 from cronsource.projections.dispatch import ANNOTATION_SCHEDULED, Creation
 
@@ -41,6 +46,45 @@ def test_a_workflow_is_written_as_json_in_a_json_file(tmp_path: Path) -> None:
     doc = json.loads((tmp_path / "default" / "hello-1.json").read_text())
     assert doc["metadata"]["name"] == "hello-1" and doc["kind"] == "Workflow"
     assert target.exists("default", "hello-1")
+
+
+def test_a_batch_flushes_its_own_file_system_not_the_machines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The files of a batch are made durable before their names are linked, by one syncfs of
+    the file system they are on; `os.sync()`, every file system of the machine, waited in a
+    burst for the store's commits on another disk."""
+    assert sys.platform != "linux" or localtarget._SYNCFS is not None
+    synced: list[tuple[int, list[str]]] = []
+
+    def syncfs(fd: int) -> int:
+        synced.append((os.fstat(fd).st_dev, sorted(os.listdir(tmp_path / "default"))))
+        return 0
+
+    def no_sync() -> None:
+        raise AssertionError("os.sync() flushes every file system")
+
+    monkeypatch.setattr(localtarget, "_SYNCFS", syncfs)
+    monkeypatch.setattr(os, "sync", no_sync)
+    target = LocalTarget(tmp_path, run_duration=timedelta(seconds=30))
+    creations = [Creation(_workflow(f"hello-{k}"), "id", "schedule") for k in range(3)]
+    assert target.create_many(creations, AT) == [None, None, None]
+    ((device, seen),) = synced
+    assert device == tmp_path.stat().st_dev
+    assert len(seen) == 3 and not any(name.endswith(".json") for name in seen)  # not linked yet
+    files = sorted(p.name for p in (tmp_path / "default").iterdir())
+    assert files == [f"hello-{k}.json" for k in range(3)]
+
+
+def test_a_file_system_that_cannot_be_flushed_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failed flush publishes nothing: no name points at a file that may not be on disk."""
+    monkeypatch.setattr(localtarget, "_SYNCFS", lambda fd: -1)
+    target = LocalTarget(tmp_path, run_duration=timedelta(seconds=30))
+    with pytest.raises(OSError):
+        target.create_many([Creation(_workflow("hello-1"), "id", "schedule")], AT)
+    assert list((tmp_path / "default").iterdir()) == []
 
 
 def _legacy(tmp_path: Path, name: str) -> Path:
