@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from datetime import datetime
+from typing import Any
 
 from cronsource.adapters.clock import Clock
 from cronsource.adapters.runtime.projector import Projector
@@ -43,6 +45,10 @@ class DispatchWorker:
         #: read model may be waiting for that (adapters/runtime/dispatchfirst.py).
         self.on_caught_up: Callable[[], None] | None = None
         self.supervisor = Supervisor("dispatch", clock, store_probe)
+        #: Fires expected at an instant a moment away that the target is still getting
+        #: ready for, and that instant (`expect`); 0 when it is ready or nothing is expected.
+        self._expected = 0
+        self._expected_at: datetime | None = None
         self._thread = threading.Thread(target=self._run, name="dispatch", daemon=True)
 
     def start(self) -> None:
@@ -60,19 +66,41 @@ class DispatchWorker:
                 if busy and done == 0 and self.on_caught_up is not None:
                     self.on_caught_up()
                 busy = False
+                if self._expected and self._warm():
+                    continue  # more to get ready, after a look for fires to dispatch
             else:
                 self.supervisor.forget()  # another replica dispatches: its failures are its own
             self.clock.wait(self.poll_seconds, self.wake)
             self.wake.clear()
 
-    def expect(self, fires: int) -> None:
-        """About `fires` fires are decided for an instant a moment away (the scheduler's
-        `prepare_once`): the target gets ready for them where it can (`warm`: a cluster's
-        connections opened now, not at the instant). Only the replica that dispatches."""
-        target = getattr(self.projector.dispatcher, "target", None)
-        warm = getattr(target, "warm", None)
-        if warm is not None and self.runs_projections():
-            warm(fires)
+    @property
+    def _target(self) -> Any:
+        return getattr(self.projector.dispatcher, "target", None)
+
+    def expect(self, fires: int, at: datetime) -> None:
+        """About `fires` fires are decided for the instant `at`, a moment away (the
+        scheduler's `prepare_once`): the target gets ready for them where it can (`warm`: a
+        cluster's connections opened, the local target's files made), on this thread when
+        it has nothing to dispatch, in steps, so a fire committed meanwhile is not kept
+        waiting; never from the instant on, when the fires themselves are what to do. Only
+        the replica that dispatches."""
+        self._expected_at = at
+        self._expected = fires
+        self.wake.set()
+
+    def _warm(self) -> bool:
+        """One step of getting the target ready for the fires expected; whether more is
+        left. A target that cannot get ready is no fault of the dispatch: it creates at the
+        instant as it would have (the target logs why)."""
+        fires, self._expected = self._expected, 0
+        at = self._expected_at
+        warm = getattr(self._target, "warm", None)
+        if warm is None or not self.runs_projections() or at is None or self.clock.now() >= at:
+            return False
+        left = warm(fires)
+        if left:
+            self._expected = fires
+        return bool(left)
 
     def step(self, budget: float) -> int:
         """Dispatch what is new for at most `budget` seconds on the loop's clock."""
@@ -86,3 +114,6 @@ class DispatchWorker:
         """Let the batch in flight finish (its position moves after its Workflows exist)."""
         self.wake.set()
         self._thread.join(timeout=120)
+        cool = getattr(self._target, "cool", None)
+        if cool is not None and not self._thread.is_alive():
+            cool()  # what was made ahead for a burst that did not come

@@ -144,8 +144,9 @@ class SchedulerLoop:
 
     def prepare_once(self, now: datetime) -> int:
         prepared = self.scheduler.prepare_once(now)
-        if prepared and self.dispatch_worker is not None:
-            self.dispatch_worker.expect(prepared)
+        instant = self.scheduler.prepared_for
+        if prepared and instant is not None and self.dispatch_worker is not None:
+            self.dispatch_worker.expect(prepared, instant)
         return prepared
 
     def warm_once(self, now: datetime) -> int:

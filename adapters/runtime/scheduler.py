@@ -297,6 +297,11 @@ class Scheduler:
             return []  # their copies were taken out of the cache: the next decision reloads
         return [(instant, batch) for batch in batches]
 
+    @property
+    def prepared_for(self) -> datetime | None:
+        """The instant the decisions made in advance are for, if any are held."""
+        return None if self._prepared is None else self._prepared[0]
+
     def _held_by_prepared(self) -> dict[UUID, int]:
         """The stored version each decision made in advance was decided on, by id."""
         if self._prepared is None:

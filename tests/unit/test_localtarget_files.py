@@ -123,3 +123,87 @@ def test_someone_elses_yaml_file_of_the_name_is_a_conflict(tmp_path: Path) -> No
     [error] = target.create_many([Creation(_workflow("hello-1"), "id", "schedule")], AT)
     assert error is not None and "is not ours" in str(error)
     assert not (tmp_path / "default" / "hello-1.json").exists()
+
+
+def _hidden(tmp_path: Path) -> list[str]:
+    return sorted(p.name for p in tmp_path.rglob(".tmp-*"))
+
+
+def test_files_made_ahead_of_a_burst_are_the_ones_its_workflows_are_written_into(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`warm` makes the burst's empty files ahead, a chunk a call; the Workflows are written
+    into them and linked, none created at the instant, and nothing hidden is left after."""
+    monkeypatch.setattr(localtarget, "WARM_CHUNK", 2)
+    target = LocalTarget(tmp_path, run_duration=timedelta(seconds=30))
+    assert [target.warm(3), target.warm(3), target.warm(3)] == [1, 0, 0]
+    made = _hidden(tmp_path)
+    assert len(made) == 3 and all((tmp_path / name).stat().st_size == 0 for name in made)
+    inodes = {(tmp_path / name).stat().st_ino for name in made}
+    created: list[str] = []
+    real_open = os.open
+
+    def watched_open(path: Any, flags: int, *args: Any) -> int:
+        if flags & os.O_CREAT:
+            created.append(str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", watched_open)
+    creations = [Creation(_workflow(f"hello-{k}"), "id", "schedule") for k in range(3)]
+    assert target.create_many(creations, AT) == [None, None, None]
+    assert created == []
+    workflows = sorted((tmp_path / "default").iterdir())
+    assert {p.stat().st_ino for p in workflows} == inodes
+    assert [json.loads(p.read_text())["metadata"]["name"] for p in workflows] == [
+        f"hello-{k}" for k in range(3)
+    ]
+    assert _hidden(tmp_path) == []
+
+
+def test_a_file_made_ahead_and_swept_away_is_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process starting on the directory sweeps old temp files, the ones made ahead
+    among them, before they are written or between the write and the link: each Workflow
+    is still created, once."""
+    target = LocalTarget(tmp_path, run_duration=timedelta(seconds=30))
+    assert target.warm(4) == 0
+    (tmp_path / _hidden(tmp_path)[0]).unlink()  # before its write
+    real_sync = localtarget._sync_file_system
+
+    def sweep_then_sync(directory: Path) -> None:
+        for name in _hidden(tmp_path)[:1]:  # after the writes, before the links
+            (tmp_path / name).unlink()
+        real_sync(directory)
+
+    monkeypatch.setattr(localtarget, "_sync_file_system", sweep_then_sync)
+    creations = [Creation(_workflow(f"hello-{k}"), "id", "schedule") for k in range(3)]
+    assert target.create_many(creations, AT) == [None, None, None]
+    workflows = sorted((tmp_path / "default").iterdir())
+    assert [json.loads(p.read_text())["metadata"]["name"] for p in workflows] == [
+        f"hello-{k}" for k in range(3)
+    ]
+    assert _hidden(tmp_path) == []
+
+
+def test_files_made_ahead_for_a_burst_that_did_not_come_are_removed(tmp_path: Path) -> None:
+    target = LocalTarget(tmp_path, run_duration=timedelta(seconds=30))
+    assert target.warm(3) == 0
+    assert len(_hidden(tmp_path)) == 3
+    target.cool()
+    assert _hidden(tmp_path) == []
+
+
+def test_a_disk_that_refuses_the_files_made_ahead_leaves_the_burst_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = LocalTarget(tmp_path, run_duration=timedelta(seconds=30))
+
+    def full(*args: Any) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "open", full)
+    assert target.warm(3) == 0  # logged, not raised: nothing more to try for this burst
+    monkeypatch.undo()
+    assert target.create_many([Creation(_workflow("hello-1"), "id", "schedule")], AT) == [None]
+    assert (tmp_path / "default" / "hello-1.json").exists()

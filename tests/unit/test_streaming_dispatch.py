@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -210,10 +211,21 @@ class TestOnTheCluster:
         engine.projector.catch_up(T0)
         clock = VirtualClock(T1 - timedelta(seconds=2))
         loop = SchedulerLoop(engine, SoleOwner(), role="all", clock=clock)
-        loop.dispatch_worker = dispatch_worker(engine, clock, poll_seconds=1.0)
+        stop = threading.Event()
+        worker = dispatch_worker(engine, clock, poll_seconds=1.0, stop=stop)
+        loop.dispatch_worker = worker
         assert loop.prepare_once(clock.now()) == len(NAMES)
-        kube.run(asyncio.sleep(0))  # after the warm-up, sent to the client's loop before it
-        assert kube.warmed == [len(NAMES)]
+        assert kube.warmed == []  # on the dispatch thread, not the loop's
+        worker.start()
+        try:
+            deadline = time.monotonic() + 5.0
+            while not kube.warmed and time.monotonic() < deadline:
+                kube.run(asyncio.sleep(0))  # what the thread sent to the client's loop
+                time.sleep(0.01)
+            assert kube.warmed == [len(NAMES)]
+        finally:
+            stop.set()
+            worker.stop()
 
 
 def test_the_dispatch_thread_sends_a_first_chunk_before_reading_the_rest_of_a_burst(

@@ -140,7 +140,7 @@ class KubeTarget:
         through it: projections/dispatch.py `process_batches`)."""
         return self.kube.submit(self._create_many(creations))
 
-    def warm(self, creations: int) -> None:
+    def warm(self, creations: int) -> int:
         """Get ready for a burst of about `creations` fires decided for an instant a moment
         away: open the connections its creations will use, now and without waiting. A pool
         idle since the last burst has closed them, and each of the burst's first creations
@@ -149,6 +149,7 @@ class KubeTarget:
         on warm ones)."""
         if creations > 0:
             self.kube.submit(self.kube.warm(min(creations, self.in_flight)))
+        return 0  # nothing left: the connections open on the client's loop meanwhile
 
     def created(self, workflow: dict[str, Any], *, cron_id: str) -> bool:
         """Whether this Workflow of ours exists in the cluster (transient errors retried,
