@@ -5,8 +5,10 @@ made for a burst that did not come is removed when it stops."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
@@ -39,6 +41,28 @@ def _until(condition: Any, seconds: float = 5.0) -> bool:
     return bool(condition())
 
 
+@contextlib.contextmanager
+def running(
+    target: LocalTarget, calls: list[str], poll_seconds: float, dispatching: bool = True
+) -> Iterator[DispatchWorker]:
+    """The dispatch thread `run` has, over `target`, started; stopped at the end."""
+    stop = threading.Event()
+    worker = DispatchWorker(
+        Projector(target, calls),  # type: ignore[arg-type]
+        SYSTEM_CLOCK,
+        stop,
+        poll_seconds=poll_seconds,
+        runs_projections=lambda: dispatching,
+        store_probe=lambda: None,
+    )
+    worker.start()
+    try:
+        yield worker
+    finally:
+        stop.set()
+        worker.stop()
+
+
 def test_the_dispatch_thread_makes_the_burst_files_between_its_steps_and_removes_leftovers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -55,70 +79,28 @@ def test_the_dispatch_thread_makes_the_burst_files_between_its_steps_and_removes
         return sorted(tmp_path.glob(".tmp-*"))
 
     monkeypatch.setattr(target, "warm", warm)
-    stop = threading.Event()
-    worker = DispatchWorker(
-        Projector(target, calls),  # type: ignore[arg-type]
-        SYSTEM_CLOCK,
-        stop,
-        poll_seconds=30.0,
-        runs_projections=lambda: True,
-        store_probe=lambda: None,
-    )
-    worker.start()
-    try:
+    with running(target, calls, poll_seconds=30.0) as worker:
         assert _until(lambda: calls == ["dispatch"])  # idle, waiting for a wake
         worker.expect(5, SYSTEM_CLOCK.now() + timedelta(minutes=1))
         assert _until(lambda: len(hidden()) == 5 and calls.count("warm") == 3)
         # A look for fires to dispatch before each chunk of files, none two chunks apart.
         assert calls[:7] == ["dispatch", "dispatch", "warm", "dispatch", "warm", "dispatch", "warm"]
-    finally:
-        stop.set()
-        worker.stop()
     assert hidden() == []
 
 
 def test_a_replica_that_does_not_dispatch_makes_nothing_ahead(tmp_path: Path) -> None:
     calls: list[str] = []
-    target = LocalTarget(tmp_path)
-    stop = threading.Event()
-    dispatching = [False]
-    worker = DispatchWorker(
-        Projector(target, calls),  # type: ignore[arg-type]
-        SYSTEM_CLOCK,
-        stop,
-        poll_seconds=0.01,
-        runs_projections=lambda: dispatching[0],
-        store_probe=lambda: None,
-    )
-    worker.start()
-    try:
+    with running(LocalTarget(tmp_path), calls, poll_seconds=0.01, dispatching=False) as worker:
         worker.expect(3, SYSTEM_CLOCK.now() + timedelta(minutes=1))
         time.sleep(0.2)
         assert sorted(tmp_path.glob(".tmp-*")) == []
-    finally:
-        stop.set()
-        worker.stop()
 
 
 def test_nothing_is_made_ahead_once_the_instant_has_come(tmp_path: Path) -> None:
     """From the instant on, the fires are what to dispatch; files made then would only
     delay them (and, after the burst, refill for a burst nobody expects)."""
     calls: list[str] = []
-    target = LocalTarget(tmp_path)
-    stop = threading.Event()
-    worker = DispatchWorker(
-        Projector(target, calls),  # type: ignore[arg-type]
-        SYSTEM_CLOCK,
-        stop,
-        poll_seconds=0.01,
-        runs_projections=lambda: True,
-        store_probe=lambda: None,
-    )
-    worker.start()
-    try:
+    with running(LocalTarget(tmp_path), calls, poll_seconds=0.01) as worker:
         worker.expect(3, SYSTEM_CLOCK.now())
         assert _until(lambda: calls.count("dispatch") >= 3)
         assert sorted(tmp_path.glob(".tmp-*")) == []
-    finally:
-        stop.set()
-        worker.stop()
