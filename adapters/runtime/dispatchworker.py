@@ -45,10 +45,10 @@ class DispatchWorker:
         #: read model may be waiting for that (adapters/runtime/dispatchfirst.py).
         self.on_caught_up: Callable[[], None] | None = None
         self.supervisor = Supervisor("dispatch", clock, store_probe)
-        #: Fires expected at an instant a moment away that the target is still getting
-        #: ready for, and that instant (`expect`); 0 when it is ready or nothing is expected.
-        self._expected = 0
-        self._expected_at: datetime | None = None
+        #: (fires, instant): a burst a moment away that the target is still getting ready
+        #: for (`expect`, from the loop's thread); None when it is ready or none is expected.
+        self._expected: tuple[int, datetime] | None = None
+        self._expected_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="dispatch", daemon=True)
 
     def start(self) -> None:
@@ -66,7 +66,7 @@ class DispatchWorker:
                 if busy and done == 0 and self.on_caught_up is not None:
                     self.on_caught_up()
                 busy = False
-                if self._expected and self._warm():
+                if self._expected is not None and self._warm():
                     continue  # more to get ready, after a look for fires to dispatch
             else:
                 self.supervisor.forget()  # another replica dispatches: its failures are its own
@@ -84,22 +84,27 @@ class DispatchWorker:
         it has nothing to dispatch, in steps, so a fire committed meanwhile is not kept
         waiting; never from the instant on, when the fires themselves are what to do. Only
         the replica that dispatches."""
-        self._expected_at = at
-        self._expected = fires
+        with self._expected_lock:
+            self._expected = (fires, at)
         self.wake.set()
 
     def _warm(self) -> bool:
-        """One step of getting the target ready for the fires expected; whether more is
+        """One step of getting the target ready for the burst expected; whether more is
         left. A target that cannot get ready is no fault of the dispatch: it creates at the
         instant as it would have (the target logs why)."""
-        fires, self._expected = self._expected, 0
-        at = self._expected_at
-        warm = getattr(self._target, "warm", None)
-        if warm is None or not self.runs_projections() or at is None or self.clock.now() >= at:
+        with self._expected_lock:
+            expected = self._expected
+        if expected is None:
             return False
-        left = warm(fires)
-        if left:
-            self._expected = fires
+        fires, at = expected
+        warm: Callable[[int], int] | None = getattr(self._target, "warm", None)
+        left = 0
+        if warm is not None and self.runs_projections() and self.clock.now() < at:
+            left = warm(fires)
+        if not left:
+            with self._expected_lock:
+                if self._expected is expected:  # not a new burst expected meanwhile
+                    self._expected = None
         return bool(left)
 
     def step(self, budget: float) -> int:
