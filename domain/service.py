@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from copy import deepcopy
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -265,7 +265,17 @@ class CronService(Application[UUID]):
         completion or recovery makes; the scheduler's batches name it themselves."""
         self._shared_recorder = recorder
         self.decided_by = decided_by
-        super().__init__(env)
+        try:
+            super().__init__(env)
+        except BaseException:
+            # The store's pool was opened before what failed (a server the URL rules out is
+            # found by the first connection). Closed here: left to the garbage collector,
+            # `__del__` could run on one of the pool's own threads, which cannot join itself.
+            factory = getattr(self, "factory", None)
+            if factory is not None:
+                with suppress(Exception):  # the error to report is the first one
+                    factory.close()
+            raise
         self.late_tolerance = late_tolerance
         self.rejected_writes = 0
         self._receipts = threading.local()

@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,6 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 import yaml
+from eventsourcing.persistence import OperationalError
 
 from cronsource.adapters.bootstrap import bootstrap, migrate
 from cronsource.adapters.entrypoints.simulate import load_scenario, simulate
@@ -237,3 +239,23 @@ def test_every_connection_refuses_a_server_the_url_rules_out(
         chain.append(chain[-1].__cause__)
     said = " ".join(str(e) for e in chain) + caplog.text
     assert libpq_says in said, said
+
+
+@pytest.mark.postgres
+def test_a_service_the_server_refuses_leaves_no_pool_behind(migrated_pg_url: str) -> None:
+    """A server the URL rules out is found by the pool's first connection, inside the
+    service's construction: the pool is closed there, on the caller's thread. Left to the
+    garbage collector (`pytest.raises` keeps the half-made service alive with its traceback),
+    its threads lived on, and its `__del__` once ran on one of them, which cannot join
+    itself ("RuntimeError: cannot join current thread")."""
+    url = _with_query(
+        migrated_pg_url,
+        "target_session_attrs=read-write&options=-c%20default_transaction_read_only%3Don",
+    )
+    env = {**StoreConfig.parse(url).env(create_table=False), "POSTGRES_CONNECT_TIMEOUT": "3"}
+    before = set(threading.enumerate())
+    with pytest.raises(OperationalError) as refused:
+        CronService(env=env)
+    # `refused` holds the traceback, and with it the half-made service, as the test did.
+    assert [t.name for t in threading.enumerate() if t not in before and t.is_alive()] == []
+    assert "connection" in str(refused.value)
