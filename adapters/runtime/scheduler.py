@@ -78,6 +78,12 @@ def log_decisions(events: list[tuple[str, str, Any]]) -> None:
         decision_log.info("%s/%s %s", namespace, name, what, extra=fields)
 
 
+def _decided_on(agg: CronWorkflow) -> int:
+    """The stored version a decision not yet saved was made on: its version before the
+    events it holds."""
+    return agg.version - len(agg.pending_events)
+
+
 class Scheduler:
     def __init__(
         self,
@@ -306,9 +312,7 @@ class Scheduler:
         """The stored version each decision made in advance was decided on, by id."""
         if self._prepared is None:
             return {}
-        return {
-            a.id: a.version - len(a.pending_events) for batch in self._prepared[1] for a in batch
-        }
+        return {a.id: _decided_on(a) for batch in self._prepared[1] for a in batch}
 
     def _still_current(
         self, prepared: list[tuple[datetime, list[CronWorkflow]]]
@@ -326,7 +330,7 @@ class Scheduler:
             current = [
                 a
                 for a in batch
-                if saved.get(a.id, 0) <= a.version - len(a.pending_events)
+                if saved.get(a.id, 0) <= _decided_on(a)
                 # A calendar it read changed since: its store version would not say so.
                 and not self.service.calendars_changed(a)
             ]
