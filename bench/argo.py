@@ -213,9 +213,9 @@ class Arrivals:
 
 
 def requests_by_kind(server: Any) -> dict[str, int]:
-    """The server's own count of requests (apiserver_request_total) on Workflows and
-    CronWorkflows, by `verb resource` (and the code, when it is not a success): what each side
-    asked of it, watches and lists aside."""
+    """The server's own count of requests (apiserver_request_total) on Workflows,
+    CronWorkflows and Kubernetes Events, by `verb resource` (and the code, when it is not a
+    success): what each side asked of it, watches and lists aside."""
     text = server.request("GET", "/metrics", timeout=30)
     counts: dict[str, int] = {}
     for line in text.splitlines() if isinstance(text, str) else []:
@@ -226,7 +226,7 @@ def requests_by_kind(server: Any) -> dict[str, int]:
         )
         resource = labels.get("resource", "").strip('"')
         verb = labels.get("verb", "").strip('"')
-        if resource in ("workflows", "cronworkflows") and verb not in ("WATCH", "LIST"):
+        if resource in ("workflows", "cronworkflows", "events") and verb not in ("WATCH", "LIST"):
             code = labels.get("code", "").strip('"')
             key = f"{verb} {resource}" + ("" if code.startswith("2") else f" {code}")
             counts[key] = counts.get(key, 0) + int(float(line.rsplit(" ", 1)[1]))
