@@ -2,7 +2,8 @@
 the correlator aggregates, deduplicates and rate-limits as client-go's does; the recorder
 never blocks a caller and counts what it drops; the feed turns the audit log into Events.
 
-On FakeKube (tests/kube/fake.py); times are passed in (monotonic seconds), nothing sleeps.
+On FakeKube (tests/kube/fake.py); times are passed in (monotonic seconds), and nothing
+sleeps but the tests of the recorder's own thread.
 tests/integration/test_kube_events.py runs the same against the real API server.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -137,6 +139,47 @@ def test_a_write_that_keeps_failing_is_dropped_and_counted_not_raised(kube: Fake
     kube._failures.clear()
     rec.drain()
     assert rec.stats.created == 1
+
+
+def written(kube: FakeKube, n: int, within: float) -> bool:
+    """Whether the recorder's thread has written `n` Events within `within` seconds."""
+    deadline = time.monotonic() + within
+    while len(kube.kube_events()) < n:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_the_thread_holds_its_writes_while_workflows_are_being_created(kube: FakeKube) -> None:
+    """`yield_to` (KubeTarget.quiet) unset: creations are in flight, and the Events wait."""
+    quiet = threading.Event()
+    rec = EventRecorder(kube, yield_to=quiet)
+    rec.start()
+    try:
+        rec.emit(REF, "Normal", "SuccessfulCreate", "Created workflow job-1", T0)
+        assert not written(kube, 1, within=0.3)
+        quiet.set()
+        assert written(kube, 1, within=10)
+    finally:
+        rec.stop()
+    assert [e["reason"] for e in kube.kube_events()] == ["SuccessfulCreate"]
+
+
+def test_the_thread_holds_back_at_most_so_long_for_creations_that_never_end(
+    kube: FakeKube,
+) -> None:
+    """A stretch of creations longer than `yield_at_most` no longer holds the Events back:
+    they are late, not lost."""
+    rec = EventRecorder(kube, yield_to=threading.Event(), yield_at_most=0.2)
+    rec.start()
+    try:
+        for i in range(3):
+            rec.emit(REF, "Normal", "R", f"m{i}", T0)
+        assert written(kube, 3, within=10)
+    finally:
+        rec.stop(timeout=10)
+    assert len(kube.kube_events()) == 3 and rec.stats.created == 3
 
 
 def test_a_patch_of_an_event_that_expired_creates_it_again(kube: FakeKube) -> None:

@@ -8,6 +8,8 @@ test_target_conformance.py.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from datetime import timedelta
 from typing import Any
 
@@ -136,6 +138,35 @@ def test_create_many_answers_per_creation_in_order(kube: FakeKube, target: KubeT
         "NoneType",
     ]
     assert children(kube) == ["job-1", "job-2", "job-3", "job-4"]
+
+
+def test_quiet_is_clear_while_any_creation_sent_waits_for_its_answer(
+    kube: FakeKube, target: KubeTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the Kubernetes Events wait for (adapters/infrastructure/kube/events.py): no
+    creation of any call still unanswered."""
+    held = {"job-1": threading.Event(), "job-3": threading.Event()}
+    create_now = kube.create
+
+    async def answered_when_let_go(ns: str, plural: str, body: dict[str, Any]) -> Any:
+        let_go = held.get(body["metadata"]["name"])
+        while let_go is not None and not let_go.is_set():
+            await asyncio.sleep(0.005)
+        return await create_now(ns, plural, body)
+
+    monkeypatch.setattr(kube, "create", answered_when_let_go)
+    assert target.quiet.is_set()
+    first = target.submit_many([Creation(workflow(f"job-{i}"), "cron") for i in (1, 2)])
+    second = target.submit_many([Creation(workflow("job-3"), "cron")])
+    kube.run(asyncio.sleep(0))  # both calls have started on the client's loop
+    assert not target.quiet.is_set()
+    held["job-1"].set()
+    assert first.result(timeout=10) == [None, None]
+    assert not target.quiet.is_set()  # job-3 is still unanswered
+    held["job-3"].set()
+    assert second.result(timeout=10) == [None]
+    assert target.quiet.is_set()
+    assert children(kube) == ["job-1", "job-2", "job-3"]
 
 
 def test_an_aggregate_without_uid_gets_the_owner_uid_from_the_cluster(

@@ -70,6 +70,11 @@ COMBINED_PREFIX = "(combined from similar events): "
 QUEUE_SIZE = 1000
 #: Tries of one write (a create, or a patch then a create) before it is dropped.
 WRITE_TRIES = 3
+#: The longest the writer holds back while Workflows are being created (`yield_to`), in one
+#: stretch of creations: a burst of 10,000 takes about 10 s on the test API server. A longer
+#: stretch (more fires than the server takes, for minutes) then shares the server with the
+#: Events, which are at most this late.
+YIELD_AT_MOST = 30.0
 #: The longest message an Event keeps (the API server refuses more than 1 KiB in an
 #: events.k8s.io note; core v1 is laxer, but `kubectl describe` is not a log).
 MESSAGE_LIMIT = 1024
@@ -303,7 +308,14 @@ class EventRecorder:
         instance: str = "",
         queue_size: int = QUEUE_SIZE,
         correlator: EventCorrelator | None = None,
+        yield_to: threading.Event | None = None,
+        yield_at_most: float = YIELD_AT_MOST,
     ) -> None:
+        """`yield_to`: set while the API server may have the writer's requests; the thread
+        waits for it before each write, for at most `yield_at_most` seconds in one stretch
+        (`_yield`). Events are what a burst's creations can best do without: each is a
+        create the server pays as much for as for a Workflow, and a burst's SuccessfulCreate
+        Events, written one by one beside its creations, took that much capacity from them."""
         self.api = api
         self.clock = clock
         self.instance = instance
@@ -312,6 +324,10 @@ class EventRecorder:
         self._queue: queue.Queue[Event | None] = queue.Queue(queue_size)
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()  # the correlator and the stats: drain vs the thread
+        self.yield_to = yield_to
+        self.yield_at_most = yield_at_most
+        #: When the writer began to hold back for the stretch of creations going on now.
+        self._held_since: float | None = None
 
     # -- the hot path -------------------------------------------------------------------------
 
@@ -369,9 +385,23 @@ class EventRecorder:
             if e is None:
                 return
             try:
+                self._yield()
                 self._write(e)
             except Exception:  # pragma: no cover - best effort: never let the thread die
                 log.exception("writing an Event failed")
+
+    def _yield(self) -> None:
+        """Wait until `yield_to` is set, or until this stretch of waiting has lasted
+        `yield_at_most`; past that, write without waiting until it is seen set again."""
+        if self.yield_to is None or self.yield_to.is_set():
+            self._held_since = None
+            return
+        now = self.clock.monotonic()
+        if self._held_since is None:
+            self._held_since = now
+        left = self._held_since + self.yield_at_most - now
+        if left > 0 and self.yield_to.wait(left):
+            self._held_since = None
 
     def _write(self, e: Event) -> None:
         with self._lock:

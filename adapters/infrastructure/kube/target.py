@@ -20,6 +20,7 @@ import copy
 import inspect
 import logging
 import random
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -118,6 +119,12 @@ class KubeTarget:
         #: Where the Workflows created are remembered (their uids name the active runs in
         #: the status: adapters/kube/status.py), when the caller keeps them.
         self.seen: SeenMetadata | None = None
+        #: Set while no creation waits for its answer. What else this process writes to the
+        #: API server and can wait (Kubernetes Events) waits for it: the server's capacity
+        #: goes to the Workflows first (adapters/infrastructure/kube/events.py).
+        self.quiet = threading.Event()
+        self.quiet.set()
+        self._unanswered = 0  # creations of the calls running now; on the client's loop only
 
     # -- the synchronous face the dispatcher calls --------------------------------------------
 
@@ -173,7 +180,14 @@ class KubeTarget:
             async with gate:
                 await self.create_async(c.workflow, c.cron_id)
 
-        results = await asyncio.gather(*(one(c) for c in creations), return_exceptions=True)
+        self._unanswered += len(creations)
+        self.quiet.clear()
+        try:
+            results = await asyncio.gather(*(one(c) for c in creations), return_exceptions=True)
+        finally:
+            self._unanswered -= len(creations)
+            if self._unanswered == 0:
+                self.quiet.set()
         for r in results:
             if isinstance(r, BaseException) and not isinstance(r, Exception):
                 raise r  # cancellation, KeyboardInterrupt: not a result

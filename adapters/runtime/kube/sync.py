@@ -83,7 +83,9 @@ class KubeSync:
         self.status = StatusWriter(kube, seen=seen, workflows=workflows)
         # Kubernetes Events on the CronWorkflows: from the audit log, and SuccessfulCreate
         # from the dispatcher; written off the hot path (adapters/runtime/kube/events.py).
-        self.events = KubeEventFeed(engine, EventRecorder(kube, clock=clock), seen)
+        # The Events wait for the Workflows being created (`KubeTarget.quiet`).
+        quiet = target.quiet if isinstance(target, KubeTarget) else None
+        self.events = KubeEventFeed(engine, EventRecorder(kube, clock=clock, yield_to=quiet), seen)
         dispatcher = getattr(engine, "dispatcher", None)
         if dispatcher is not None:
             dispatcher.on_created = self.events.created
