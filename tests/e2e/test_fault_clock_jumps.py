@@ -4,11 +4,15 @@ on a virtual clock).
 
 The replica is a real process on a real PostgreSQL server; its wall clock is libfaketime's
 (Debian package `faketime`, installed by scripts/test.sh), read from a timestamp file the test
-rewrites while the replica runs (FAKETIME_TIMESTAMP_FILE, re-read on every call with
-FAKETIME_NO_CACHE=1). FAKETIME_DONT_FAKE_MONOTONIC=1 leaves the monotonic clock alone, so only
-the wall clock jumps. The server's clock is not faked: leases are judged by the server's clock
-and by the replica's monotonic clock (adapters/leases.py), so a replica whose wall clock
-jumps must keep its shards; the tests check that it does.
+rewrites while the replica runs (FAKETIME_TIMESTAMP_FILE, re-read at least once a second with
+FAKETIME_CACHE_DURATION=1: a step shows within a second, and the test lets the replica run
+SETTLE seconds after each). Not FAKETIME_NO_CACHE=1: libfaketime then reads the file at every
+clock read, 4,400 times a second in an idle replica, which kept a core busy, took the replica
+11 s to start where it takes 0.6 s, and left its probe server without an answer in 5 s.
+FAKETIME_DONT_FAKE_MONOTONIC=1 leaves the monotonic clock alone, so only the wall clock jumps.
+The server's clock is not faked: leases are judged by the server's clock and by the
+replica's monotonic clock (adapters/leases.py), so a replica whose wall clock jumps must keep
+its shards; the tests check that it does.
 
 - +2 h: every tick of the skipped two hours gets exactly one decision at the first decision
   after the jump, as many as the schedule's arithmetic says (`@every P` ticks at created +
@@ -102,7 +106,7 @@ class FakeWallClock:
         return {
             "LD_PRELOAD": libfaketime(),
             "FAKETIME_TIMESTAMP_FILE": str(self.path),
-            "FAKETIME_NO_CACHE": "1",
+            "FAKETIME_CACHE_DURATION": "1",
             "FAKETIME_DONT_FAKE_MONOTONIC": "1",
         }
 
