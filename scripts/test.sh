@@ -21,6 +21,11 @@ if [[ ! -x .venv/bin/python ]]; then
     "$PY" -m venv .venv
 fi
 .venv/bin/pip install -q --disable-pip-version-check -e '.[dev]'
+# The project's own modules compiled once (an editable install leaves them as sources): every
+# `cronsource` command a test starts would otherwise compile them again where
+# PYTHONDONTWRITEBYTECODE is set, about a fifth of a command's start-up, hundreds of times.
+unset PYTHONDONTWRITEBYTECODE
+.venv/bin/python -m compileall -q cronsource domain projections adapters bench tests >/dev/null
 
 checks() {
     echo "== ruff"
@@ -38,7 +43,7 @@ if [[ -n "$quick" ]]; then
     echo "== pytest: every tier collects"
     .venv/bin/pytest -q -p no:cacheprovider --collect-only tests >/dev/null
     echo "== pytest: the unit tier"
-    exec .venv/bin/pytest -q -p no:cacheprovider tests/unit "$@"
+    exec .venv/bin/pytest -q -p no:cacheprovider -n 2 tests/unit "$@"
 fi
 
 scripts/ensure-postgres.sh >/dev/null
@@ -105,5 +110,21 @@ if (( ${#need[@]} )); then
     apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"
 fi
 
-echo "== pytest: unit, integration and e2e"
-.venv/bin/pytest -q -p no:cacheprovider "$@"
+# Most tests wait on processes, servers and clocks more than they compute: two at a time (one
+# per core) halves their wall time. Those that time the machine or themselves (marker `solo`,
+# tests/conftest.py) run after, one at a time, with both cores to themselves. A selection
+# (ARGS) may fall wholly in one of the two; it fails only if neither ran anything.
+echo "== pytest: unit, integration and e2e, in two processes (all but the solo tests)"
+rc_shared=0
+.venv/bin/pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not solo" "$@" || rc_shared=$?
+echo "== pytest: the solo tests, one at a time"
+rc_solo=0
+.venv/bin/pytest -q -p no:cacheprovider -m solo "$@" || rc_solo=$?
+# Exit 5 is "no test selected": fine for one phase of a selection, not for both.
+if (( rc_shared == 5 && rc_solo == 5 )); then
+    echo "no test selected" >&2
+    exit 5
+fi
+for rc in "$rc_shared" "$rc_solo"; do
+    if (( rc != 0 && rc != 5 )); then exit "$rc"; fi
+done

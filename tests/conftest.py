@@ -46,6 +46,31 @@ SERVER_FIXTURES = frozenset(
     {"pg_url", "pg_server_url", "kube_apiserver", "kube_api", "kube_namespace", "small_disk"}
 )
 SERVER_MARKERS = ("postgres", "k8s", "image")
+#: The e2e modules that time the machine or themselves (a SIGTERM obeyed within 10 s, a lease
+#: lapse, /healthz within a second, a tick a second from a move, the benchmarks' figures) and
+#: so must have both cores to themselves: marked `solo`. scripts/test.sh runs the rest in two
+#: processes (pytest-xdist), then these one at a time.
+SOLO_E2E_MODULES = frozenset(
+    {
+        "test_argo_bench.py",
+        "test_argo_controller_interop.py",
+        "test_create_race.py",
+        "test_failover.py",
+        "test_fault_clock_jumps.py",
+        "test_fault_disk_full.py",
+        "test_fault_frozen_replica.py",
+        "test_fault_store_down.py",
+        "test_faults.py",
+        "test_faults_not_started.py",
+        "test_http_hostile.py",
+        "test_kube_bench.py",
+        "test_probes.py",
+        "test_readiness.py",
+        "test_replicas_bench.py",
+        "test_replicas_visible.py",
+        "test_simulate_files.py",
+    }
+)
 
 pg_server_url = pytest.fixture(scope="session")(pgserver.pg_server_url)
 pg_url = pytest.fixture(pgserver.pg_url)
@@ -104,12 +129,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    missing = sorted(m for m in SOLO_E2E_MODULES if not (TESTS / "e2e" / m).is_file())
+    if missing:
+        raise pytest.UsageError(f"SOLO_E2E_MODULES names no test module: {', '.join(missing)}")
     refused = []
     for item in items:
         tier = tier_of(item.path)
         if tier is None:
             continue
         item.add_marker(tier)
+        if tier == "e2e" and item.path.name in SOLO_E2E_MODULES:
+            item.add_marker("solo")
         if tier == "unit":
             fixtures = SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ()))
             markers = [m for m in SERVER_MARKERS if item.get_closest_marker(m)]

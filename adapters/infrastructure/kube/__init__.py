@@ -17,17 +17,63 @@ The watches and KubeSync, which feed the service and run in the scheduler loop, 
 runtime's: cronsource.adapters.runtime.kube.
 """
 
-from cronsource.adapters.infrastructure.kube.client import AioKube, connect
-from cronsource.adapters.infrastructure.kube.port import CWF, GROUP, VERSION, WF, ApiError, KubeApi
-from cronsource.adapters.infrastructure.kube.seen import SeenMetadata
-from cronsource.adapters.infrastructure.kube.status import ANNOTATION_SEQUENCE, StatusWriter
-from cronsource.adapters.infrastructure.kube.target import (
-    IN_FLIGHT,
-    Backoff,
-    KubeTarget,
-    is_transient,
-)
-from cronsource.projections.dispatch import Creation
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cronsource.adapters.infrastructure.kube.client import AioKube, connect
+    from cronsource.adapters.infrastructure.kube.port import (
+        CWF,
+        GROUP,
+        VERSION,
+        WF,
+        ApiError,
+        KubeApi,
+    )
+    from cronsource.adapters.infrastructure.kube.seen import SeenMetadata
+    from cronsource.adapters.infrastructure.kube.status import ANNOTATION_SEQUENCE, StatusWriter
+    from cronsource.adapters.infrastructure.kube.target import (
+        IN_FLIGHT,
+        Backoff,
+        KubeTarget,
+        is_transient,
+    )
+    from cronsource.projections.dispatch import Creation
+
+#: Where each name of the package lives. Loaded on first use (PEP 562), not on import of the
+#: package: `bootstrap` needs only the port's protocol, and the client's aiohttp and
+#: lightkube took a quarter of a second of every CLI command, `--kube` or not.
+_HOMES = {
+    "AioKube": "client",
+    "connect": "client",
+    "CWF": "port",
+    "GROUP": "port",
+    "VERSION": "port",
+    "WF": "port",
+    "ApiError": "port",
+    "KubeApi": "port",
+    "SeenMetadata": "seen",
+    "ANNOTATION_SEQUENCE": "status",
+    "StatusWriter": "status",
+    "IN_FLIGHT": "target",
+    "Backoff": "target",
+    "KubeTarget": "target",
+    "is_transient": "target",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Creation":
+        from cronsource.projections.dispatch import Creation
+
+        return Creation
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+
 
 __all__ = [
     "ANNOTATION_SEQUENCE",

@@ -24,11 +24,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import unquote, urlparse
 
-import psycopg
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
 from cronsource.adapters.infrastructure.readside.model import ReadModel
-from cronsource.adapters.infrastructure.store.recorders.postgres import CONNINFO
 
 DEFAULT_STORE = "sqlite:///cronsource.db"
 #: Where eventsourcing finds our recorders and factories (its topics: module:attribute).
@@ -136,8 +132,14 @@ def _postgres_params(url: str) -> tuple[dict[str, str], str]:
     for key in sorted({k for k in keys if keys.count(k) > 1}):
         # libpq keeps the last one: the others would be dropped without a word.
         raise bad(f"the parameter {key!r} is given {keys.count(key)} times")
+    import psycopg  # here, not at the top: a command on SQLite never loads it (0.1 s)
+
     try:
-        params = {k: str(v) for k, v in conninfo_to_dict(libpq_url).items() if v is not None}
+        params = {
+            k: str(v)
+            for k, v in psycopg.conninfo.conninfo_to_dict(libpq_url).items()
+            if v is not None
+        }
     except psycopg.Error as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise bad(_scrub(first, url)) from None
@@ -203,6 +205,8 @@ class StoreConfig:
                 )
             return cls(url, "sqlite", sqlite_path=path)
         if scheme in ("postgresql", "postgres"):
+            from psycopg.conninfo import make_conninfo
+
             params, schema = _postgres_params(url)
             return cls(url, "postgresql", pg_conninfo=make_conninfo(**params), pg_schema=schema)
         raise StoreURLError(
@@ -225,6 +229,8 @@ class StoreConfig:
                 "APPLICATION_RECORDER_TOPIC": f"{RECORDERS}:SqliteRecorder",
                 "CREATE_TABLE": "y" if create_table else "n",
             }
+        from cronsource.adapters.infrastructure.store.recorders.postgres import CONNINFO
+
         env = {
             # The library's PostgreSQL factory, given the whole conninfo (ConninfoFactory).
             "PERSISTENCE_MODULE": f"{RECORDERS}:ConninfoFactory",
