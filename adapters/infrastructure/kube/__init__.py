@@ -44,36 +44,26 @@ if TYPE_CHECKING:
 
 #: Where each name of the package lives. Loaded on first use (PEP 562), not on import of the
 #: package: `bootstrap` needs only the port's protocol, and the client's aiohttp and
-#: lightkube took a quarter of a second of every CLI command, `--kube` or not.
+#: lightkube took a quarter of a second of every CLI command, `--kube` or not. (`__all__` and
+#: the imports above name the same names, as the type checkers need them written out.)
 _HOMES = {
-    "AioKube": "client",
-    "connect": "client",
-    "CWF": "port",
-    "GROUP": "port",
-    "VERSION": "port",
-    "WF": "port",
-    "ApiError": "port",
-    "KubeApi": "port",
-    "SeenMetadata": "seen",
-    "ANNOTATION_SEQUENCE": "status",
-    "StatusWriter": "status",
-    "IN_FLIGHT": "target",
-    "Backoff": "target",
-    "KubeTarget": "target",
-    "is_transient": "target",
+    "AioKube": f"{__name__}.client",
+    "connect": f"{__name__}.client",
+    "CWF": f"{__name__}.port",
+    "GROUP": f"{__name__}.port",
+    "VERSION": f"{__name__}.port",
+    "WF": f"{__name__}.port",
+    "ApiError": f"{__name__}.port",
+    "KubeApi": f"{__name__}.port",
+    "SeenMetadata": f"{__name__}.seen",
+    "ANNOTATION_SEQUENCE": f"{__name__}.status",
+    "StatusWriter": f"{__name__}.status",
+    "IN_FLIGHT": f"{__name__}.target",
+    "Backoff": f"{__name__}.target",
+    "KubeTarget": f"{__name__}.target",
+    "is_transient": f"{__name__}.target",
+    "Creation": "cronsource.projections.dispatch",
 }
-
-
-def __getattr__(name: str) -> Any:
-    if name == "Creation":
-        from cronsource.projections.dispatch import Creation
-
-        return Creation
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
-
 
 __all__ = [
     "ANNOTATION_SEQUENCE",
@@ -93,3 +83,12 @@ __all__ = [
     "connect",
     "is_transient",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # asked once: later lookups find it without this function
+    return value
