@@ -21,8 +21,7 @@ from psycopg.conninfo import conninfo_to_dict
 from cronsource.adapters.bootstrap import bootstrap, migrate
 from cronsource.adapters.infrastructure.readside import views
 from cronsource.adapters.infrastructure.shards import SoleOwner
-from cronsource.adapters.infrastructure.store.config import StoreConfig, StoreURLError
-from cronsource.adapters.infrastructure.store.recorders.postgres import CONNINFO
+from cronsource.adapters.infrastructure.store.config import CONNINFO, StoreConfig, StoreURLError
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.scheduler import Scheduler
 from cronsource.domain.manifest import CronWorkflowManifest, parse_manifest

@@ -29,6 +29,9 @@ from cronsource.adapters.infrastructure.readside.model import ReadModel
 DEFAULT_STORE = "sqlite:///cronsource.db"
 #: Where eventsourcing finds our recorders and factories (its topics: module:attribute).
 RECORDERS = "cronsource.adapters.infrastructure.store.recorders"
+#: The environment key under which `env` hands the libpq conninfo (key=value, password
+#: included) to the PostgreSQL factory (recorders/postgres.py `ConninfoFactory`).
+CONNINFO = "CRONSOURCE_STORE_CONNINFO"
 #: Seconds the event store's callers wait for a pooled connection (see `StoreConfig.env`).
 POOL_WAIT_SECONDS = 3
 #: What a password is replaced by wherever a store URL is shown.
@@ -117,8 +120,8 @@ def split_schema(url: str) -> tuple[str, str]:
     return (f"{base}?{'&'.join(kept)}" if kept else base), schema
 
 
-def _postgres_params(url: str) -> tuple[dict[str, str], str]:
-    """The libpq parameters of a postgresql:// URL as psycopg reads them, and our schema;
+def _postgres_conninfo(url: str) -> tuple[str, str]:
+    """The libpq conninfo of a postgresql:// URL as psycopg reads it, and our schema;
     StoreURLError (one line, naming the parameter, without the password) for anything that
     libpq would refuse at connect time or that we cannot honour."""
     shown = redact(url)
@@ -163,7 +166,7 @@ def _postgres_params(url: str) -> tuple[dict[str, str], str]:
         raise bad(
             "a PostgreSQL URL needs a database name, e.g. postgresql://user@host:5432/cronsource"
         )
-    return params, schema
+    return psycopg.conninfo.make_conninfo(**params), schema
 
 
 @dataclass(frozen=True)
@@ -205,10 +208,8 @@ class StoreConfig:
                 )
             return cls(url, "sqlite", sqlite_path=path)
         if scheme in ("postgresql", "postgres"):
-            from psycopg.conninfo import make_conninfo
-
-            params, schema = _postgres_params(url)
-            return cls(url, "postgresql", pg_conninfo=make_conninfo(**params), pg_schema=schema)
+            conninfo, schema = _postgres_conninfo(url)
+            return cls(url, "postgresql", pg_conninfo=conninfo, pg_schema=schema)
         raise StoreURLError(
             f"not a valid store URL: {redact(url)!r}: use sqlite:///PATH,"
             " postgresql://USER@HOST/DB or memory:"
@@ -229,8 +230,6 @@ class StoreConfig:
                 "APPLICATION_RECORDER_TOPIC": f"{RECORDERS}:SqliteRecorder",
                 "CREATE_TABLE": "y" if create_table else "n",
             }
-        from cronsource.adapters.infrastructure.store.recorders.postgres import CONNINFO
-
         env = {
             # The library's PostgreSQL factory, given the whole conninfo (ConninfoFactory).
             "PERSISTENCE_MODULE": f"{RECORDERS}:ConninfoFactory",

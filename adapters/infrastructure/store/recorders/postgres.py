@@ -28,6 +28,7 @@ from psycopg.sql import SQL, Identifier
 from psycopg_pool import PoolTimeout
 
 from cronsource.adapters.clock import SYSTEM_CLOCK
+from cronsource.adapters.infrastructure.store.config import CONNINFO
 from cronsource.adapters.infrastructure.store.recorders.common import (
     _GAPS,
     _NO_LIMIT,
@@ -364,8 +365,6 @@ class PostgresFactory(LibraryPostgresFactory):
 # tests/integration/test_store_url.py checks it against a real server (pg_stat_activity,
 # sslmode, a dead first host).
 
-#: The environment key holding the libpq conninfo (key=value, password included).
-CONNINFO = "CRONSOURCE_STORE_CONNINFO"
 #: Settings the library insists on before it builds its pool. Their values never reach a
 #: connection: the pool's conninfo and arguments are replaced below.
 _REQUIRED = ("POSTGRES_DBNAME", "POSTGRES_HOST", "POSTGRES_USER", "POSTGRES_PASSWORD")
