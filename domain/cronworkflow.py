@@ -82,11 +82,11 @@ from cronsource.domain.schedule import (
     needs_anchor,
     resolve_schedules,
 )
+from cronsource.domain.timestamps import SMALLEST_STEP
 from cronsource.domain.whentemplate import evaluate_when, values_read
 
 #: uuid5 namespace of cronsource stream ids; never change it (ids are stored everywhere).
 STREAM_NAMESPACE = UUID("6f2d1a52-6c1e-4a55-9d0e-2b8f3c1a7e10")
-_TICK = timedelta(microseconds=1)
 #: How long after its tick a decision made at the tick itself takes `now()` to be. Argo reads
 #: the clock a moment after robfig fires, so `now()` is never the tick itself: Argo's
 #: examples/cron-when.yaml (`(now() - lastScheduledTime).Seconds() > 360`) runs every 6
@@ -505,7 +505,7 @@ class CronWorkflow(Aggregate):
                 # Only a tick within the deadline can run: none older need be looked at.
                 missed = list(schedule.ticks_between(max(last, at - deadline), at))
                 if missed:
-                    decided = missed[-1] - _TICK
+                    decided = missed[-1] - SMALLEST_STEP
         self._status_adopted(
             last_scheduled_time=last,
             succeeded=status.succeeded,
@@ -1178,7 +1178,7 @@ class CronWorkflow(Aggregate):
         (Argo drops them; old ticks are never caught up). Each is recorded as missed
         (`DeadlineExceeded`) when no scheduler decided it within the late tolerance, else as
         `ScheduleChanged`: the change came before any scheduler saw it."""
-        ticks = list(self.schedule.ticks_between(self.decided_until, at - _TICK))
+        ticks = list(self.schedule.ticks_between(self.decided_until, at - SMALLEST_STEP))
         if not ticks:
             return
         missed = [t for t in ticks if at - t >= late_tolerance]
@@ -1197,7 +1197,7 @@ class CronWorkflow(Aggregate):
     def _close_ticks(self, at: datetime, reason: SkipReason) -> None:
         """Skip every undecided tick before `at` for `reason`: the ticks of a suspension or a
         rejected spec, before a new spec changes what the ticks are."""
-        ticks = list(self.schedule.ticks_between(self.decided_until, at - _TICK))
+        ticks = list(self.schedule.ticks_between(self.decided_until, at - SMALLEST_STEP))
         if ticks:
             self._skipped_range(Skip(ticks[0], ticks[-1], len(ticks), reason), at)
 
@@ -1206,7 +1206,7 @@ class CronWorkflow(Aggregate):
         if self.deleted or (self.spec_error == message and self.generation == generation):
             return
         if self.is_live:
-            self.tick(at, until=at - _TICK, catch_up=False)
+            self.tick(at, until=at - SMALLEST_STEP, catch_up=False)
         self._spec_rejected(generation=generation, message=message, timestamp=at)
 
     def delete(self, at: datetime) -> None:
@@ -1291,7 +1291,7 @@ class CronWorkflow(Aggregate):
                 self.tick(
                     at,
                     late_tolerance,
-                    until=scheduled_time - _TICK,
+                    until=scheduled_time - SMALLEST_STEP,
                     superseded=True,
                     decided_by=decided_by,
                 )
@@ -1449,7 +1449,7 @@ class CronWorkflow(Aggregate):
         buffer (decided later), are left to the scheduler."""
         done = set(already_fired) | set(self.buffered)
         end = min(end, self.decided_until)
-        ticks = self.schedule.ticks_between(start - _TICK, end)
+        ticks = self.schedule.ticks_between(start - SMALLEST_STEP, end)
         return [t for t in ticks if t not in done]
 
     def backfill_candidates(
@@ -1462,7 +1462,7 @@ class CronWorkflow(Aggregate):
         upto = min(end, self.decided_until)
         if upto < start:
             return []
-        ticks: Iterable[datetime] = self.schedule.ticks_between(start - _TICK, upto)
+        ticks: Iterable[datetime] = self.schedule.ticks_between(start - SMALLEST_STEP, upto)
         if self.buffered:
             waiting = set(self.buffered)
             ticks = (t for t in ticks if t not in waiting)

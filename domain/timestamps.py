@@ -13,10 +13,13 @@ without the user bounds.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+#: The smallest step between two datetimes. A schedule's `next_after` and `ticks_between` are
+#: strict after their bound: asked from `t - SMALLEST_STEP`, they take `t` itself too.
+SMALLEST_STEP: Final = timedelta(microseconds=1)
 #: The instants users may name: TIME_MIN <= t < TIME_MAX.
 TIME_MIN: Final = datetime(1970, 1, 1, tzinfo=UTC)
 TIME_MAX: Final = datetime(2200, 1, 1, tzinfo=UTC)

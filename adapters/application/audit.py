@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from cronsource.adapters.application.explain import explain, removed_before
@@ -17,11 +17,8 @@ from cronsource.adapters.infrastructure.readside.queries import EventFilter
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.service import NotFound
-from cronsource.domain.timestamps import is_date
+from cronsource.domain.timestamps import SMALLEST_STEP, is_date
 from cronsource.projections.readmodel import AuditRow
-
-#: One microsecond: `at` is a tick when the next tick after just before it is `at` itself.
-_USEC = timedelta(microseconds=1)
 
 
 @dataclass(frozen=True)
@@ -131,7 +128,11 @@ class AuditReads:
                 raise
             agg = None
         shift = None
-        if agg is not None and wall is not None and agg.schedule.next_after(at - _USEC) != at:
+        if (
+            agg is not None
+            and wall is not None
+            and agg.schedule.next_after(at - SMALLEST_STEP) != at
+        ):
             shift = agg.schedule.gap_shift(wall)
             if shift is not None:
                 at = shift.tick

@@ -3,16 +3,15 @@ tick and, when there are none, from the live aggregate (`cronsource why`, GET ..
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from cronsource.adapters.application.objects import event_object
 from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.schedule import DstShift
+from cronsource.domain.timestamps import SMALLEST_STEP
 from cronsource.projections.readmodel import AuditRow, rfc3339
-
-_TICK = timedelta(microseconds=1)
 
 
 def _values(detail: dict[str, Any]) -> str:
@@ -142,7 +141,7 @@ def _explain(
         out["outcome"] = "Unknown"
         out["explanation"] = "no decision is recorded for this time and no live CronWorkflow"
         return out
-    is_tick = agg.schedule.next_after(t - _TICK) == t
+    is_tick = agg.schedule.next_after(t - SMALLEST_STEP) == t
     if is_tick and t in agg.backfill_queue:
         out["outcome"] = "Pending"
         out["explanation"] = (

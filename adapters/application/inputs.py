@@ -8,7 +8,7 @@ client wrote it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import get_args
 
 from cronsource.adapters.infrastructure.readside.queries import EventFilter
@@ -19,7 +19,6 @@ from cronsource.domain.service import topic_type
 from cronsource.domain.timestamps import TimestampError, is_date, user_time
 from cronsource.projections.readmodel import rfc3339
 
-_TICK = timedelta(microseconds=1)
 DECISION_TYPES = ("ScheduleFired", "ScheduleSkipped")
 #: Every event type of the audit log, read from the aggregate's event classes, and every
 #: skip reason: a filter naming anything else is a typo, refused rather than answered empty.

@@ -19,13 +19,13 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.domain.cronworkflow import workflow_name
 from cronsource.domain.service import NotFound
-from cronsource.domain.timestamps import TimestampError, parse_timestamp
+from cronsource.domain.timestamps import SMALLEST_STEP, TimestampError, parse_timestamp
 from cronsource.projections.dispatch import ANNOTATION_SCHEDULED, LABEL_CRON
 
 log = logging.getLogger("cronsource")
@@ -88,11 +88,6 @@ def _owner(engine: Engine, namespace: str, cron: str, owners: set[str]) -> Any:
     return agg if (agg.uid or str(agg.id)) in owners else None
 
 
-#: The smallest step of a datetime: `next_after` is strict, so asking from the annotated time
-#: less this finds a tick at the very start of its second too.
-_JUST_BEFORE = timedelta(microseconds=1)
-
-
 def _exact_tick(agg: Any, annotated: datetime) -> datetime:
     """The tick the annotation names: it keeps whole seconds (RFC 3339 as Argo writes it),
     while an `@every` tick keeps the creation time's fraction. The schedule's tick in that
@@ -100,7 +95,7 @@ def _exact_tick(agg: Any, annotated: datetime) -> datetime:
     the annotated second, as the tick may come at any fraction of it: an `@every` created at
     10:00:00.27 ticks at .27 of a second. (Asked from a whole second earlier, it found the
     tick of the second before, and a fire of 10:00:05.27 was recovered as 10:00:05.)"""
-    tick = agg.schedule.next_after(annotated - _JUST_BEFORE)
+    tick = agg.schedule.next_after(annotated - SMALLEST_STEP)
     if tick is not None and int(tick.timestamp()) == int(annotated.timestamp()):
         return tick  # type: ignore[no-any-return]
     return annotated

@@ -36,7 +36,7 @@ from cronsource.domain.schedule import (
     needs_anchor,
     resolve_schedules,
 )
-from cronsource.domain.timestamps import TimestampError, user_time
+from cronsource.domain.timestamps import SMALLEST_STEP, TimestampError, user_time
 from cronsource.projections.readmodel import rfc3339
 
 
@@ -295,7 +295,7 @@ def _bound_ticks(sc: Scenario) -> None:
 def _ticks_in(schedule: CompiledSchedule, at: datetime, end: datetime) -> int:
     """The ticks in [at, end]: the first COUNT_EXACTLY one by one, the rest at their pace."""
     n = 0
-    for tick in schedule.ticks_between(at - timedelta(microseconds=1), end):
+    for tick in schedule.ticks_between(at - SMALLEST_STEP, end):
         n += 1
         if n >= COUNT_EXACTLY and tick > at:
             return math.ceil(n * ((end - at) / (tick - at)))
