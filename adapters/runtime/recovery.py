@@ -54,7 +54,10 @@ def recover_lost_runs(engine: Engine, found: Iterable[dict[str, Any]], now: date
         for meta in metas:
             if meta["name"] in known:
                 continue
-            tick = _time(meta["annotations"][ANNOTATION_SCHEDULED])
+            # Within the times a schedule can name (1970-2199), as a user's time is: a tick of
+            # year 9999 or 0001 is none of ours, and asking the schedule near either end of
+            # `datetime` overflowed, which stopped every recovery while that Workflow existed.
+            tick = _time(meta["annotations"][ANNOTATION_SCHEDULED], bounded=True)
             if tick is not None:
                 lost.append((tick, namespace, meta))
     recorded = 0
@@ -101,10 +104,10 @@ def _exact_tick(agg: Any, annotated: datetime) -> datetime:
     return annotated
 
 
-def _time(text: Any) -> datetime | None:
+def _time(text: Any, *, bounded: bool = False) -> datetime | None:
     if not isinstance(text, str):
         return None
     try:
-        return parse_timestamp(text, "time", naive_is_utc=True, bounded=False)
+        return parse_timestamp(text, "time", naive_is_utc=True, bounded=bounded)
     except TimestampError:
         return None

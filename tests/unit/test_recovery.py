@@ -146,6 +146,26 @@ def test_an_every_tick_within_its_second_is_recovered_as_that_tick(
     assert fired[-2:] == [at(3.25), at(5.25)]
 
 
+@pytest.mark.parametrize("annotated", ["9999-12-31T23:59:59Z", "0001-01-01T00:00:00Z"])
+def test_a_workflow_annotated_at_the_ends_of_time_is_passed_over_and_the_rest_recovered(
+    world: tuple[Engine, LocalTarget], annotated: str
+) -> None:
+    """A Workflow of ours whose scheduled time no schedule can name (anyone who may create
+    Workflows may write it): passed over, not an OverflowError that stopped every recovery."""
+    engine, target = world
+    cron_id = apply(engine)
+    lost = leave_workflow(target, engine, cron_id, at(20))
+    odd = target.manifest_path("default", "lost-odd")
+    wf = json.loads(target.manifest_path("default", lost).read_text())
+    wf["metadata"]["name"] = "lost-odd"
+    wf["metadata"]["annotations"]["workflows.argoproj.io/scheduled-time"] = annotated
+    odd.write_text(json.dumps(wf))
+
+    assert recover_lost_runs(engine, target.workflows(), at(22)) == 1
+    recovered = [e for e in events(engine, cron_id) if event_type(e) == "RunRecovered"]
+    assert [e.workflow_name for e in recovered] == [lost]
+
+
 def test_someone_elses_workflow_is_not_recovered(world: tuple[Engine, LocalTarget]) -> None:
     engine, target = world
     cron_id = apply(engine)
