@@ -33,9 +33,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import psycopg
-from psycopg import sql
-
 from cronsource.adapters.clock import SYSTEM_CLOCK
 from cronsource.adapters.infrastructure.store.conninfo import with_defaults
 
@@ -119,6 +116,8 @@ class Lease:
 
     def join(self, conn: Any, member: int, holder: str) -> None:
         """Write our row, naming the backend that holds our locks (this session)."""
+        import psycopg  # PostgreSQL's only (store/conninfo.py)
+
         t = self.monotonic()
         try:
             conn.execute(
@@ -211,6 +210,9 @@ def check_table(conninfo: str, schema: str) -> None:
     failing every second)."""
     # The URL's own connect_timeout wins over ours (adapters/infrastructure/store/config.py
     # `with_defaults`).
+    import psycopg
+    from psycopg import sql
+
     with psycopg.connect(with_defaults(conninfo, connect_timeout=5), autocommit=True) as conn:
         name = sql.SQL("{}.cronsource_leases").format(sql.Identifier(schema or "public"))
         row = conn.execute(

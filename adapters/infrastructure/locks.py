@@ -14,11 +14,11 @@ import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-import psycopg
-
 from cronsource.adapters.infrastructure.store.conninfo import with_defaults
 
 if TYPE_CHECKING:
+    import psycopg
+
     from cronsource.adapters.infrastructure.store.config import StoreConfig
 
 #: PostgreSQL advisory-lock class of the projector role (adapters/infrastructure/shards.py takes the
@@ -137,6 +137,8 @@ class AdvisoryLock:
         self._held = False
 
     def try_acquire(self) -> bool:
+        import psycopg  # PostgreSQL's only (store/conninfo.py)
+
         if self._held:
             return True
         if self._conn is None or self._conn.closed:
@@ -154,6 +156,8 @@ class AdvisoryLock:
         return self._held
 
     def release(self) -> None:
+        import psycopg
+
         if self._held and self._conn is not None:
             self._held = False
             try:

@@ -30,9 +30,6 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 from uuid import UUID
 
-import psycopg
-from psycopg import sql
-
 from cronsource.adapters.clock import SYSTEM_CLOCK
 from cronsource.adapters.infrastructure import leases
 from cronsource.adapters.infrastructure.leases import LEASE_SECONDS, Lease, LeaseLost
@@ -156,6 +153,9 @@ class AdvisoryLockShards:
         self._refusals_logged: set[int] = set()
 
     def _connect(self) -> Any:
+        import psycopg  # PostgreSQL's only (store/conninfo.py)
+        from psycopg import sql
+
         if self._conn is None or self._conn.closed:
             self.owned, self._projector = set(), False
             conn = psycopg.connect(with_defaults(self.conninfo, connect_timeout=5), autocommit=True)
@@ -203,6 +203,8 @@ class AdvisoryLockShards:
     def renew(self) -> bool:
         """Renew the lease; False when there is none to renew, or it was lost (then this
         replica holds nothing until its next rebalance re-joins)."""
+        import psycopg
+
         with self._lock:
             conn = self._conn
             if conn is None or conn.closed:
@@ -249,6 +251,8 @@ class AdvisoryLockShards:
         """Terminate the sessions of replicas whose lease lapsed; returns the pids that no
         longer count as members (the server may take a moment to release their locks: their
         shards are taken at the next rebalance)."""
+        import psycopg
+
         gone: set[int] = set()
         for lapsed in leases.lapsed(conn, self.lease.member):
             gone.update(lapsed.pids)
@@ -363,6 +367,8 @@ class AdvisoryLockShards:
         less than a lease. So a batch that passes this check was decided under the lease
         that is checked.
         """
+        import psycopg
+
         with self._lock:
             conn = self._conn
             if conn is None or conn.closed:
@@ -421,6 +427,8 @@ class AdvisoryLockShards:
 
     def release(self) -> None:
         """SIGTERM: delete our lease and end the session (which releases every lock)."""
+        import psycopg
+
         self._stopping.set()
         with self._lock:
             if self._conn is not None and not self._conn.closed:

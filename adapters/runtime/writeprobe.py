@@ -21,8 +21,6 @@ from __future__ import annotations
 import os
 import threading
 
-import psycopg
-
 from cronsource.adapters.clock import Clock
 from cronsource.adapters.infrastructure.store.config import StoreConfig
 from cronsource.adapters.infrastructure.store.conninfo import with_defaults
@@ -84,6 +82,8 @@ def _sqlite(path: str) -> str | None:
 
 
 def _postgres(config: StoreConfig) -> str | None:
+    import psycopg  # PostgreSQL's only (store/conninfo.py)
+
     table = f'"{config.pg_schema or "public"}".cronsource_events'
     try:
         with psycopg.connect(

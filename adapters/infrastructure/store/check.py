@@ -13,9 +13,7 @@ from __future__ import annotations
 import getpass
 import os
 import sqlite3
-
-import psycopg
-from psycopg.conninfo import conninfo_to_dict
+import sys
 
 from cronsource.adapters.infrastructure.store.config import StoreConfig
 from cronsource.adapters.infrastructure.store.conninfo import with_defaults
@@ -38,6 +36,8 @@ class StoreUnavailable(RuntimeError):
 
 def _where(config: StoreConfig) -> str:
     """host:port of each server the URL names (libpq's defaults where it names none)."""
+    from psycopg.conninfo import conninfo_to_dict  # PostgreSQL's only (store/conninfo.py)
+
     p = conninfo_to_dict(config.pg_conninfo)
     hosts = str(p.get("host") or p.get("hostaddr") or os.environ.get("PGHOST") or "").split(",")
     ports = str(p.get("port") or os.environ.get("PGPORT") or "").split(",")
@@ -50,6 +50,8 @@ def _where(config: StoreConfig) -> str:
 
 def _pg_message(config: StoreConfig, text: str) -> str:
     """One line from a psycopg connection error, which spans several lines and repeats."""
+    from psycopg.conninfo import conninfo_to_dict
+
     where = _where(config)
     low = text.lower()
     if "connection refused" in low:
@@ -110,6 +112,8 @@ def check_store(config: StoreConfig, *, need_tables: bool = True) -> None:
                 " (--store sqlite:///DIR/cronsource.db)"
             )
         return
+    import psycopg
+
     try:
         conn = psycopg.connect(
             with_defaults(config.pg_conninfo, connect_timeout=CONNECT_TIMEOUT_SECONDS),
@@ -136,14 +140,22 @@ def check_store(config: StoreConfig, *, need_tables: bool = True) -> None:
 def describe(e: BaseException, config: StoreConfig | None = None) -> str:
     """One line naming the cause (and the fix, where there is one) of an error a store
     library raised after the first check passed (e.g. the server went away meanwhile)."""
-    if not isinstance(e, sqlite3.Error | psycopg.Error) and isinstance(
-        e.__cause__, sqlite3.Error | psycopg.Error
-    ):
+    # Not loaded, psycopg raised nothing: a command on SQLite does not import it for this.
+    psycopg = sys.modules.get("psycopg")
+    drivers: tuple[type[BaseException], ...] = (sqlite3.Error,)
+    if psycopg is not None:
+        drivers += (psycopg.Error,)
+    if not isinstance(e, drivers) and isinstance(e.__cause__, drivers):
         e = e.__cause__  # eventsourcing wraps the driver's error: name the driver's cause
     text = str(e)
-    if isinstance(e, psycopg.errors.UndefinedTable) and config is not None:
+    if psycopg is not None and isinstance(e, psycopg.errors.UndefinedTable) and config is not None:
         return _not_migrated(config)
-    if isinstance(e, psycopg.Error) and config is not None and config.kind == "postgresql":
+    if (
+        psycopg is not None
+        and isinstance(e, psycopg.Error)
+        and config is not None
+        and config.kind == "postgresql"
+    ):
         return _pg_message(config, text)
     if "couldn't get a connection" in text and config is not None and config.kind == "postgresql":
         return f"no connection to PostgreSQL at {_where(config)}: {text}"

@@ -221,18 +221,18 @@ class StoreConfig:
     def env(self, create_table: bool = True) -> dict[str, str]:
         """The eventsourcing environment for this store."""
         if self.kind == "memory":
-            return {"PERSISTENCE_MODULE": f"{RECORDERS}:MemoryFactory"}
+            return {"PERSISTENCE_MODULE": f"{RECORDERS}.memory:MemoryFactory"}
         if self.kind == "sqlite":
             return {
-                "PERSISTENCE_MODULE": f"{RECORDERS}:SqliteFactory",
+                "PERSISTENCE_MODULE": f"{RECORDERS}.sqlite:SqliteFactory",
                 "SQLITE_DBNAME": self.sqlite_path,
                 "SQLITE_LOCK_TIMEOUT": "30",
-                "APPLICATION_RECORDER_TOPIC": f"{RECORDERS}:SqliteRecorder",
+                "APPLICATION_RECORDER_TOPIC": f"{RECORDERS}.sqlite:SqliteRecorder",
                 "CREATE_TABLE": "y" if create_table else "n",
             }
         env = {
             # The library's PostgreSQL factory, given the whole conninfo (ConninfoFactory).
-            "PERSISTENCE_MODULE": f"{RECORDERS}:ConninfoFactory",
+            "PERSISTENCE_MODULE": f"{RECORDERS}.postgres:ConninfoFactory",
             CONNINFO: self.pg_conninfo,
             "POSTGRES_POOL_SIZE": "5",
             "POSTGRES_MAX_OVERFLOW": "10",
@@ -244,7 +244,7 @@ class StoreConfig:
             # connection in milliseconds.
             "POSTGRES_CONNECT_TIMEOUT": str(POOL_WAIT_SECONDS),
             "POSTGRES_PRE_PING": "y",
-            "APPLICATION_RECORDER_TOPIC": f"{RECORDERS}:PostgresRecorder",
+            "APPLICATION_RECORDER_TOPIC": f"{RECORDERS}.postgres:PostgresRecorder",
             "CREATE_TABLE": "y" if create_table else "n",
             # Pinned, because eventsourcing also reads the process environment: a stray
             # variable must not switch on the shared DB functions or move the event store
