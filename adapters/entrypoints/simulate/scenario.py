@@ -209,8 +209,9 @@ def load_scenario(data: object) -> Scenario:
             path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(
                 "."
             )
-            msgs.append(f"{path or '<scenario>'}: {str(err['msg']).removeprefix('Value error, ')}")
+            msgs.append(f"{path or '<scenario>'}: {_message(err)}")
         raise ScenarioError("; ".join(msgs)) from None
+    _actions_in_span(sc)
     calendars: set[tuple[str, str]] = set()
     documents = [(f"cronWorkflows[{i}]", m) for i, m in enumerate(sc.cron_workflows)]
     # The calendars among the first manifests are applied first; actions in time order.
@@ -242,8 +243,72 @@ def load_scenario(data: object) -> Scenario:
                     f" not found in namespace {ns} (no calendar ConfigMap of that name is"
                     " applied by then in the scenario)"
                 )
+    _actions_name_what_exists(sc)
     _bound_ticks(sc)
     return sc
+
+
+def _message(err: Any) -> str:
+    """pydantic's message, with the value it refused as `apply` gives it (`(value: ...)`)
+    where the message does not already show it: `runPhase: Input should be 'Succeeded',
+    'Failed' or 'Error' (value: 'Running')`."""
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    value = err.get("input")
+    if isinstance(value, str | int | float | bool) and repr(value) not in msg:
+        msg += f" (value: {value!r})"
+    return msg
+
+
+def _actions_in_span(sc: Scenario) -> None:
+    """An action happens between start and end: one before the start was applied at the
+    start but recorded at its own time (an audit that went back in time), one after the
+    end never happened, silently. `--outage` and `--target-fails` refuse the same."""
+    for i, a in enumerate(sc.actions):
+        if not sc.start <= a.at <= sc.end:
+            side = "before start" if a.at < sc.start else "after end"
+            raise ScenarioError(
+                f"actions[{i}].at: {rfc3339(a.at)} is {side} ({rfc3339(sc.start)}.."
+                f"{rfc3339(sc.end)}): an action happens within the scenario"
+            )
+
+
+def _ref(ref: str) -> tuple[str, str]:
+    ns, _, name = ref.rpartition("/")
+    return ns or "default", name
+
+
+def _actions_name_what_exists(sc: Scenario) -> None:
+    """`suspend`, `resume` and `delete` name a CronWorkflow (NAME or NAMESPACE/NAME) that
+    the scenario has by then: applied at the start or by an earlier action, and not deleted
+    since. Found only at its instant, such a mistake ended the simulation half way with
+    `NotFound` (exit 1) instead of naming the action."""
+    present = set()
+    for m in sc.cron_workflows:
+        if not is_calendar_document(m):
+            present.add(_identity(m))
+    for i, a in sorted(enumerate(sc.actions), key=lambda ia: (ia[1].at, ia[0])):
+        if a.apply is not None and not is_calendar_document(a.apply):
+            present.add(_identity(a.apply))
+            continue
+        for field, ref in (("suspend", a.suspend), ("resume", a.resume), ("delete", a.delete)):
+            if ref is None:
+                continue
+            if ref.count("/") > 1 or not _ref(ref)[1]:
+                raise ScenarioError(f"actions[{i}].{field}: {ref!r} is not NAME or NAMESPACE/NAME")
+            if _ref(ref) not in present:
+                ns, name = _ref(ref)
+                raise ScenarioError(
+                    f"actions[{i}].{field}: {ref!r}: no CronWorkflow {ns}/{name} in the"
+                    f" scenario at {rfc3339(a.at)} (applied at the start or by an earlier"
+                    " action, and not deleted)"
+                )
+            if field == "delete":
+                present.discard(_ref(ref))
+
+
+def _identity(manifest: dict[str, Any]) -> tuple[str, str]:
+    meta = parse_manifest(manifest).metadata
+    return meta.namespace, meta.name
 
 
 #: Ticks of a schedule counted one by one before the rest of its span is counted at their

@@ -1,0 +1,111 @@
+"""A scenario's actions are checked when it is read (adapters/entrypoints/simulate/scenario.py),
+each mistake one line naming the action: one outside start..end was applied out of time (an
+audit going back in time) or silently dropped, and one naming a CronWorkflow the scenario does
+not have by then stopped the simulation half way with `NotFound`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cronsource.adapters.entrypoints.simulate import ScenarioError, load_scenario, simulate
+
+START, END = "2026-05-04T14:00:00Z", "2026-05-04T15:00:00Z"
+
+
+def cron(name: str, namespace: str = "default") -> dict[str, Any]:
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "CronWorkflow",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "schedule": "*/10 * * * *",
+            "workflowSpec": {
+                "entrypoint": "main",
+                "templates": [{"name": "main", "container": {"image": "busybox"}}],
+            },
+        },
+    }
+
+
+def scenario(*actions: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {
+        "start": START,
+        "end": END,
+        "cronWorkflows": [cron("c")],
+        "actions": list(actions),
+        **extra,
+    }
+
+
+@pytest.mark.parametrize(
+    ("at", "said"),
+    [
+        ("2026-05-04T13:00:00Z", "actions[0].at: 2026-05-04T13:00:00Z is before start"),
+        ("2026-05-04T16:00:00Z", "actions[0].at: 2026-05-04T16:00:00Z is after end"),
+    ],
+)
+def test_an_action_outside_the_scenario_is_refused_naming_it(at: str, said: str) -> None:
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(scenario({"at": at, "suspend": "c"}))
+    assert str(e.value).startswith(said), e.value
+    assert "\n" not in str(e.value)
+
+
+def test_actions_at_the_start_and_at_the_end_are_inside() -> None:
+    sc = load_scenario(scenario({"at": START, "suspend": "c"}, {"at": END, "resume": "c"}))
+    events = [e["type"] for e in simulate(sc, "memory:")["events"]]
+    assert "Suspended" in events and "Resumed" in events
+
+
+@pytest.mark.parametrize(
+    ("actions", "said"),
+    [
+        ([{"at": START, "suspend": "nope"}], "actions[0].suspend: 'nope': no CronWorkflow"),
+        ([{"at": START, "resume": "other/c"}], "actions[0].resume: 'other/c': no CronWorkflow"),
+        ([{"at": START, "suspend": "a/b/c"}], "actions[0].suspend: 'a/b/c' is not NAME or"),
+        (
+            [{"at": "2026-05-04T14:10:00Z", "delete": "c"}, {"at": END, "resume": "c"}],
+            "actions[1].resume: 'c': no CronWorkflow default/c in the scenario at"
+            " 2026-05-04T15:00:00Z",
+        ),
+        (
+            # Sorted by time as the simulation applies them: the delete comes first.
+            [{"at": END, "delete": "c"}, {"at": START, "delete": "c"}],
+            "actions[0].delete: 'c': no CronWorkflow",
+        ),
+    ],
+)
+def test_an_action_naming_a_cronworkflow_the_scenario_lacks_is_refused(
+    actions: list[dict[str, Any]], said: str
+) -> None:
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(scenario(*actions))
+    assert str(e.value).startswith(said), e.value
+
+
+def test_a_cronworkflow_applied_by_an_earlier_action_may_be_named() -> None:
+    sc = load_scenario(
+        scenario(
+            {"at": "2026-05-04T14:05:00Z", "apply": cron("later", "team")},
+            {"at": "2026-05-04T14:06:00Z", "suspend": "team/later"},
+            {"at": "2026-05-04T14:07:00Z", "delete": "c"},
+        )
+    )
+    assert len(sc.actions) == 3
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("runPhase", "Running", "runPhase: Input should be 'Succeeded', 'Failed' or 'Error'"),
+        ("replicas", 1.5, "replicas: Input should be a valid integer"),
+        ("runDuration", 30, "runDuration: Input should be a valid string"),
+    ],
+)
+def test_a_refused_field_names_its_value(field: str, value: Any, said: str) -> None:
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(scenario(**{field: value}))
+    assert str(e.value).startswith(said), e.value
+    assert str(e.value).endswith(f"(value: {value!r})"), e.value
