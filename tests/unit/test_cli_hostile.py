@@ -97,6 +97,19 @@ def test_backfill_from_year_one_is_a_clear_error(tmp_path: Path) -> None:
     assert not isinstance(r.exception, OverflowError)
 
 
+@pytest.mark.parametrize("request_id", ["", "a" * 254])
+def test_trigger_refuses_a_request_id_the_http_api_refuses(tmp_path: Path, request_id: str) -> None:
+    """An empty id made each retry a new run (a random id), the very thing it prevents."""
+    (tmp_path / "a.yaml").write_text(GOOD)
+    store = ["--store", f"sqlite:///{tmp_path}/c.db"]
+    assert CliRunner().invoke(cli, [*store, "apply", "-f", str(tmp_path / "a.yaml")]).exit_code == 0
+    r = CliRunner().invoke(cli, [*store, "trigger", "hello", "--request-id", request_id])
+    assert r.exit_code == 2, r.output
+    assert r.output.startswith(f"error: --request-id: {request_id!r}: string should have"), r.output
+    history = CliRunner().invoke(cli, [*store, "history", "hello", "-o", "json"])
+    assert "ManualTriggered" not in history.output and "ScheduleFired" not in history.output
+
+
 LEAP_DAY = """\
 start: 2026-03-02T00:00:00Z
 end: {end}

@@ -139,6 +139,19 @@ def delete(names: tuple[str, ...]) -> None:
     _each(names, do)
 
 
+def _check_request_id(request_id: str) -> None:
+    """The HTTP API's rule for a request id (TriggerRequest): an empty one made each retry a
+    new run (a random id), which is what the flag is there to prevent."""
+    from pydantic import ValidationError
+
+    from cronsource.adapters.application.models import TriggerRequest
+
+    try:
+        TriggerRequest(requestId=request_id)
+    except ValidationError as e:
+        fail(f"--request-id: {request_id!r}: {e.errors()[0]['msg'].lower()}", 2)
+
+
 @cli.command()
 @name_argument(required=False, many=True)
 @click.option(
@@ -149,6 +162,8 @@ def trigger(names: tuple[str, ...], request_id: str | None) -> None:
     """Run now (a manual fire). `-o name` prints the Workflow's name (`workflow.argoproj.io/
     NAME`, as `kubectl create job --from` does), `-o json|yaml` what the HTTP API answers:
     workflow, requestId, triggered."""
+    if request_id is not None:
+        _check_request_id(request_id)
     rid = request_id or uuid.uuid4().hex
 
     def do(ops: Operations, ns: str, name: str) -> Done:
