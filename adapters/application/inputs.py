@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import get_args
 
 from cronsource.adapters.infrastructure.readside.queries import EventFilter
-from cronsource.domain.backfill import Overlap
+from cronsource.domain.backfill import MAX_BACKFILL_TICKS, Overlap
 from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.decisions import SkipReason
 from cronsource.domain.service import topic_type
@@ -129,9 +129,14 @@ def check_backfill(
     parallel: int | None,
     *,
     shown: tuple[str, str] | None = None,
+    max_ticks: int | None = None,
 ) -> None:
     """The backfill rules a request can break before anything is read (domain/backfill.py
     has the rest). `shown`: start and end as the client wrote them, for the message."""
+    if max_ticks is not None and not 1 <= max_ticks <= MAX_BACKFILL_TICKS:
+        raise FieldError(
+            "maxTicks", f"{max_ticks} is not between 1 and {MAX_BACKFILL_TICKS:,}", "body"
+        )
     if end < start:
         s, e = shown or (rfc3339(start), rfc3339(end))
         raise FieldError("end", f"{e} is before start {s}", "body")

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cronsource.adapters.application.inputs import FieldError, parse_time
 from cronsource.adapters.application.statuspage import OVERDUE_LISTED
+from cronsource.domain.backfill import MAX_BACKFILL_TICKS
 
 
 class _Model(BaseModel):
@@ -229,8 +230,8 @@ class BackfillRequest(_Model):
     maxTicks: int | None = Field(
         default=None,
         ge=1,
-        le=10_000_000,
-        description="Refuse a range with more ticks than this (default 10,000)",
+        le=MAX_BACKFILL_TICKS,
+        description="Refuse a range with more ticks than this (default 10,000, at most 100,000)",
     )
 
     @field_validator("start", "end")

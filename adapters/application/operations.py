@@ -332,7 +332,7 @@ class Operations(AuditReads):
         """Backfill [start, end] as domain/backfill.py rules (overlap default: the
         CronWorkflow's concurrencyPolicy). More than `max_ticks` ticks is refused before
         anything is computed in full."""
-        check_backfill(start, end, overlap, parallel)
+        check_backfill(start, end, overlap, parallel, max_ticks=max_ticks)
         at = self.clock.now()
         with self._settled():
             agg = self.service.find(namespace, name)

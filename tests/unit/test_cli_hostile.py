@@ -110,6 +110,15 @@ def test_trigger_refuses_a_request_id_the_http_api_refuses(tmp_path: Path, reque
     assert "ManualTriggered" not in history.output and "ScheduleFired" not in history.output
 
 
+def test_backfill_max_ticks_is_bounded_by_what_finds_its_ticks_in_seconds(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(GOOD)
+    store = ["--store", f"sqlite:///{tmp_path}/c.db"]
+    assert CliRunner().invoke(cli, [*store, "apply", "-f", str(tmp_path / "a.yaml")]).exit_code == 0
+    span = ["--start", "1970-01-01T00:00:00Z", "--end", "2199-12-31T00:00:00Z", "--dry-run"]
+    r = CliRunner().invoke(cli, [*store, "backfill", "hello", *span, "--max-ticks", "10000000"])
+    assert r.exit_code == 2 and "--max-ticks" in r.output and "100000" in r.output, r.output
+
+
 LEAP_DAY = """\
 start: 2026-03-02T00:00:00Z
 end: {end}

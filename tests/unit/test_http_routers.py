@@ -233,6 +233,16 @@ def test_commands_router_suspends_resumes_triggers_and_backfills(
     assert [e["field"] for e in problem_of(refused, 422)["errors"]] == ["end"]
 
 
+def test_a_backfill_may_not_ask_for_more_than_100_000_ticks(client: TestClient) -> None:
+    """10,000,000 ticks kept a worker busy for minutes and gigabytes after its client left."""
+    created(client)
+    body = {"start": "2026-05-04T00:00:00Z", "end": "2026-05-04T02:00:00Z", "dryRun": True}
+    refused = client.post(f"{CW}/hourly/backfill", json={**body, "maxTicks": 100_001})
+    assert [e["field"] for e in problem_of(refused, 422)["errors"]] == ["maxTicks"]
+    allowed = client.post(f"{CW}/hourly/backfill", json={**body, "maxTicks": 100_000})
+    assert allowed.status_code == 200 and allowed.json()["ticks"] == 3, allowed.text
+
+
 # ---------------------------------------------------------------------- audit
 
 

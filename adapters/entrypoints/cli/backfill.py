@@ -25,6 +25,7 @@ from cronsource.adapters.entrypoints.cli.output import View, emit
 from cronsource.adapters.entrypoints.cli.registry import cli, name_argument
 from cronsource.domain.backfill import (
     DEFAULT_MAX_BACKFILL_TICKS,
+    MAX_BACKFILL_TICKS,
     OVERLAPS,
     BackfillPlan,
     Overlap,
@@ -76,7 +77,7 @@ def backfill_summary(ref: str, plan: BackfillPlan, dry_run: bool, pending_after:
 )
 @click.option(
     "--max-ticks",
-    type=click.IntRange(1, 10_000_000),
+    type=click.IntRange(1, MAX_BACKFILL_TICKS),
     default=DEFAULT_MAX_BACKFILL_TICKS,
     show_default=True,
     help="refuse a range with more ticks than this",
