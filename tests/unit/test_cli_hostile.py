@@ -119,6 +119,23 @@ def test_backfill_max_ticks_is_bounded_by_what_finds_its_ticks_in_seconds(tmp_pa
     assert r.exit_code == 2 and "--max-ticks" in r.output and "100000" in r.output, r.output
 
 
+def test_apply_n_refuses_a_file_of_another_namespace_and_applies_nothing(tmp_path: Path) -> None:
+    """As `kubectl apply -n other -f` does: it was applied in the file's namespace, silently."""
+    (tmp_path / "a.yaml").write_text(
+        GOOD.replace("name: hello\n", "name: hello\n  namespace: team\n")
+    )
+    (tmp_path / "b.yaml").write_text(GOOD.replace("hello", "plain"))  # names no namespace
+    store = ["--store", f"sqlite:///{tmp_path}/c.db"]
+    files = ["-f", str(tmp_path / "b.yaml"), "-f", str(tmp_path / "a.yaml")]
+    r = CliRunner().invoke(cli, [*store, "-n", "other", "apply", *files])
+    assert r.exit_code == 1, r.output
+    assert "the namespace from the provided object 'team' (hello) does not match" in r.output
+    listed = CliRunner().invoke(cli, [*store, "get", "-A"])
+    assert "No resources found" in listed.output, listed.output
+    ok = CliRunner().invoke(cli, [*store, "-n", "team", "apply", "-f", str(tmp_path / "a.yaml")])
+    assert ok.exit_code == 0, ok.output
+
+
 LEAP_DAY = """\
 start: 2026-03-02T00:00:00Z
 end: {end}

@@ -83,6 +83,18 @@ def admit(
     return [m for _, m in got.manifests]
 
 
+def _same_namespace(namespace: str, objects: Sequence[Any]) -> None:
+    """`-n` names the namespace of a file's objects that name none; one that names another
+    is refused before anything is applied, as `kubectl apply -n` refuses it (its message):
+    applying it in its own namespace, as before, put it where the user did not look."""
+    for o in objects:
+        if o.namespace != namespace:
+            fail(
+                f"the namespace from the provided object {o.namespace!r} ({o.name}) does not"
+                f" match the namespace {namespace!r}: pass --namespace={o.namespace} to apply it"
+            )
+
+
 @cli.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(allow_dash=True))
 @click.option(
@@ -123,6 +135,8 @@ def apply(files: tuple[str, ...], force: bool) -> None:
     obj = _obj()
     calendars: list[CalendarSpec] = []
     manifests = admit(files, obj.namespace, with_calendars=calendars)
+    if obj.namespace is not None:
+        _same_namespace(obj.namespace, [m.metadata for m in manifests] + calendars)
     machine = obj.output in ("json", "yaml")
     items: list[dict[str, Any]] = []
 
