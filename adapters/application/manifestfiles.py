@@ -143,9 +143,24 @@ def documents(path: str, stdin: BinaryIO) -> list[tuple[str, object]]:
     docs = [load_json(data, label)] if path.endswith(".json") else load_yaml(data, label)
     if not docs:
         raise DocumentError(f"{label}: no documents")
-    return [
-        (f"{label}#{i}" if len(docs) > 1 else label, from_client(d)) for i, d in enumerate(docs)
-    ]
+    out: list[tuple[str, object]] = []
+    for i, d in enumerate(docs):
+        source = f"{label}#{i}" if len(docs) > 1 else label
+        if _is_list(d):
+            assert isinstance(d, dict)
+            out += [(f"{source} items[{j}]", from_client(o)) for j, o in enumerate(d["items"])]
+        else:
+            out.append((source, from_client(d)))
+    return out
+
+
+def _is_list(doc: object) -> bool:
+    """A list of objects (`kind: List`, or `CronWorkflowList` as `get -o yaml` writes
+    several): kubectl applies its items, so `get -o yaml > f; apply -f f` works here too."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("items"), list):
+        return False
+    kind = doc.get("kind")
+    return isinstance(kind, str) and kind.endswith("List")
 
 
 def admit_files(

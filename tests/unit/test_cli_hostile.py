@@ -136,6 +136,24 @@ def test_apply_n_refuses_a_file_of_another_namespace_and_applies_nothing(tmp_pat
     assert ok.exit_code == 0, ok.output
 
 
+@pytest.mark.parametrize("output", ["yaml", "json"])
+def test_what_get_prints_for_several_applies_again_as_kubectl_applies_a_list(
+    tmp_path: Path, output: str
+) -> None:
+    (tmp_path / "a.yaml").write_text(GOOD + "---\n" + GOOD.replace("hello", "other"))
+    first, second = (["--store", f"sqlite:///{tmp_path}/{n}.db"] for n in ("one", "two"))
+    assert CliRunner().invoke(cli, [*first, "apply", "-f", str(tmp_path / "a.yaml")]).exit_code == 0
+    listed = CliRunner().invoke(cli, [*first, "get", "-o", output])
+    assert "CronWorkflowList" in listed.stdout
+    dump = tmp_path / f"all.{output}"
+    dump.write_text(listed.stdout)
+    lint = CliRunner().invoke(cli, ["lint", str(dump)])
+    assert lint.exit_code == 0 and "2 CronWorkflow(s) valid" in lint.output, lint.output
+    again = CliRunner().invoke(cli, [*second, "apply", "-f", str(dump)])
+    assert again.exit_code == 0, again.output
+    assert "hello created" in again.output and "other created" in again.output
+
+
 LEAP_DAY = """\
 start: 2026-03-02T00:00:00Z
 end: {end}
