@@ -41,6 +41,17 @@ def rfc3339(t: datetime | None) -> str | None:
     return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def rfc3339_exact(t: datetime) -> str:
+    """`rfc3339`, with the fraction of a second where there is one: a time someone asked
+    about, or an `@every` tick at .272 s, shown in whole seconds named another instant (a
+    `why` at 10:00:00.5 answered "at 10:00:00Z: NotATick")."""
+    shown = rfc3339(t)
+    assert shown is not None
+    if t.microsecond == 0:
+        return shown
+    return shown[:-1] + f".{t.microsecond:06d}".rstrip("0") + "Z"
+
+
 @functools.lru_cache(maxsize=4096)
 def _rfc3339_utc(t: datetime) -> str:
     """Cached: a burst renders one instant for every CronWorkflow of it."""

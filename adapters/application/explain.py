@@ -11,7 +11,7 @@ from cronsource.adapters.application.objects import event_object
 from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.schedule import DstShift
 from cronsource.domain.timestamps import SMALLEST_STEP
-from cronsource.projections.readmodel import AuditRow, rfc3339
+from cronsource.projections.readmodel import AuditRow, rfc3339, rfc3339_exact
 
 
 def _values(detail: dict[str, Any]) -> str:
@@ -72,7 +72,7 @@ def _explain(
     Removed (`t` is before `kept_from`: retention removed what was decided then).
     """
     out: dict[str, Any] = {
-        "at": rfc3339(t),
+        "at": rfc3339_exact(t),
         "decisions": [event_object(r) for r in decisions],
         "nextTick": None,
     }
@@ -151,8 +151,10 @@ def _explain(
     if not is_tick:
         nxt = agg.schedule.next_after(t)
         out["outcome"] = "NotATick"
-        out["nextTick"] = rfc3339(nxt)
-        out["explanation"] = f"the schedule has no tick at this time; the next is {rfc3339(nxt)}"
+        out["nextTick"] = rfc3339_exact(nxt)
+        out["explanation"] = (
+            f"the schedule has no tick at this time; the next is {rfc3339_exact(nxt)}"
+        )
     elif t <= agg.baseline:
         out["outcome"] = "NotScheduled"
         out["explanation"] = (

@@ -263,6 +263,10 @@ def test_audit_router_answers_history_events_decision_and_timeline(
     assert why["outcome"] == "Fired" and why["nextTick"] is None
     not_a_tick = client.get(f"{CW}/hourly/decision", params={"at": "2026-05-04T11:30:00Z"})
     assert not_a_tick.json()["outcome"] == "NotATick"
+    # Half a second after the tick is no tick, and the answer names the time asked, not the
+    # whole second before it (which is the tick, and said NotATick).
+    late = client.get(f"{CW}/hourly/decision", params={"at": "2026-05-04T11:00:00.5Z"}).json()
+    assert (late["at"], late["outcome"]) == ("2026-05-04T11:00:00.5Z", "NotATick")
 
     line = client.get(f"{CW}/hourly/timeline", params={"days": 1, "buckets": 24}).json()
     assert line["bucketSeconds"] == 3600

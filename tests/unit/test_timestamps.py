@@ -22,7 +22,7 @@ from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.entrypoints.http import ServeSettings, create_app
 from cronsource.domain.manifest import parse_manifest
 from cronsource.domain.timestamps import TIME_MAX, TimestampError, parse_timestamp, user_time
-from cronsource.projections.readmodel import rfc3339
+from cronsource.projections.readmodel import rfc3339, rfc3339_exact
 
 _IN_BOUNDS = st.datetimes(
     min_value=datetime(1970, 1, 1), max_value=datetime(2199, 12, 31, 23, 59, 59)
@@ -41,6 +41,14 @@ def test_what_the_formatter_writes_reads_back(t: datetime) -> None:
     text = rfc3339(t)
     assert text is not None
     assert parse_timestamp(text, "at") == t
+
+
+@given(_IN_BOUNDS, st.integers(0, 999_999))
+def test_the_exact_formatter_keeps_the_fraction_and_reads_back(t: datetime, us: int) -> None:
+    t = t.replace(microsecond=us)
+    text = rfc3339_exact(t)
+    assert parse_timestamp(text, "at") == t
+    assert ("." in text) == (us != 0) and text.endswith("Z")
 
 
 @given(_IN_BOUNDS, _OFFSETS)
