@@ -112,7 +112,13 @@ def user_time(value: str, field: str, zone: str | None = None) -> datetime:
     # instant of that day.
     t = day.replace(tzinfo=tz).astimezone(UTC)
     if not TIME_MIN <= t < TIME_MAX:
-        raise TimestampError(field, f"{value!r} must be between 1970-01-01 and 2199-12-31")
+        # Say which instant: midnight of 1970-01-01 east of UTC is in 1969, and the bare
+        # bound message contradicted the date it refused.
+        raise TimestampError(
+            field,
+            f"{value!r} (midnight {_zone_words(zone)}, {t.isoformat().replace('+00:00', 'Z')})"
+            " must be between 1970-01-01T00:00:00Z and 2199-12-31",
+        )
     return t
 
 

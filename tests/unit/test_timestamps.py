@@ -172,8 +172,14 @@ def test_known_days_in_known_zones() -> None:
         ("2026-11-28T10:00", "needs a time zone offset, e.g. 2026-05-04T10:00:00Z, or is a date"),
         ("2026-11-28 10:00:00", "needs a time zone offset"),
         ("2026-02-30", "is not a date (e.g. 2026-05-04)"),
-        ("1969-12-31", "must be between 1970-01-01 and 2199-12-31"),
-        ("2200-01-02", "must be between 1970-01-01 and 2199-12-31"),
+        # A date alone names the instant it is: midnight in Berlin of 1970-01-01 is in 1969.
+        (
+            "1970-01-01",
+            "(midnight in Europe/Berlin, 1969-12-31T23:00:00Z) must be between"
+            " 1970-01-01T00:00:00Z and 2199-12-31",
+        ),
+        ("1969-12-31", "(midnight in Europe/Berlin, 1969-12-30T23:00:00Z) must be between"),
+        ("2200-01-02", "(midnight in Europe/Berlin, 2200-01-01T23:00:00Z) must be between"),
         ("tomorrow", "is not an RFC 3339 time"),
         ("9999-12-31T23:00:00Z", "must be between 1970-01-01 and 2199-12-31"),
     ],
