@@ -114,9 +114,11 @@ def applied_config(manifest: CronWorkflowManifest) -> dict[str, Any]:
     (a default is not a value the file chose), and `metadata.labels`/`annotations` when the
     file has them. Plain JSON types, so the record serialises as any event field does."""
     meta = manifest.metadata
-    config: dict[str, Any] = {
-        "spec": manifest.spec.model_dump(by_alias=True, exclude_unset=True, mode="json")
-    }
+    spec = manifest.spec.model_dump(by_alias=True, exclude_unset=True, mode="json")
+    # A value admission reads as unset (a negative history limit, as Argo reads it) is not
+    # recorded as a null: against a live object without the field, the next apply took that
+    # null for a value another writer had removed, said `updated` and warned of a conflict.
+    config: dict[str, Any] = {"spec": {k: v for k, v in spec.items() if v is not None}}
     named = {
         k: dict(getattr(meta, k)) for k in ("labels", "annotations") if k in meta.model_fields_set
     }

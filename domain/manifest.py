@@ -314,8 +314,9 @@ class CronWorkflowSpec(_Model):
     suspend: bool = Field(default=False, strict=True)
     # Bounded as Kubernetes' int32 field is, so deadline arithmetic can never overflow.
     starting_deadline_seconds: int | None = Field(default=None, ge=0, le=2**31 - 1, strict=True)
-    successful_jobs_history_limit: int | None = Field(default=None, strict=True)
-    failed_jobs_history_limit: int | None = Field(default=None, strict=True)
+    # int32 in Argo's CRD, as the deadline is.
+    successful_jobs_history_limit: int | None = Field(default=None, le=2**31 - 1, strict=True)
+    failed_jobs_history_limit: int | None = Field(default=None, le=2**31 - 1, strict=True)
     workflow_metadata: WorkflowMetadata | None = None
     # Validated even when absent: Argo's CRD requires it (see `_argo_validates_workflow_spec`).
     workflow_spec: dict[str, Any] = Field(default_factory=dict, validate_default=True)

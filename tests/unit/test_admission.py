@@ -207,6 +207,9 @@ def test_a_hostile_when_skips_its_own_tick_and_does_not_delay_another_cronworkfl
         pytest.param("suspend", "true", id="'true' for a bool"),
         pytest.param("startingDeadlineSeconds", "30", id="text for an int"),
         pytest.param("failedJobsHistoryLimit", 1.5, id="float for an int"),
+        # int32 fields, as in Argo's CRD.
+        pytest.param("successfulJobsHistoryLimit", 2**31, id="history limit over int32"),
+        pytest.param("startingDeadlineSeconds", 2**31, id="deadline over int32"),
     ],
 )
 def test_scalars_are_decoded_strictly_as_the_api_server_does(field: str, value: object) -> None:

@@ -92,6 +92,24 @@ def test_a_cli_suspend_survives_reapplying_a_file_that_says_suspend_false() -> N
     )
 
 
+@pytest.mark.parametrize("field", ["successfulJobsHistoryLimit", "failedJobsHistoryLimit"])
+def test_a_negative_history_limit_then_dropped_is_unchanged_and_warns_of_nothing(
+    field: str,
+) -> None:
+    """Admission reads a negative limit as unset (as Argo does): the record did keep a null
+    for it, which the next apply without the field took for a value another writer removed."""
+    svc = service()
+    cron_id = applied(svc, manifest(**{field: -1}), "10:00:30")
+    version = svc.load(cron_id).version
+
+    again = svc.apply_config(manifest(**{field: -1}), at("10:10:00"))
+    dropped = svc.apply_config(manifest(), at("10:20:00"))
+
+    assert (again.what, again.notes) == ("unchanged", ())
+    assert (dropped.what, dropped.notes) == ("unchanged", ())
+    assert types(svc, cron_id, after=version) == []
+
+
 def test_force_conflicts_takes_the_files_suspend_false() -> None:
     svc = service()
     cron_id = applied(svc, manifest(suspend=False), "10:00:30")
