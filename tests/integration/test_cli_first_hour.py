@@ -447,3 +447,25 @@ def test_history_table_shows_counts_phases_and_triggers(store, tmp_path):
         "DETAIL",
     ]
     assert "trigger=backfill" in table and "trigger=manual" in table
+
+
+def test_serve_that_cannot_listen_says_so_in_one_line_naming_the_flag(store, tmp_path):
+    """Bound by uvicorn, a port in use came as log lines after `serving on`, and a host that
+    is no address as `[Errno -2] Name or service not known`, naming no flag."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    try:
+        line = one_error_line(cs("serve", "--port", str(port), store=store))
+    finally:
+        taken.close()
+    assert (
+        line == f"error: --host/--port: cannot listen on 127.0.0.1:{port}: Address already in use"
+    )
+    token = tmp_path / "token"
+    token.write_text("s3cret-token\n")
+    line = one_error_line(
+        cs("serve", "--host", "999.1.1.1", "--token-file", str(token), store=store)
+    )
+    assert line.startswith("error: --host: '999.1.1.1' is no address to listen on"), line

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
+import socket
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -52,6 +53,13 @@ def serve(
         remover = RetentionThread(engine, retain)
         remover.start()
     try:
+        listening = _listen(host, port)
+    except ServeError:
+        if remover is not None:
+            remover.stop()
+        engine.close()
+        raise
+    try:
         app = create_app(engine, settings)
         log.info(
             "serving on http://%s:%d (store %s, auth %s)",
@@ -60,13 +68,35 @@ def serve(
             config.shown,
             "bearer token" if settings.token else "off (loopback only)",
         )
-        _Server(
-            uvicorn.Config(app, host=host, port=port, log_config=None, access_log=verbose)
-        ).run()
+        _Server(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=verbose)).run(
+            sockets=[listening]
+        )
     finally:
+        listening.close()
         if remover is not None:
             remover.stop()
         engine.close()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything says `serving on`: bound by uvicorn, a
+    port in use or a host that is no address came as log lines after that one, in uvicorn's
+    words (`[Errno -2] Name or service not known`, naming no flag)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except (socket.gaierror, UnicodeError) as e:
+        reason = e.strerror if isinstance(e, socket.gaierror) else str(e)
+        raise ServeError(f"--host: {host!r} is no address to listen on ({reason})") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn sets it
+        sock.bind(address)
+    except OSError as e:
+        sock.close()
+        raise ServeError(f"--host/--port: cannot listen on {host}:{port}: {e.strerror}") from None
+    return sock
 
 
 class _Server(uvicorn.Server):
