@@ -219,6 +219,12 @@ def test_commands_router_suspends_resumes_triggers_and_backfills(
     assert (first.status_code, first.json()["triggered"]) == (201, True)
     assert (again.status_code, again.json()["triggered"]) == (200, False)
     assert first.json()["workflow"] == again.json()["workflow"]
+    header = client.post(f"{CW}/hourly/trigger", headers={"Idempotency-Key": "r1"})
+    assert (header.status_code, header.json()["triggered"]) == (200, False)
+    both = client.post(
+        f"{CW}/hourly/trigger", json={"requestId": "r2"}, headers={"Idempotency-Key": "r3"}
+    )
+    assert [e["field"] for e in problem_of(both, 422)["errors"]] == ["requestId"]
 
     dry = client.post(
         f"{CW}/hourly/backfill",

@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
-from cronsource.adapters.application.inputs import check_backfill, parse_time
+from cronsource.adapters.application.inputs import FieldError, check_backfill, parse_time
 from cronsource.adapters.application.models import (
     BackfillRequest,
     BackfillResult,
@@ -113,7 +113,14 @@ def trigger(
     if_match: IfMatch = None,
     idempotency_key: IdempotencyKey = None,
 ) -> dict[str, Any]:
-    rid = (body.requestId if body else None) or idempotency_key or uuid.uuid4().hex
+    given = body.requestId if body else None
+    if given is not None and idempotency_key is not None and given != idempotency_key:
+        # Two keys for one request: taking either silently may start the run the other
+        # already started.
+        raise FieldError(
+            "requestId", "differs from the Idempotency-Key header; send one of them", "body"
+        )
+    rid = given or idempotency_key or uuid.uuid4().hex
     wf, version = ops.trigger(namespace, name, rid, expected=if_match_version(if_match))
     log_command("triggered", namespace, name, version, workflow=wf, requestId=rid)
     response.status_code = 201 if wf else 200
