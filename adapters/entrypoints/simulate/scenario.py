@@ -282,7 +282,7 @@ def _actions_name_what_exists(sc: Scenario) -> None:
     the scenario has by then: applied at the start or by an earlier action, and not deleted
     since. Found only at its instant, such a mistake ended the simulation half way with
     `NotFound` (exit 1) instead of naming the action."""
-    present = set()
+    present: set[tuple[str, str]] = set()
     for m in sc.cron_workflows:
         if not is_calendar_document(m):
             present.add(_identity(m))
