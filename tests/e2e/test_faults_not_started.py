@@ -179,7 +179,10 @@ def test_restarted_past_the_deadline_the_fire_is_recorded_as_not_started(
 
         # What a user sees, through the installed CLI.
         tick = fire.scheduled_time.isoformat()  # an `@every` tick has microseconds
-        shown = fire.scheduled_time.strftime("%Y-%m-%dT%H:%M:%SZ")
+        # The answer names the instant asked, with its fraction (`why --at` at a fraction).
+        t = fire.scheduled_time
+        fraction = f".{t.microsecond:06d}".rstrip("0") if t.microsecond else ""
+        shown = t.strftime("%Y-%m-%dT%H:%M:%S") + fraction + "Z"
         cli = [cronsource_bin(), "--store", url]
         why = subprocess.run([*cli, "why", "job", "--at", tick], capture_output=True, text=True)
         assert why.returncode == 0, why.stderr
