@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeGuard
 
 from cronsource.adapters.application.documents import (
     MAX_INPUT_BYTES,
@@ -147,14 +147,13 @@ def documents(path: str, stdin: BinaryIO) -> list[tuple[str, object]]:
     for i, d in enumerate(docs):
         source = f"{label}#{i}" if len(docs) > 1 else label
         if _is_list(d):
-            assert isinstance(d, dict)
             out += [(f"{source} items[{j}]", from_client(o)) for j, o in enumerate(d["items"])]
         else:
             out.append((source, from_client(d)))
     return out
 
 
-def _is_list(doc: object) -> bool:
+def _is_list(doc: object) -> TypeGuard[dict[str, Any]]:
     """A list of objects (`kind: List`, or `CronWorkflowList` as `get -o yaml` writes
     several): kubectl applies its items, so `get -o yaml > f; apply -f f` works here too."""
     if not isinstance(doc, dict) or not isinstance(doc.get("items"), list):

@@ -45,21 +45,19 @@ def serve(
     except Exception as e:
         hint = " (run `cronsource migrate` first)" if config.kind == "postgresql" else ""
         raise ServeError(f"cannot open store {config.shown}: {e}{hint}") from None
-    configure_logging(logging.DEBUG if verbose else logging.INFO)
-    remover = None
-    if retain is not None:
-        from cronsource.adapters.runtime.retention import RetentionThread
-
-        remover = RetentionThread(engine, retain)
-        remover.start()
     try:
         listening = _listen(host, port)
     except ServeError:
-        if remover is not None:
-            remover.stop()
         engine.close()
         raise
+    configure_logging(logging.DEBUG if verbose else logging.INFO)
+    remover = None
     try:
+        if retain is not None:
+            from cronsource.adapters.runtime.retention import RetentionThread
+
+            remover = RetentionThread(engine, retain)
+            remover.start()
         app = create_app(engine, settings)
         log.info(
             "serving on http://%s:%d (store %s, auth %s)",

@@ -27,6 +27,7 @@ from cronsource.adapters.entrypoints.simulate.scenario import (
     Action,
     Scenario,
     ScenarioError,
+    cron_ref,
 )
 from cronsource.adapters.entrypoints.simulate.target import (
     SimRunWatcher,
@@ -218,8 +219,7 @@ class Simulation:
         return self.commands
 
     def _find(self, ref: str) -> UUID:
-        ns, _, name = ref.rpartition("/")
-        return self.svc.find(ns or "default", name).id  # type: ignore[no-any-return]
+        return self.svc.find(*cron_ref(ref)).id  # type: ignore[no-any-return]
 
     def _apply(self, manifest: dict[str, Any], at: datetime) -> None:
         if is_calendar_document(manifest):
@@ -247,8 +247,7 @@ class Simulation:
         elif a.delete:
             self.svc.delete(self._find(a.delete), at)
             if self.kube_events is not None:
-                ns, _, name = a.delete.rpartition("/")
-                self.kube_events.deleted(ns or "default", name)
+                self.kube_events.deleted(*cron_ref(a.delete))
         elif a.target_fails is not None:
             fails = a.target_fails
             self.target.faults.append(

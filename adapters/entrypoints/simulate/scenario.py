@@ -104,10 +104,7 @@ class TargetFailsAction(BaseModel):
     @property
     def cron(self) -> tuple[str, str] | None:
         """(namespace, name) of `cronWorkflow`, the namespace `default` when it names none."""
-        if self.cron_workflow is None:
-            return None
-        ns, _, name = self.cron_workflow.rpartition("/")
-        return ns or "default", name
+        return None if self.cron_workflow is None else cron_ref(self.cron_workflow)
 
 
 class Action(BaseModel):
@@ -221,6 +218,8 @@ def load_scenario(data: object) -> Scenario:
         for i, a in sorted(enumerate(sc.actions), key=lambda ia: (ia[1].at, ia[0]))
         if a.apply
     ]
+    #: (namespace, name) of each CronWorkflow manifest, by its path in the scenario.
+    identities: dict[str, tuple[str, str]] = {}
     for path, m in documents:
         if is_calendar_document(m):
             # A ConfigMap labelled cronsource.io/calendar: "true" among the manifests: a
@@ -236,6 +235,7 @@ def load_scenario(data: object) -> Scenario:
         except ManifestError as e:
             raise ScenarioError("; ".join(f"{path}.{p}" for p in e.problems)) from None
         ns = manifest.metadata.namespace
+        identities[path] = (ns, manifest.metadata.name)
         for name in calendar_names(manifest.metadata.annotations):
             if (ns, name) not in calendars:
                 raise ScenarioError(
@@ -243,7 +243,7 @@ def load_scenario(data: object) -> Scenario:
                     f" not found in namespace {ns} (no calendar ConfigMap of that name is"
                     " applied by then in the scenario)"
                 )
-    _actions_name_what_exists(sc)
+    _actions_name_what_exists(sc, identities)
     _bound_ticks(sc)
     return sc
 
@@ -272,43 +272,42 @@ def _actions_in_span(sc: Scenario) -> None:
             )
 
 
-def _ref(ref: str) -> tuple[str, str]:
+def cron_ref(ref: str) -> tuple[str, str]:
+    """(namespace, name) of a CronWorkflow an action names (NAME or NAMESPACE/NAME): the
+    namespace `default` when it names none."""
     ns, _, name = ref.rpartition("/")
     return ns or "default", name
 
 
-def _actions_name_what_exists(sc: Scenario) -> None:
+def _actions_name_what_exists(sc: Scenario, identities: dict[str, tuple[str, str]]) -> None:
     """`suspend`, `resume` and `delete` name a CronWorkflow (NAME or NAMESPACE/NAME) that
     the scenario has by then: applied at the start or by an earlier action, and not deleted
     since. Found only at its instant, such a mistake ended the simulation half way with
-    `NotFound` (exit 1) instead of naming the action."""
-    present: set[tuple[str, str]] = set()
-    for m in sc.cron_workflows:
-        if not is_calendar_document(m):
-            present.add(_identity(m))
+    `NotFound` (exit 1) instead of naming the action. `identities`: each manifest's, by
+    its path (`cronWorkflows[i]`, `actions[i].apply`), as `load_scenario` parsed them."""
+    present = {
+        identities[f"cronWorkflows[{i}]"]
+        for i in range(len(sc.cron_workflows))
+        if f"cronWorkflows[{i}]" in identities  # calendars are not CronWorkflows
+    }
     for i, a in sorted(enumerate(sc.actions), key=lambda ia: (ia[1].at, ia[0])):
-        if a.apply is not None and not is_calendar_document(a.apply):
-            present.add(_identity(a.apply))
+        if f"actions[{i}].apply" in identities:
+            present.add(identities[f"actions[{i}].apply"])
             continue
         for field, ref in (("suspend", a.suspend), ("resume", a.resume), ("delete", a.delete)):
             if ref is None:
                 continue
-            if ref.count("/") > 1 or not _ref(ref)[1]:
+            ns, name = cron_ref(ref)
+            if ref.count("/") > 1 or not name:
                 raise ScenarioError(f"actions[{i}].{field}: {ref!r} is not NAME or NAMESPACE/NAME")
-            if _ref(ref) not in present:
-                ns, name = _ref(ref)
+            if (ns, name) not in present:
                 raise ScenarioError(
                     f"actions[{i}].{field}: {ref!r}: no CronWorkflow {ns}/{name} in the"
                     f" scenario at {rfc3339(a.at)} (applied at the start or by an earlier"
                     " action, and not deleted)"
                 )
             if field == "delete":
-                present.discard(_ref(ref))
-
-
-def _identity(manifest: dict[str, Any]) -> tuple[str, str]:
-    meta = parse_manifest(manifest).metadata
-    return meta.namespace, meta.name
+                present.discard((ns, name))
 
 
 #: Ticks of a schedule counted one by one before the rest of its span is counted at their

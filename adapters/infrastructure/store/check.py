@@ -148,15 +148,11 @@ def describe(e: BaseException, config: StoreConfig | None = None) -> str:
     if not isinstance(e, drivers) and isinstance(e.__cause__, drivers):
         e = e.__cause__  # eventsourcing wraps the driver's error: name the driver's cause
     text = str(e)
-    if psycopg is not None and isinstance(e, psycopg.errors.UndefinedTable) and config is not None:
-        return _not_migrated(config)
-    if (
-        psycopg is not None
-        and isinstance(e, psycopg.Error)
-        and config is not None
-        and config.kind == "postgresql"
-    ):
-        return _pg_message(config, text)
+    if psycopg is not None and isinstance(e, psycopg.Error) and config is not None:
+        if isinstance(e, psycopg.errors.UndefinedTable):
+            return _not_migrated(config)
+        if config.kind == "postgresql":
+            return _pg_message(config, text)
     if "couldn't get a connection" in text and config is not None and config.kind == "postgresql":
         return f"no connection to PostgreSQL at {_where(config)}: {text}"
     if isinstance(e, sqlite3.Error):
