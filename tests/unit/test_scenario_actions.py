@@ -109,3 +109,51 @@ def test_a_refused_field_names_its_value(field: str, value: Any, said: str) -> N
         load_scenario(scenario(**{field: value}))
     assert str(e.value).startswith(said), e.value
     assert str(e.value).endswith(f"(value: {value!r})"), e.value
+
+
+def test_complete_and_remove_workflow_act_on_the_run_they_name() -> None:
+    sc = load_scenario(
+        scenario(
+            {
+                "at": "2026-05-04T14:10:05Z",
+                "complete": {"workflow": "c-1777903800", "phase": "Failed"},
+            },
+            {"at": "2026-05-04T14:20:05Z", "removeWorkflow": "c-1777904400"},
+            runDuration="5m",
+        )
+    )
+    result = simulate(sc, "memory:")
+    runs = {w["name"]: w for w in result["workflows"]}
+    assert runs["c-1777903800"]["phase"] == "Failed"
+    assert runs["c-1777903800"]["finishedAt"] == "2026-05-04T14:10:05Z"
+    assert runs["c-1777904400"]["deletedAt"] == "2026-05-04T14:20:05Z"
+    said = [(e["type"], e["workflow"]) for e in result["events"]]
+    assert ("RunCompleted", "c-1777903800") in said
+    assert ("RunVanished", "c-1777904400") in said
+
+
+@pytest.mark.parametrize(
+    ("action", "said"),
+    [
+        (
+            # A tick's name with a typo: nothing was ended, and the preview said nothing.
+            {"at": "2026-05-04T14:10:05Z", "complete": {"workflow": "c-177790380"}},
+            "actions[0].complete.workflow: no Workflow 'c-177790380' was created by"
+            " 2026-05-04T14:10:05Z",
+        ),
+        (
+            # The tick's own name, but before its tick came.
+            {"at": "2026-05-04T14:05:00Z", "removeWorkflow": "c-1777903800"},
+            "actions[0].removeWorkflow: no Workflow 'c-1777903800' was created by"
+            " 2026-05-04T14:05:00Z",
+        ),
+    ],
+)
+def test_an_action_naming_a_workflow_never_created_is_refused(
+    action: dict[str, Any], said: str
+) -> None:
+    sc = load_scenario(scenario(action))
+    with pytest.raises(ScenarioError) as e:
+        simulate(sc, "memory:")
+    assert str(e.value).startswith(said), e.value
+    assert "\n" not in str(e.value)

@@ -33,6 +33,7 @@ from cronsource.adapters.entrypoints.simulate.target import (
     SimRunWatcher,
     SimTarget,
     SimulatedApiError,
+    SimWorkflow,
     TargetFault,
 )
 from cronsource.adapters.infrastructure.shards import SoleOwner
@@ -236,7 +237,20 @@ class Simulation:
             meta = m.metadata
             self.kube_events.applied(meta.namespace, meta.name, meta.uid or str(cron_id))
 
-    def _act(self, a: Action) -> None:
+    def _created(self, i: int, field: str, name: str, at: datetime) -> list[SimWorkflow]:
+        """The Workflows named `name` created by `at`. None is a scenario's mistake (a name
+        mistyped, or a tick's that has not come yet), said as such: the action did nothing,
+        and a preview that quietly ignored it would show runs the user meant to end."""
+        found = [wf for wf in self.target.workflows.values() if wf.name == name]
+        if not found:
+            raise ScenarioError(
+                f"actions[{i}].{field}: no Workflow {name!r} was created by {rfc3339(at)}"
+                " (a Workflow is named after its CronWorkflow and the tick's Unix time, as"
+                " Argo names it: see `-o json` workflows[].name)"
+            )
+        return found
+
+    def _act(self, i: int, a: Action) -> None:
         at = a.at
         if a.suspend:
             self.svc.suspend(self._find(a.suspend), at, by="simulate")
@@ -256,12 +270,12 @@ class Simulation:
         elif a.outage:
             self.outage_until = at + parse_duration(a.outage)
         elif a.complete is not None:
-            for wf in self.target.workflows.values():
-                if wf.name == a.complete.workflow and wf.phase == "Running":
+            for wf in self._created(i, "complete.workflow", a.complete.workflow, at):
+                if wf.phase == "Running":
                     wf.phase, wf.finished_at, wf.ends_at = a.complete.phase, at, at
         elif a.remove_workflow:
-            for wf in self.target.workflows.values():
-                if wf.name == a.remove_workflow and wf.deleted_at is None:
+            for wf in self._created(i, "removeWorkflow", a.remove_workflow, at):
+                if wf.deleted_at is None:
                     wf.deleted_at = at
                     if wf.phase == "Running":
                         wf.phase = "Deleted"
@@ -325,7 +339,7 @@ class Simulation:
                 now = clock.now()
             first = False
             while actions and actions[0][1].at <= now:
-                self._act(actions.pop(0)[1])
+                self._act(*actions.pop(0))
             if self.outage_until is not None and now >= self.outage_until:
                 self.outage_until = None
                 if self.kube_events is not None:
