@@ -313,7 +313,9 @@ class Client:
             Decision,
             "GET",
             f"{self._path(namespace, name)}/decision",
-            params={"at": arguments.rfc3339(at)},
+            # As written, with its own offset: a wall time in a spring-forward gap (02:30
+            # Europe/Berlin) names the slot the schedule moved, which its UTC instant does not.
+            params={"at": at.isoformat()},
         )
 
     def wait(self, timeout: float = 10.0) -> bool:

@@ -333,7 +333,7 @@ class Cronsource:
         self._names(namespace, name)
         arguments.moment("at", at)
         with _translated():
-            return Decision.model_validate(self._ops.why(namespace, name, at))
+            return Decision.model_validate(self._ops.why(namespace, name, at, wall=at))
 
     def wait(self, timeout: float = 10.0) -> bool:
         """Wait until the read side (status, audit) has caught up with the log as it is now;

@@ -542,14 +542,18 @@ class _CronTicker:
             return DstShift("fold", tick, naive, _zone_name(zone))
         return None
 
-    def gap_shift(self, wall: datetime) -> DstShift | None:
+    def gap_shift(self, wall: datetime, offset: timedelta | None = None) -> DstShift | None:
         """The tick that stands for the wall time `wall` (naive) when `wall` names a slot
-        of this expression that the zone skips; None if it exists or is not a slot."""
+        of this expression that the zone skips; None if it exists or is not a slot, or if
+        `offset` (the one it was written with) is not the zone's on either side of the gap."""
         if not self.once or _match_after(self.croniter_expr, wall, inclusive=True) != wall:
             return None
         zone = self.zone
-        early = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)  # read with the new offset
-        late = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)  # read with the old one
+        before, after = wall.replace(tzinfo=zone, fold=0), wall.replace(tzinfo=zone, fold=1)
+        if offset is not None and offset not in (before.utcoffset(), after.utcoffset()):
+            return None
+        early = after.astimezone(UTC)  # read with the new offset
+        late = before.astimezone(UTC)  # read with the old one
         if late.astimezone(zone).replace(tzinfo=None) == wall:
             return None  # it exists
         change = _first_offset_change(zone, early, late)
@@ -690,14 +694,17 @@ class CompiledSchedule:
         return None
 
     def gap_shift(self, wall: datetime) -> DstShift | None:
-        """When the naive wall time `wall` is a slot of this schedule that its zone skips
-        (02:30 on a spring-forward night), the tick that runs for it; else None. `why` asks
-        this for a time written in a gap, which names no real instant of the zone."""
-        if wall.tzinfo is not None:
-            raise ValueError(f"wall must be a naive wall-clock time, got {wall!r}")
+        """When the wall time `wall` is a slot of this schedule that its zone skips (02:30
+        on a spring-forward night), the tick that runs for it; else None. `why` asks this for
+        a time written in a gap, which names no real instant of the zone. An aware `wall` is
+        a time as written, with its offset: it names the zone's slot only when that offset
+        is the zone's, before or after the change (`02:30-05:00` or `02:30-04:00` for New
+        York; `02:30Z` is a real instant, 21:30 the evening before there)."""
+        offset = wall.utcoffset()
+        wall = wall.replace(tzinfo=None)
         for ticker in self._tickers:
             if isinstance(ticker, _CronTicker):
-                shift = ticker.gap_shift(wall)
+                shift = ticker.gap_shift(wall, offset)
                 if shift is not None:
                     return shift
         return None

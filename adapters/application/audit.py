@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from cronsource.adapters.application.explain import explain, removed_before
@@ -115,10 +115,14 @@ class AuditReads:
     ) -> dict[str, Any]:
         """Why did (or didn't) it run at `at`: the decision covering it and its event.
 
-        `wall` is the wall-clock time as written (inputs.written_wall): when it is a slot of
-        the schedule that its zone skips (02:30 on a spring-forward night), the answer is
-        about the tick that ran for it, at the end of the gap, not about the instant `at`.
+        `wall` is the time as written, wall clock and offset (inputs.written_wall; the
+        Python API's datetime as given): when it is a slot of the schedule that its zone
+        skips (02:30 on a spring-forward night), written in that zone's offset, the answer
+        is about the tick that ran for it, at the end of the gap, not about the instant `at`.
         """
+        # An instant from here on: arithmetic and comparisons of datetimes that share a
+        # zone are on their wall clocks (fold ignored), which is wrong across a DST change.
+        at = at.astimezone(UTC)
         self.refresh()
         queries = self.engine.view
         try:

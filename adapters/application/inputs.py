@@ -67,17 +67,17 @@ def parse_time(value: str, field: str, zone: str | None = None) -> datetime:
 
 
 def written_wall(value: str) -> datetime | None:
-    """The wall-clock time a person wrote, offset dropped (`2027-03-14T02:30:00-05:00` is
-    02:30), for `why`: a time written inside a zone's spring-forward gap names a slot the
-    schedule moved, which the instant alone (03:30 EDT) no longer says. None for a date
-    alone or text that is no time."""
+    """The time a person wrote, as written: wall clock and offset (`2027-03-14T02:30:00-05:00`
+    is 02:30 at -05:00), for `why`: a time written inside a zone's spring-forward gap names a
+    slot the schedule moved, which the instant alone (03:30 EDT) no longer says. None for a
+    date alone or text that is no time."""
     if is_date(value):
         return None
     try:
         t = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         return None
-    return t.replace(tzinfo=None)
+    return t if t.tzinfo is not None else None
 
 
 def event_filter(

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -206,6 +207,26 @@ def test_next_history_events_and_why(api: Any) -> None:
     assert len(page.items) == 1 and page.items[0].cronWorkflow == f"default/{name}"
     decision = api.why("default", name, datetime(2020, 1, 1, 3, tzinfo=UTC))
     assert decision.outcome  # before the CronWorkflow existed: said so, not an error
+
+
+def test_why_takes_a_time_in_any_zone_as_the_cli_takes_it_written(api: Any) -> None:
+    """A datetime in the CronWorkflow's own zone is answered as the same time written on the
+    command line: 02:30 on a spring-forward night is the tick that ran for it; the second
+    02:30 of the autumn night is an instant after the tick (policy `once`); the same wall
+    time in UTC is a real instant, no tick. Arithmetic on a zoned datetime is on its wall
+    clock, which made all three NotATick, each about another instant."""
+    name = fresh()
+    api.apply(manifest(name, schedule="30 2 * * *"))
+    berlin = ZoneInfo("Europe/Berlin")
+    gap = api.why("default", name, datetime(2027, 3, 28, 2, 30, tzinfo=berlin))
+    assert (gap.at, gap.outcome) == ("2027-03-28T01:00:00Z", "Pending"), gap
+    assert gap.dst is not None and gap.dst.kind == "gap"
+    first = api.why("default", name, datetime(2027, 10, 31, 2, 30, tzinfo=berlin))
+    assert (first.at, first.outcome) == ("2027-10-31T00:30:00Z", "Pending"), first
+    second = api.why("default", name, datetime(2027, 10, 31, 2, 30, tzinfo=berlin, fold=1))
+    assert (second.at, second.outcome) == ("2027-10-31T01:30:00Z", "NotATick"), second
+    utc = api.why("default", name, datetime(2027, 3, 28, 2, 30, tzinfo=UTC))
+    assert (utc.at, utc.outcome, utc.dst) == ("2027-03-28T02:30:00Z", "NotATick", None), utc
 
 
 def test_wait_returns_once_the_read_side_caught_up(api: Any) -> None:

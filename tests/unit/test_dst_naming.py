@@ -4,7 +4,7 @@ moved out of a spring-forward gap and which is the one run of a repeated wall ti
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 from cronsource.domain.schedule import compile_schedule
 from tests.instants import (
@@ -95,3 +95,16 @@ def test_a_wall_time_in_the_gap_maps_to_the_tick_that_runs_for_it() -> None:
     assert (
         compile_schedule(["30 2 * * *"], NY, "argo").gap_shift(datetime(2026, 3, 8, 2, 30)) is None
     )
+
+
+def test_a_gap_slot_is_named_only_in_the_zones_own_offsets() -> None:
+    # Given a daily 02:30 in New York (-05:00 before the change, -04:00 after)
+    schedule = compile_schedule(["30 2 * * *"], NY)
+    # 02:30 written in either of New York's offsets that day names the moved slot
+    for hours in (-5, -4):
+        shift = schedule.gap_shift(
+            datetime(2026, 3, 8, 2, 30, tzinfo=timezone(timedelta(hours=hours)))
+        )
+        assert shift is not None and shift.tick == NY_SPRING_FORWARD_0230
+    # 02:30Z is a real instant (21:30 the evening before in New York), no slot of the gap
+    assert schedule.gap_shift(datetime(2026, 3, 8, 2, 30, tzinfo=UTC)) is None
