@@ -243,6 +243,31 @@ def test_output_formats_selectors_and_several_names(store, tmp_path):
     assert cs("delete", "a", "b", store=store).stdout.count("deleted") == 2
 
 
+def test_names_as_kubectl_takes_them_and_never_beside_a_selector(store, tmp_path):
+    f = tmp_path / "two.yaml"
+    f.write_text(yaml.safe_dump_all([manifest("a"), manifest("b")]))
+    assert cs("apply", "-f", str(f), store=store).returncode == 0
+    # A name beside -l or -A is refused in kubectl's words: `delete a -l team=b` deleted b
+    # (the selection) and said nothing of a.
+    r = cs("delete", "a", "-l", "team=b", store=store)
+    assert one_error_line(r) == "error: name cannot be provided when a selector is specified"
+    r = cs("get", "a", "-A", store=store)
+    assert (
+        one_error_line(r) == "error: a resource cannot be retrieved by name across all namespaces"
+    )
+    # `-o name` fed back, and kubectl's `TYPE NAME...`.
+    names = cs("list", "-o", "name", store=store).stdout.split()
+    r = cs("suspend", *names, store=store)
+    assert r.returncode == 0 and r.stdout.count(" suspended") == 2, (r.stdout, r.stderr)
+    r = cs("resume", "cwf", "a", store=store)
+    assert r.returncode == 0 and r.stdout.strip() == "cronworkflow.argoproj.io/a resumed"
+    assert "not NAME or TYPE/NAME" in one_error_line(cs("history", "pod/a", store=store))
+    # Several names, one missing: what was found is shown, then the error, exit 1.
+    r = cs("get", "a", "nosuch", "b", "-o", "name", store=store)
+    assert r.returncode == 1 and "default/nosuch not found" in r.stderr
+    assert r.stdout.split() == ["cronworkflow.argoproj.io/a", "cronworkflow.argoproj.io/b"]
+
+
 def test_lint_and_apply_take_directories_and_stdin(store):
     assert cs("lint", "examples/").stdout.strip() == "1 CronWorkflow(s) valid"
     text = (ROOT / "examples/hello.yaml").read_text()

@@ -6,7 +6,7 @@ the store they name, the one clock read at the edge, and the one way a command f
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -103,6 +103,15 @@ class Ctx:
     @property
     def ns(self) -> str:
         return self.namespace or "default"
+
+    def by_name(self, names: Sequence[str]) -> None:
+        """Names pick objects in `-n`'s namespace: with `-l` or `-A` as well, which of them
+        was meant is unclear, and a `delete` that acted on the selection alone removed
+        objects nobody named. kubectl refuses both, in these words."""
+        if names and self.selector:
+            fail("name cannot be provided when a selector is specified")
+        if names and self.all_namespaces:
+            fail("a resource cannot be retrieved by name across all namespaces")
 
     def store_config(self) -> StoreConfig:
         try:

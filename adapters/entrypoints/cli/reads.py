@@ -4,6 +4,7 @@ event type is an error, never an empty table.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -18,7 +19,6 @@ from cronsource.adapters.application.inputs import (
 from cronsource.adapters.application.operations import Operations
 from cronsource.adapters.entrypoints.cli.context import (
     KIND,
-    RESOURCE_WORDS,
     Ctx,
     _obj,
     fail,
@@ -36,7 +36,12 @@ from cronsource.adapters.entrypoints.cli.output import (
     print_table,
     ticks_cell,
 )
-from cronsource.adapters.entrypoints.cli.registry import _complete_names, cli, name_argument
+from cronsource.adapters.entrypoints.cli.registry import (
+    _complete_names,
+    cli,
+    name_argument,
+    object_names,
+)
 from cronsource.domain.service import NotFound
 from cronsource.domain.timestamps import parse_timestamp
 from cronsource.projections.readmodel import StatusRow, paused_runs, rfc3339
@@ -158,13 +163,6 @@ def list_cmd() -> None:
     _list(_obj())
 
 
-def _find(ops: Operations, namespace: str, name: str) -> StatusRow:
-    try:
-        return ops.status(namespace, name)
-    except NotFound as e:
-        fail(str(e))
-
-
 def _resolved_row(spec: dict[str, Any], st: dict[str, Any]) -> list[list[str]]:
     """`argo cron get`'s ResolvedSchedules line (Argo PR #16604): every schedule with its `H`
     items resolved, shown only when one has any."""
@@ -207,13 +205,31 @@ def _get_view(c: StatusRow) -> View:
 def get(names: tuple[str, ...]) -> None:
     """One CronWorkflow as `argo cron get`; several, or none (all), as a list."""
     obj = _obj()
-    names = tuple(n for n in names if n.lower() not in RESOURCE_WORDS)
+    names = object_names(names, words=True)
+    obj.by_name(names)
     if not names:
         _list(obj)
         return
+    rows, missing = [], []
     with obj.operations(notice=True) as ops:
-        rows = [_find(ops, obj.ns, n) for n in names]
-    if len(rows) == 1 and obj.output in ("table", "json", "yaml"):
+        for n in names:
+            try:
+                rows.append(ops.status(obj.ns, n))
+            except NotFound as e:
+                missing.append(str(e))
+    # As kubectl: what was found is shown, then an error line for each name that was not,
+    # and the exit is 1.
+    if rows:
+        _show_found(rows, obj, many=len(names) > 1)
+    for message in missing:
+        click.echo(f"error: {message}", err=True)
+    if missing:
+        sys.exit(1)
+
+
+def _show_found(rows: list[StatusRow], obj: Ctx, *, many: bool) -> None:
+    """One name asked: `argo cron get`'s view; several: a list (kubectl's `List`)."""
+    if not many and obj.output in ("table", "json", "yaml"):
         view = _get_view(rows[0])
         if obj.output == "table":  # `argo cron get`: one field a line
             width = max(len(r[0]) for r in view.rows) + 2
@@ -296,6 +312,7 @@ def history(
     """The audit log of one CronWorkflow (or, without NAME, of the namespace): every fire
     and skip, and why."""
     obj = _obj()
+    obj.by_name([name] if name else [])
     for value, flag in ((since, "--since"), (until, "--until")):
         if value:
             parse_time(value, flag)  # bad text: refused before the store is opened

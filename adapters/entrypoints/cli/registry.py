@@ -16,7 +16,13 @@ from click.shell_completion import CompletionItem, get_completion_class
 
 from cronsource.adapters.application.operations import Operations
 from cronsource.adapters.bootstrap import bootstrap
-from cronsource.adapters.entrypoints.cli.context import Ctx, _obj, fail, global_options
+from cronsource.adapters.entrypoints.cli.context import (
+    RESOURCE_WORDS,
+    Ctx,
+    _obj,
+    fail,
+    global_options,
+)
 from cronsource.adapters.entrypoints.cli.output import (
     View,
     emit,
@@ -109,12 +115,43 @@ def _complete_names(ctx: click.Context, _param: click.Parameter, incomplete: str
     return [CompletionItem(n) for n in names if n.startswith(incomplete)]
 
 
+def object_name(value: str) -> str:
+    """NAME, or TYPE/NAME as kubectl takes it and `-o name` prints it
+    (`cronworkflow.argoproj.io/nightly`, `cwf/nightly`): `get -o name | xargs cronsource
+    suspend` works as it does with kubectl."""
+    kind, slash, name = value.rpartition("/")
+    if not slash:
+        return value
+    if kind.lower() not in RESOURCE_WORDS or not name:
+        raise click.BadParameter(
+            f"{value!r} is not NAME or TYPE/NAME of a CronWorkflow"
+            f" (TYPE one of {', '.join(sorted(RESOURCE_WORDS))})"
+        )
+    return name
+
+
+def object_names(names: tuple[str, ...], *, words: bool = False) -> tuple[str, ...]:
+    """The names given, TYPE/ taken off; a leading resource word dropped (`delete cwf a b`,
+    kubectl's `TYPE NAME...`); with `words`, every one (`get cronworkflows`: all)."""
+    if names and names[0].lower() in RESOURCE_WORDS and (words or len(names) > 1):
+        names = names[1:]
+    if words:
+        names = tuple(n for n in names if n.lower() not in RESOURCE_WORDS)
+    return tuple(object_name(n) for n in names)
+
+
 def name_argument(required: bool = True, many: bool = False) -> Callable[[Any], Any]:
+    def normalised(_ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+        if many:
+            return object_names(value)
+        return value if value is None else object_name(value)
+
     return click.argument(
         "names" if many else "name",
         nargs=-1 if many else 1,
         required=required,
         shell_complete=_complete_names,
+        callback=normalised,
     )
 
 

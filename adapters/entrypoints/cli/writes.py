@@ -34,6 +34,7 @@ def _targets(ops: Operations, obj: Ctx, names: Sequence[str]) -> list[tuple[str,
     `No resources found` and exits 0. A name that does not exist is, in `_each`."""
     if not names and not obj.selector:
         fail("give one or more names, or -l SELECTOR")
+    obj.by_name(names)
     if obj.selector:
         rows = selected(ops, obj, None if obj.all_namespaces else obj.ns)
         return [(c.namespace, c.name) for c in rows]
