@@ -73,6 +73,7 @@ class Client:
             base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
         )
         self._checked = False
+        self._closed = False
 
     # ------------------------------------------------------------------ commands
 
@@ -92,6 +93,8 @@ class Client:
         content, body, parsed = _manifest_body(manifest)
         ns = _manifest_namespace(parsed, namespace)
         arguments.version("expected_version", expected_version)
+        arguments.flag("force", force)
+        arguments.flag("create_only", create_only)
         name = _manifest_name(parsed)
         if create_only or name is None:
             # Without a usable name the server's create names what is wrong with it, as
@@ -158,8 +161,8 @@ class Client:
         request_id: str | None = None,
         expected_version: int | None = None,
     ) -> Triggered:
-        rid = request_id or uuid.uuid4().hex
         self._names(namespace, name)
+        rid = arguments.request_id(request_id) or uuid.uuid4().hex
         return self._call(
             Triggered,
             "POST",
@@ -183,6 +186,7 @@ class Client:
         self._names(namespace, name)
         arguments.moment("start", start)
         arguments.moment("end", end)
+        arguments.backfill(dry_run, overlap, parallel, max_ticks)
         body = {
             "start": arguments.rfc3339(start),
             "end": arguments.rfc3339(end),
@@ -246,6 +250,8 @@ class Client:
     def list(
         self, namespace: str | None = None, *, selector: str | None = None
     ) -> CronWorkflowList:
+        if selector is not None:
+            arguments.text("selector", selector, arguments.MAX_SELECTOR)
         params = {"labelSelector": selector} if selector is not None else None
         if namespace is None:
             return self._call(CronWorkflowList, "GET", f"{API}/cronworkflows", params=params)
@@ -321,7 +327,7 @@ class Client:
     def wait(self, timeout: float = 10.0) -> bool:
         """Wait until the server's read side has caught up with its log (every call here
         already answers after its own write shows); True when it has."""
-        deadline = SYSTEM_CLOCK.monotonic() + timeout
+        deadline = SYSTEM_CLOCK.monotonic() + arguments.seconds("timeout", timeout)
         while True:
             r = self._request("GET", "/readyz")
             lag = (r.json() or {}).get("lag") or {}
@@ -334,6 +340,7 @@ class Client:
     # ------------------------------------------------------------------ the rest
 
     def close(self) -> None:
+        self._closed = True
         self._http.close()
 
     def __enter__(self) -> Client:
@@ -370,6 +377,7 @@ class Client:
         expected_version: int | None,
     ) -> CronWorkflowObject:
         self._names(namespace, name)
+        arguments.who(body["by"], body["note"])
         return self._call(
             CronWorkflowObject,
             "POST",
@@ -386,6 +394,8 @@ class Client:
         return model.model_validate(r.json())
 
     def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        if self._closed:
+            raise Unavailable("this client is closed (close() or the end of its `with` block)")
         try:
             return self._http.request(method, path, **kwargs)
         except httpx.TransportError as e:
@@ -464,6 +474,7 @@ def _page(
     arguments.window(since, until)
     arguments.bounded("after", after, 0, arguments.MAX_AFTER)
     arguments.bounded("limit", limit, 1, arguments.MAX_LIMIT)
+    types, reasons = arguments.words("types", types), arguments.words("reasons", reasons)
     params: list[tuple[str, str | int]] = [("after", after), ("limit", limit)]
     if since is not None:
         params.append(("since", arguments.rfc3339(since)))

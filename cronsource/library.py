@@ -63,6 +63,8 @@ def open(store_url: str | None = None, *, clock: Clock | None = None) -> Cronsou
     """The API over the store at `store_url` (None: $CRONSOURCE_STORE, else the embedded
     SQLite default `./cronsource.db`), which must be migrated (`cronsource migrate`; an
     embedded store is created on first use). Close it, or use it as a context manager."""
+    if store_url is not None and not isinstance(store_url, str):
+        raise Invalid("store_url", f"must be a store URL (a string) or None, not {store_url!r}")
     try:
         config = StoreConfig.parse(store_url)
         check_store(config)
@@ -112,6 +114,16 @@ class Cronsource:
 
     def __init__(self, ops: Operations) -> None:
         self._ops = ops
+        self._closed = False
+
+    @contextmanager
+    def _calling(self) -> Iterator[None]:
+        """A call to the facade, its errors the Python API's; after `close()`, Unavailable
+        (the pool's own error had no message at all)."""
+        if self._closed:
+            raise Unavailable("this API is closed (close() or the end of its `with` block)")
+        with _translated():
+            yield
 
     # ------------------------------------------------------------------ commands
 
@@ -132,7 +144,9 @@ class Cronsource:
         doc = _document(manifest)
         ns = arguments.namespace(namespace or _manifest_namespace(doc) or "default")
         arguments.version("expected_version", expected_version)
-        with _translated():
+        arguments.flag("force", force)
+        arguments.flag("create_only", create_only)
+        with self._calling():
             expected = resource_version(doc, expected_version)
             m = admit(doc, ns)
             self._ops.apply(
@@ -159,7 +173,9 @@ class Cronsource:
     ) -> CronWorkflowObject:
         """Suspend: no tick runs until resumed. Recorded as by `by`, with `note`."""
         self._names(namespace, name)
-        with _translated():
+        arguments.who(by, note)
+        arguments.version("expected_version", expected_version)
+        with self._calling():
             self._ops.suspend(namespace, name, by=by, note=note, expected=expected_version)
             return self._object(namespace, name)
 
@@ -174,7 +190,9 @@ class Cronsource:
     ) -> CronWorkflowObject:
         """Resume: the ticks of the suspension are decided, at most one runs."""
         self._names(namespace, name)
-        with _translated():
+        arguments.who(by, note)
+        arguments.version("expected_version", expected_version)
+        with self._calling():
             self._ops.resume(namespace, name, by=by, note=note, expected=expected_version)
             return self._object(namespace, name)
 
@@ -188,8 +206,9 @@ class Cronsource:
     ) -> Triggered:
         """Run now; a `request_id` already used starts no second run (`triggered` False)."""
         self._names(namespace, name)
-        rid = request_id or uuid.uuid4().hex
-        with _translated():
+        rid = arguments.request_id(request_id) or uuid.uuid4().hex
+        arguments.version("expected_version", expected_version)
+        with self._calling():
             wf, _ = self._ops.trigger(namespace, name, rid, expected=expected_version)
         return Triggered(
             workflow=wf or manual_workflow_name(name, rid), requestId=rid, triggered=wf is not None
@@ -211,14 +230,15 @@ class Cronsource:
         self._names(namespace, name)
         arguments.moment("start", start)
         arguments.moment("end", end)
-        with _translated():
+        arguments.backfill(dry_run, overlap, parallel, max_ticks)
+        with self._calling():
             plan = self._ops.backfill(
                 namespace,
                 name,
                 start,
                 end,
                 dry_run,
-                max_ticks or DEFAULT_MAX_BACKFILL_TICKS,
+                DEFAULT_MAX_BACKFILL_TICKS if max_ticks is None else max_ticks,
                 overlap=overlap,
                 parallel=parallel,
             )
@@ -227,7 +247,8 @@ class Cronsource:
     def delete(self, namespace: str, name: str, *, expected_version: int | None = None) -> Deleted:
         """Delete; its history stays queryable."""
         self._names(namespace, name)
-        with _translated():
+        arguments.version("expected_version", expected_version)
+        with self._calling():
             version = self._ops.delete(namespace, name, expected=expected_version)
         return Deleted(namespace=namespace, name=name, version=version)
 
@@ -243,7 +264,7 @@ class Cronsource:
         `namespace`: where it goes when the manifest names none (default: "default")."""
         doc = _document(manifest, "a calendar ConfigMap")
         ns = arguments.namespace(namespace or _manifest_namespace(doc) or "default")
-        with _translated():
+        with self._calling():
             spec = admit_calendar(doc, ns)
             _, outcome = self._ops.apply_calendar(spec)
             found = self._ops.calendar(ns, spec.name)
@@ -253,14 +274,14 @@ class Cronsource:
         """A calendar as it is now, with its version; NotFound when there is none (or it
         was deleted)."""
         self._names(namespace, name)
-        with _translated():
+        with self._calling():
             return CalendarObject.model_validate(self._ops.calendar(namespace, name, live=True))
 
     def delete_calendar(self, namespace: str, name: str) -> CalendarObject:
         """Delete a calendar (its stream and versions stay). A CronWorkflow that still names
         it skips its ticks as SpecError, naming it, until it exists again."""
         self._names(namespace, name)
-        with _translated():
+        with self._calling():
             self._ops.delete_calendar(namespace, name)
             return CalendarObject.model_validate(self._ops.calendar(namespace, name))
 
@@ -268,7 +289,7 @@ class Cronsource:
 
     def get(self, namespace: str, name: str) -> CronWorkflowObject:
         self._names(namespace, name)
-        with _translated():
+        with self._calling():
             return self._object(namespace, name)
 
     def list(
@@ -276,9 +297,11 @@ class Cronsource:
     ) -> CronWorkflowList:
         """The CronWorkflows of `namespace` (None: every namespace) matching a Kubernetes
         label selector. A namespace that never held one is Invalid, not an empty list."""
+        if selector is not None:
+            arguments.text("selector", selector, arguments.MAX_SELECTOR)
         if namespace is not None:
             self._known(namespace)
-        with _translated():
+        with self._calling():
             rows = self._ops.statuses(namespace, selector=selector)
         return CronWorkflowList(
             items=[CronWorkflowObject.model_validate(r.as_object()) for r in rows]
@@ -288,7 +311,7 @@ class Cronsource:
         """The next `count` fire times, in the CronWorkflow's zone and in UTC."""
         self._names(namespace, name)
         arguments.bounded("count", count, 1, arguments.MAX_COUNT)
-        with _translated():
+        with self._calling():
             timezone, items = self._ops.next_times(namespace, name, count)
         return NextTimes.model_validate({"timezone": timezone, "items": items})
 
@@ -332,18 +355,20 @@ class Cronsource:
         """Why did (or didn't) it run at `at`: the decision covering it, and its event."""
         self._names(namespace, name)
         arguments.moment("at", at)
-        with _translated():
+        with self._calling():
             return Decision.model_validate(self._ops.why(namespace, name, at, wall=at))
 
     def wait(self, timeout: float = 10.0) -> bool:
         """Wait until the read side (status, audit) has caught up with the log as it is now;
         True when it has. Every call here already waits for its own write."""
-        with _translated():
+        arguments.seconds("timeout", timeout)
+        with self._calling():
             return self._ops.engine.projector.settle(None, timeout=timeout)
 
     # ------------------------------------------------------------------ the rest
 
     def close(self) -> None:
+        self._closed = True
         self._ops.engine.close()
 
     def __enter__(self) -> Cronsource:
@@ -361,7 +386,7 @@ class Cronsource:
 
     def _known(self, namespace: str) -> None:
         arguments.namespace(namespace)
-        with _translated():
+        with self._calling():
             known = self._ops.namespaces()
         if namespace not in known:
             raise Invalid("namespace", f"{namespace!r} never held a CronWorkflow")
@@ -380,7 +405,8 @@ class Cronsource:
         arguments.window(since, until)
         arguments.bounded("after", after, 0, arguments.MAX_AFTER)
         arguments.bounded("limit", limit, 1, arguments.MAX_LIMIT)
-        with _translated():
+        types, reasons = arguments.words("types", types), arguments.words("reasons", reasons)
+        with self._calling():
             page = self._ops.events_page(
                 namespace,
                 name,

@@ -35,6 +35,11 @@ SKIP_REASONS: tuple[str, ...] = get_args(SkipReason)
 #: A Kubernetes DNS subdomain name (namespaces use the label form, at most 63 characters).
 DNS = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 MAX_NAMESPACE, MAX_NAME = 63, 253
+#: A suspend's or resume's `note`, and the most backfill runs at once (`parallel`): the
+#: bounds of the HTTP API's bodies, which the Python API checks the same.
+MAX_NOTE, MAX_PARALLEL = 4096, 10_000
+#: How a backfill's runs may overlap (`overlap`), as concurrencyPolicy, and Queue.
+OVERLAPS = ("Allow", "Forbid", "Replace", "Queue")
 
 
 class FieldError(ValueError):

@@ -12,7 +12,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from cronsource.adapters.application.inputs import FieldError, parse_time
+from cronsource.adapters.application.inputs import (
+    MAX_NAME,
+    MAX_NOTE,
+    MAX_PARALLEL,
+    FieldError,
+    parse_time,
+)
 from cronsource.adapters.application.statuspage import OVERDUE_LISTED
 from cronsource.domain.backfill import MAX_BACKFILL_TICKS
 
@@ -192,15 +198,15 @@ class NextTimes(BaseModel):
 
 
 class SuspendRequest(_Model):
-    by: str = Field(default="api", max_length=253)
-    note: str = Field(default="", max_length=4096)
+    by: str = Field(default="api", max_length=MAX_NAME)
+    note: str = Field(default="", max_length=MAX_NOTE)
 
 
 class TriggerRequest(_Model):
     requestId: str | None = Field(
         default=None,
         min_length=1,
-        max_length=253,
+        max_length=MAX_NAME,
         description="Idempotency key: a retried request with the same key starts no second run",
     )
 
@@ -225,7 +231,7 @@ class BackfillRequest(_Model):
         " Queue runs them one after another",
     )
     parallel: int | None = Field(
-        default=None, ge=1, le=10_000, description="Allow/Queue: at most this many at once"
+        default=None, ge=1, le=MAX_PARALLEL, description="Allow/Queue: at most this many at once"
     )
     maxTicks: int | None = Field(
         default=None,

@@ -267,6 +267,53 @@ def test_bad_arguments_are_invalid_naming_the_argument(api: Any, call: Any, fiel
     assert e.value.field == field
 
 
+T0, T1 = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda api, n: api.suspend("default", n, by=5), "by"),
+        (lambda api, n: api.resume("default", n, note=None), "note"),
+        (lambda api, n: api.suspend("default", n, expected_version="2"), "expected_version"),
+        (lambda api, n: api.delete("default", n, expected_version=-1), "expected_version"),
+        (lambda api, n: api.trigger("default", n, request_id=""), "request_id"),
+        (lambda api, n: api.trigger("default", n, request_id=5), "request_id"),
+        (lambda api, n: api.backfill("default", n, T0, T1, overlap="junk"), "overlap"),
+        (lambda api, n: api.backfill("default", n, T0, T1, parallel=-3), "parallel"),
+        (lambda api, n: api.backfill("default", n, T0, T1, dry_run="no"), "dry_run"),
+        (lambda api, n: api.backfill("default", n, T0, T1, max_ticks=0), "max_ticks"),
+        (lambda api, n: api.apply(manifest(n), force="yes"), "force"),
+        (lambda api, n: api.why("default", n, datetime(9999, 12, 31, tzinfo=UTC)), "at"),
+        (lambda api, n: api.why("default", n, datetime(1969, 12, 31, tzinfo=UTC)), "at"),
+        (lambda api, n: api.history("default", n, types="Suspended"), "types"),
+        (lambda api, n: api.list("default", selector={"a": "b"}), "selector"),
+        (lambda api, n: api.wait(-1), "timeout"),
+    ],
+)
+def test_a_bad_argument_of_a_command_is_invalid_and_stores_nothing(
+    api: Any, call: Any, field: str
+) -> None:
+    """Each was stored as given (`by=5`, a backfill queued with overlap 'junk' and parallel
+    -3), taken for another value (`request_id=""` a new run each call, `max_ticks=0` the
+    default, `dry_run="no"` a dry run that said it was not), or raised a Python error."""
+    name = fresh()
+    api.apply(manifest(name))
+    with pytest.raises(cronsource.Invalid) as e:
+        call(api, name)
+    assert e.value.field == field, e.value
+    assert [x.type for x in api.history("default", name).items] == ["CronWorkflowCreated"]
+
+
+def test_a_call_after_close_is_unavailable_in_one_line(tmp_path: Path, served: str) -> None:
+    closed = [cronsource.open(f"sqlite:///{tmp_path / 'cs.db'}"), cronsource.Client(served)]
+    for api in closed:
+        api.close()
+        with pytest.raises(cronsource.Unavailable) as e:
+            api.list()
+        assert "closed" in str(e.value)
+
+
 def test_an_end_before_the_start_of_a_backfill_is_invalid(api: Any) -> None:
     name = fresh()
     api.apply(manifest(name))
