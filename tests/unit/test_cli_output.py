@@ -6,8 +6,16 @@ from __future__ import annotations
 
 import io
 import os
+from datetime import UTC, datetime, timedelta
 
-from cronsource.adapters.entrypoints.cli.output import _ReaderMayLeave, no_resources, one_or_list
+import pytest
+
+from cronsource.adapters.entrypoints.cli.output import (
+    _ReaderMayLeave,
+    ago,
+    no_resources,
+    one_or_list,
+)
 
 
 def test_a_write_after_the_reader_closed_the_pipe_goes_nowhere_without_an_error() -> None:
@@ -57,3 +65,19 @@ def test_kubectls_words_and_shapes() -> None:
         "items": [obj],
     }
     assert one_or_list([], listed=False)["items"] == []
+
+
+@pytest.mark.parametrize(
+    ("seconds", "said"),
+    [
+        (-0.4, "now"),  # a run that just started read "in 0s", as if it were to come
+        (0.4, "now"),
+        (-5.0, "5s ago"),
+        (3.0, "in 3s"),
+        (-3600.0, "60m ago"),
+        (7200.0, "in 2h"),
+    ],
+)
+def test_ago_says_which_side_of_now(seconds: float, said: str) -> None:
+    ref = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
+    assert ago(ref + timedelta(seconds=seconds), ref) == said

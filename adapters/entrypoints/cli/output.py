@@ -164,8 +164,10 @@ def ago(t: datetime | None, ref: datetime) -> str:
     """`in 3m`, `5s ago`: beside an absolute time, so nobody has to subtract."""
     if t is None:
         return "-"
-    s = int((t - ref).total_seconds())
-    n = abs(s)
+    delta = (t - ref).total_seconds()
+    n = int(abs(delta))  # whole seconds towards zero on both sides: 0.4 s ago is not "in 0s"
+    if n == 0:
+        return "now"
     text = (
         f"{n}s"
         if n < 90
@@ -175,7 +177,7 @@ def ago(t: datetime | None, ref: datetime) -> str:
         if n < 172800
         else f"{n // 86400}d"
     )
-    return f"in {text}" if s >= 0 else f"{text} ago"
+    return f"in {text}" if delta > 0 else f"{text} ago"
 
 
 def ticks_cell(e: dict[str, Any]) -> str:
