@@ -7,7 +7,9 @@ The same API over real HTTP and PostgreSQL is pinned end to end by tests/integra
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,10 +18,12 @@ from fastapi.testclient import TestClient
 
 from cronsource.adapters.application.documents import DocumentError
 from cronsource.adapters.application.inputs import FieldError
+from cronsource.adapters.bootstrap import bootstrap, migrate
 from cronsource.adapters.clock import VirtualClock
 from cronsource.adapters.entrypoints.http import ServeSettings, create_app
 from cronsource.adapters.entrypoints.http.problems import PROBLEM, PROBLEMS, install
 from cronsource.adapters.infrastructure.store.check import StoreUnavailable
+from cronsource.adapters.infrastructure.store.config import StoreConfig
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.domain.lastapplied import MISSING, ApplyConflict, Kept
 from cronsource.domain.manifest import ManifestError
@@ -395,3 +399,25 @@ def test_next_and_decision_name_the_tick_dst_moved_and_the_object_both_next_time
         assert "03:00 EDT (02:30 does not exist on 2027-03-14)" in d["explanation"]
     status = client.get(f"{CW}/nightly").json()["status"]
     assert status["nextScheduledTime"] == status["nextDecisionTime"] == "2026-05-05T06:30:00Z"
+
+
+def test_a_store_that_fails_under_a_request_is_a_503_naming_the_cause(
+    tmp_path: Path, clock: VirtualClock
+) -> None:
+    """The store going away mid-request (here: SQLite's event table gone under a running
+    server) was a 500 with the exception's class name and a traceback logged for each
+    request; it is a 503 that names the cause, as a store down at the start is."""
+    config = StoreConfig.parse(f"sqlite:///{tmp_path / 'cs.db'}")
+    migrate(config)
+    engine = bootstrap(config)
+    try:
+        app = create_app(engine, ServeSettings(token=TOKEN), clock)
+        served = TestClient(app, headers=AUTH, raise_server_exceptions=False)
+        created(served)
+        with sqlite3.connect(tmp_path / "cs.db") as db:
+            db.execute("DROP TABLE stored_events")
+        r = served.post(f"{CW}/hourly/suspend", json={})
+        body = problem_of(r, 503)
+        assert "stored_events" in body["detail"] and "migrate" in body["detail"], body
+    finally:
+        engine.close()

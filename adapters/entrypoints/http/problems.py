@@ -22,7 +22,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from cronsource.adapters.application.documents import DocumentError
 from cronsource.adapters.application.inputs import FieldError
-from cronsource.adapters.infrastructure.store.check import StoreUnavailable
+from cronsource.adapters.infrastructure.store.check import (
+    StoreUnavailable,
+    describe,
+    is_store_fault,
+    store_faults,
+)
 from cronsource.domain.lastapplied import ApplyConflict
 from cronsource.domain.manifest import ManifestError
 from cronsource.domain.service import AlreadyExists, Conflict, NotFound, StaleVersion
@@ -276,7 +281,19 @@ async def _http(request: Request, e: Exception) -> JSONResponse:
     )
 
 
+async def _store_fault(request: Request, e: Exception) -> JSONResponse:
+    """The store went away under a request (PostgreSQL stopped or restarted, SQLite locked
+    past its timeout): as `StoreUnavailable`, a 503 naming the cause, which a client retries.
+    It was a 500 with the exception's class name, read as our bug, and a traceback logged
+    twice for each request."""
+    detail = describe(e)
+    log.warning("store fault on %s %s: %s", request.method, request.url.path, detail)
+    return problem(503, "Service unavailable", detail, instance=request.url.path)
+
+
 async def _unexpected(request: Request, e: Exception) -> JSONResponse:
+    if is_store_fault(e):  # one wrapped in another error: its cause
+        return await _store_fault(request, e)
     log.exception("unhandled error on %s %s", request.method, request.url.path)
     return problem(500, "Internal server error", type(e).__name__, instance=request.url.path)
 
@@ -286,6 +303,8 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, _api_error)
     for error in PROBLEMS:
         app.add_exception_handler(error, _domain_error)
+    for fault in store_faults():  # the drivers the engine loaded, before the app
+        app.add_exception_handler(fault, _store_fault)
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(StarletteHTTPException, _http)
     app.add_exception_handler(Exception, _unexpected)

@@ -137,6 +137,27 @@ def check_store(config: StoreConfig, *, need_tables: bool = True) -> None:
         conn.close()
 
 
+def store_faults() -> tuple[type[Exception], ...]:
+    """The errors that say the store did not answer (the server went away, the pool found no
+    connection, SQLite stayed locked past its timeout): faults to retry, not bugs. psycopg's
+    (the pool's derive from them) only when it is loaded, as `describe` asks."""
+    from eventsourcing.persistence import InterfaceError, OperationalError
+
+    faults: tuple[type[Exception], ...] = (
+        sqlite3.OperationalError,
+        OperationalError,
+        InterfaceError,
+    )
+    if (psycopg := sys.modules.get("psycopg")) is not None:
+        faults += (psycopg.OperationalError, psycopg.InterfaceError)
+    return faults
+
+
+def is_store_fault(e: BaseException) -> bool:
+    faults = store_faults()
+    return isinstance(e, faults) or isinstance(e.__cause__, faults)
+
+
 def describe(e: BaseException, config: StoreConfig | None = None) -> str:
     """One line naming the cause (and the fix, where there is one) of an error a store
     library raised after the first check passed (e.g. the server went away meanwhile)."""
