@@ -421,3 +421,35 @@ def test_a_store_that_fails_under_a_request_is_a_503_naming_the_cause(
         assert "stored_events" in body["detail"] and "migrate" in body["detail"], body
     finally:
         engine.close()
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "key"),
+    [
+        ("post", CW, "dryRun"),  # kubectl's server-side dry run: it created the object
+        ("post", f"{CW}/hourly/trigger", "dryRun"),  # it started a real run
+        ("delete", f"{CW}/hourly", "dryRun"),
+        ("get", CW, "fieldSelector"),  # it answered every object, unfiltered
+        ("get", CW, "limit"),  # every object, no continue token
+        ("get", f"{CW}/hourly/history", "sort"),
+    ],
+)
+def test_a_query_parameter_a_request_does_not_take_is_refused_and_nothing_is_done(
+    client: TestClient, method: str, path: str, key: str
+) -> None:
+    created(client)
+    body = {"json": manifest("other")} if path == CW and method == "post" else {}
+    r = getattr(client, method)(path, params={key: "All"}, **body)
+    problem = problem_of(r, 422)
+    assert problem["errors"][0]["field"] == key and problem["errors"][0]["in"] == "query"
+    names = [i["metadata"]["name"] for i in client.get(CW).json()["items"]]
+    assert names == ["hourly"]  # nothing created, nothing deleted
+    runs = client.get(f"{CW}/hourly/history", params={"type": "ScheduleFired"}).json()
+    assert runs["items"] == []  # no run triggered
+
+
+def test_the_parameters_a_request_takes_are_still_taken(client: TestClient) -> None:
+    created(client)
+    r = client.get(CW, params={"labelSelector": "nope=1"})
+    assert r.status_code == 200 and r.json()["items"] == []
+    assert client.get(f"{CW}/hourly/history", params={"limit": 1}).status_code == 200

@@ -12,11 +12,13 @@ import hmac
 from typing import Annotated, cast
 
 from fastapi import Depends, Request
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from cronsource.adapters.application.operations import Operations
 from cronsource.adapters.clock import Clock as RuntimeClock
-from cronsource.adapters.entrypoints.http.problems import ApiError
+from cronsource.adapters.entrypoints.http.problems import INVALID, ApiError
 from cronsource.adapters.entrypoints.http.settings import ServeSettings
 from cronsource.adapters.infrastructure.readside.queries import Queries as ReadQueries
 from cronsource.adapters.observability.integrity import IntegrityCheck
@@ -84,3 +86,45 @@ async def require_token(settings: Settings, creds: BearerCredentials) -> None:
 
 #: The token check as a route or router dependency.
 TOKEN = Depends(require_token)
+
+
+def _query_names(dependant: Dependant) -> set[str]:
+    names = {f.alias for f in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names
+
+
+_TAKEN: dict[int, frozenset[str]] = {}
+
+
+async def known_query_only(request: Request) -> None:
+    """422 for a query parameter the route does not take. FastAPI drops such a parameter
+    without a word: `?dryRun=All` (kubectl's server-side dry run) wrote for real, and
+    `?fieldSelector=...` or `?limit=1` answered with every object, unfiltered and unpaged."""
+    route = request.scope.get("route")
+    if not request.query_params or not isinstance(route, APIRoute):
+        return
+    taken = _TAKEN.get(id(route))
+    if taken is None:
+        taken = _TAKEN[id(route)] = frozenset(_query_names(route.dependant))
+    for key in request.query_params:
+        if key not in taken:
+            said = (
+                "this server has no dry run: nothing was done"
+                if key == "dryRun"
+                else "not a parameter of this request"
+            )
+            takes = ", ".join(sorted(taken)) or "none"
+            message = f"{said} (it takes: {takes})"
+            raise ApiError(
+                422,
+                "Invalid request",
+                f"{key}: {message}",
+                type_=INVALID,
+                errors=[{"field": key, "in": "query", "message": message}],
+            )
+
+
+#: The check of the query's parameters as a router dependency.
+KNOWN_QUERY = Depends(known_query_only)

@@ -11,7 +11,14 @@ from cronsource.adapters.application.inputs import DNS, parse_time, written_wall
 from cronsource.adapters.application.models import Decision, EventList, Timeline
 from cronsource.adapters.application.operations import Operations
 from cronsource.adapters.clock import Clock as RuntimeClock
-from cronsource.adapters.entrypoints.http.dependencies import TOKEN, Clock, EngineDep, Ops, Queries
+from cronsource.adapters.entrypoints.http.dependencies import (
+    KNOWN_QUERY,
+    TOKEN,
+    Clock,
+    EngineDep,
+    Ops,
+    Queries,
+)
 from cronsource.adapters.entrypoints.http.params import (
     Buckets,
     Days,
@@ -30,7 +37,9 @@ from cronsource.domain.timestamps import is_date
 from cronsource.projections.readmodel import rfc3339
 
 BASE = "/namespaces/{namespace}/cronworkflows/{name}"
-router = APIRouter(prefix="/api/v1", dependencies=[TOKEN], responses=problem_responses(401))
+router = APIRouter(
+    prefix="/api/v1", dependencies=[TOKEN, KNOWN_QUERY], responses=problem_responses(401)
+)
 
 
 def events_page(

@@ -13,14 +13,16 @@ from cronsource.adapters.application.admission import admit_calendar
 from cronsource.adapters.application.inputs import FieldError
 from cronsource.adapters.application.models import CalendarObject
 from cronsource.adapters.entrypoints.http.admission import content_type, parse_body
-from cronsource.adapters.entrypoints.http.dependencies import TOKEN, Ops, Settings
+from cronsource.adapters.entrypoints.http.dependencies import KNOWN_QUERY, TOKEN, Ops, Settings
 from cronsource.adapters.entrypoints.http.params import Name, Namespace
 from cronsource.adapters.entrypoints.http.problems import problem_responses
 from cronsource.adapters.entrypoints.http.replies import log_command
 from cronsource.adapters.entrypoints.http.routers.cronworkflows import bounded
 
 BASE = "/namespaces/{namespace}/calendars"
-router = APIRouter(prefix="/api/v1", dependencies=[TOKEN], responses=problem_responses(401))
+router = APIRouter(
+    prefix="/api/v1", dependencies=[TOKEN, KNOWN_QUERY], responses=problem_responses(401)
+)
 
 
 @router.put(

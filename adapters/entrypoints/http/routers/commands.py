@@ -20,7 +20,13 @@ from cronsource.adapters.application.models import (
 from cronsource.adapters.application.objects import backfill_result
 from cronsource.adapters.application.operations import Operations
 from cronsource.adapters.entrypoints.http.admission import if_match_version
-from cronsource.adapters.entrypoints.http.dependencies import TOKEN, Ops, Queries, Settings
+from cronsource.adapters.entrypoints.http.dependencies import (
+    KNOWN_QUERY,
+    TOKEN,
+    Ops,
+    Queries,
+    Settings,
+)
 from cronsource.adapters.entrypoints.http.params import IdempotencyKey, IfMatch, Name, Namespace
 from cronsource.adapters.entrypoints.http.problems import problem_responses
 from cronsource.adapters.entrypoints.http.replies import answer, current, log_command
@@ -32,7 +38,9 @@ from cronsource.domain.timestamps import is_date
 log = logging.getLogger("cronsource.http")
 
 BASE = "/namespaces/{namespace}/cronworkflows/{name}"
-router = APIRouter(prefix="/api/v1", dependencies=[TOKEN], responses=problem_responses(401))
+router = APIRouter(
+    prefix="/api/v1", dependencies=[TOKEN, KNOWN_QUERY], responses=problem_responses(401)
+)
 
 
 def _suspend_or_resume(
