@@ -50,14 +50,16 @@ class RetentionTooShort(ValueError):
     pass
 
 
-def check_retain(retain: timedelta, longest_deadline: timedelta) -> None:
+def check_retain(retain: timedelta, longest_deadline: timedelta, shown: str | None = None) -> None:
     """Refuse a retention shorter than a day or than the longest startingDeadlineSeconds (a
-    catch-up decided within its deadline must still find its ticks' history)."""
+    catch-up decided within its deadline must still find its ticks' history). `shown`: the
+    value as the user wrote it (`1s`, not Python's `0:00:01`)."""
+    said = shown if shown is not None else str(retain)
     if retain < MIN_RETAIN:
-        raise RetentionTooShort(f"--retain {retain}: shorter than a day ({MIN_RETAIN})")
+        raise RetentionTooShort(f"--retain {said}: shorter than a day (24h, or 1d)")
     if retain < longest_deadline:
         raise RetentionTooShort(
-            f"--retain {retain}: shorter than the longest startingDeadlineSeconds"
+            f"--retain {said}: shorter than the longest startingDeadlineSeconds"
             f" ({int(longest_deadline.total_seconds())}s)"
         )
 

@@ -275,7 +275,7 @@ def run_replica(
         raise
     if retain_for is not None:
         try:
-            check_retain(retain_for, longest_deadline(ops))
+            check_retain(retain_for, longest_deadline(ops), retain)
         except RetentionTooShort as e:
             engine.close()
             fail(str(e))

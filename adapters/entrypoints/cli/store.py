@@ -144,7 +144,7 @@ def retain_option(text: str | None) -> timedelta | None:
 
     try:
         retain = parse_retain(text)
-        check_retain(retain, timedelta(0))
+        check_retain(retain, timedelta(0), text)
     except (ValueError, RetentionTooShort) as e:
         fail(e.args[0] if isinstance(e, RetentionTooShort) else f"--retain: {e}")
     return retain
@@ -153,9 +153,13 @@ def retain_option(text: str | None) -> timedelta | None:
 def parse_retain(text: str) -> timedelta:
     """A retention: Go's durations (`2160h`) and whole days (`90d`), as kubectl users write
     them for log retention."""
-    from cronsource.domain.durations import parse_duration
+    from cronsource.domain.durations import MAX_SECONDS, parse_duration
 
     if text.endswith("d") and text[:-1].isdigit():
+        # The bound of every other duration (at most 100 years): `9999999999d` overflowed
+        # timedelta, an OverflowError on the user's screen.
+        if len(text) > 10 or int(text[:-1]) * 86400 > MAX_SECONDS:
+            raise ValueError(f"duration {text!r} is longer than 100 years")
         return timedelta(days=int(text[:-1]))
     return parse_duration(text)
 
