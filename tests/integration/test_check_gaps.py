@@ -102,3 +102,26 @@ def test_check_names_the_hole_and_repair_makes_the_stream_readable(
     got = json.loads(cli(store, "get", "holey", "-o", "json").stdout)
     assert got["spec"]["suspend"] is True
     assert got["metadata"]["resourceVersion"] == str(events[-1]["version"])
+
+
+def test_the_store_tools_refuse_a_sqlite_store_that_does_not_exist(tmp_path: Path) -> None:
+    """`check` at a mistyped path created an empty store there and called it healthy;
+    `export` exported nothing from it; `version --store` said "migrated"."""
+    url = f"sqlite:///{tmp_path / 'typo.db'}"
+    for args in (["check"], ["export", "--before", "2030-01-01", "-o", str(tmp_path / "x")]):
+        done = subprocess.run(
+            [cronsource_bin(), "--store", url, *args], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 1, done
+        assert done.stderr.strip() == (
+            f"error: SQLite store {tmp_path / 'typo.db'} does not exist (a mistyped path?"
+            " `cronsource migrate`, `apply` or `run` creates it)"
+        )
+    version = subprocess.run(
+        [cronsource_bin(), "--store", url, "version", "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "does not exist" in json.loads(version.stdout)["store"]["status"]
+    assert not (tmp_path / "typo.db").exists()

@@ -118,3 +118,34 @@ def test_run_refuses_a_retention_out_of_bounds_in_one_line(
     )
     assert done.returncode != 0
     assert done.stderr.strip() == said
+
+
+@pytest.mark.parametrize(
+    ("output", "said"),
+    [
+        # `-o json` as the global flag would be: it wrote a file named json.
+        ("json", "error: --output-file json: a file name, not an output format"),
+        # A full disk: `OSError: [Errno 28] ...`, naming no file.
+        ("/dev/full", "error: --output-file /dev/full: No space left on device"),
+    ],
+)
+def test_export_names_its_file_when_it_cannot_write_it(
+    tmp_path: Path, output: str, said: str
+) -> None:
+    store = f"sqlite:///{tmp_path / 'cs.db'}"
+    example = Path(__file__).parents[2] / "examples" / "hello.yaml"
+    applied = subprocess.run(
+        [cronsource_bin(), "--store", store, "apply", "-f", str(example)],
+        capture_output=True,
+        timeout=60,
+    )
+    assert applied.returncode == 0  # an event to write
+    done = subprocess.run(
+        [cronsource_bin(), "--store", store, "export", "--before", "2030-01-01", "-o", output],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 1 and done.stderr.startswith(said), done.stderr
+    assert not (tmp_path / "json").exists()

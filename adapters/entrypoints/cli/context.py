@@ -132,13 +132,16 @@ class Ctx:
         return self.nothing_runs
 
     @contextmanager
-    def engine(self, *, catch_up: bool = True, notice: bool = False) -> Iterator[Engine]:
+    def engine(
+        self, *, catch_up: bool = True, notice: bool = False, must_exist: bool = False
+    ) -> Iterator[Engine]:
         """The engine over a store that answers and is migrated, or one `error:` line.
         `notice`: once the command succeeded, say on stderr when no `cronsource run` holds
-        the store (nothing it recorded fires until one does)."""
+        the store (nothing it recorded fires until one does). `must_exist`: an embedded
+        store is not created by this command (check_store)."""
         config = self.store_config()
         try:
-            check_store(config)
+            check_store(config, must_exist=must_exist)
         except StoreUnavailable as e:
             fail(str(e))
         try:
@@ -162,14 +165,14 @@ class Ctx:
 
     @contextmanager
     def operations(
-        self, *, notice: bool = False, settle_each: bool = False
+        self, *, notice: bool = False, settle_each: bool = False, must_exist: bool = False
     ) -> Iterator[Operations]:
         """The facade (adapters/application/operations.py) over `engine()`: every command
         goes through it, as HTTP and the Python library do. Its commands do not wait for the
         read model one by one; `engine()` waits once, for all of them, before the exit.
         `settle_each`: they do, for a command that prints each object as it now is (`-o
         json`)."""
-        with self.engine(notice=notice) as engine:
+        with self.engine(notice=notice, must_exist=must_exist) as engine:
             yield Operations(engine, settle_each=settle_each)
 
 

@@ -165,7 +165,7 @@ def version() -> None:
     if store:
         config = obj.store_config()
         try:
-            check_store(config)
+            check_store(config, must_exist=True)
             data["store"] = {"url": config.shown, "status": "migrated"}
         except StoreUnavailable as e:
             data["store"] = {"url": config.shown, "status": str(e)}

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from datetime import timedelta
@@ -15,6 +16,7 @@ from cronsource.adapters.application.loggaps import Gap, find_gaps, repair_gaps
 from cronsource.adapters.application.operations import Operations
 from cronsource.adapters.bootstrap import migrate
 from cronsource.adapters.entrypoints.cli.context import (
+    OUTPUTS,
     _obj,
     fail,
     global_options,
@@ -75,9 +77,14 @@ def export_cmd(before: str, output_file: str) -> None:
     import gzip
 
     obj = _obj()
+    if output_file in OUTPUTS:
+        fail(
+            f"--output-file {output_file}: a file name, not an output format (export writes"
+            " JSON Lines; - for stdout)"
+        )
     until = parse_time(before, "--before")
     written = 0
-    with obj.operations() as ops:
+    with obj.operations(must_exist=True) as ops:
         out: Any
         try:
             if output_file == "-":
@@ -99,9 +106,14 @@ def export_cmd(before: str, output_file: str) -> None:
                 if len(rows) < 5000 or (out is sys.stdout and reader_gone()):
                     break  # the end, or nobody reads on (`export -o - | head`)
                 after = rows[-1].notification_id
-        finally:
             if out is not sys.stdout:
                 out.close()
+        except OSError as e:  # the disk full, a file that takes no writes: name the file
+            fail(f"--output-file {output_file}: {e.strerror or e}")
+        finally:
+            if out is not sys.stdout:
+                with contextlib.suppress(OSError):
+                    out.close()
     click.echo(f"exported {written} event(s) before {rfc3339(until)}", err=True)
 
 
@@ -120,7 +132,7 @@ def check_cmd(repair: bool) -> None:
     and --repair was not given.
     """
     obj = _obj()
-    with obj.engine(catch_up=False) as engine:
+    with obj.engine(catch_up=False, must_exist=True) as engine:
         gaps = find_gaps(engine)
         if not gaps:
             click.echo("no stream in the log has missing versions")

@@ -92,10 +92,13 @@ def _not_migrated(config: StoreConfig) -> str:
     )
 
 
-def check_store(config: StoreConfig, *, need_tables: bool = True) -> None:
+def check_store(config: StoreConfig, *, need_tables: bool = True, must_exist: bool = False) -> None:
     """Raise StoreUnavailable unless the store answers (and, with `need_tables`, is migrated).
 
-    SQLite and memory stores create their tables on first use, so only their path is checked.
+    SQLite and memory stores create their tables on first use, so only their path is checked;
+    with `must_exist`, a SQLite file must be there already: a tool that reads the store only
+    (`check`, `export`, `version`) reported a store it had just created at a mistyped path as
+    healthy and empty.
     """
     if config.kind == "memory":
         return
@@ -110,6 +113,11 @@ def check_store(config: StoreConfig, *, need_tables: bool = True) -> None:
             raise StoreUnavailable(
                 f"cannot open SQLite store {config.sqlite_path}: it is a directory"
                 " (--store sqlite:///DIR/cronsource.db)"
+            )
+        if must_exist and not os.path.exists(config.sqlite_path):
+            raise StoreUnavailable(
+                f"SQLite store {config.sqlite_path} does not exist (a mistyped path? `cronsource"
+                " migrate`, `apply` or `run` creates it)"
             )
         return
     import psycopg
