@@ -166,8 +166,13 @@ class Operations(AuditReads):
         CronWorkflow's namespace (or comes in the same batch); else ManifestError naming
         the first that does not."""
         ns = manifest.metadata.namespace
-        for name in calendar_names(manifest.metadata.annotations):
-            if (ns, name) in pending:
+        named = calendar_names(manifest.metadata.annotations)
+        # A calendar the live object names already (deleted since) does not block a change
+        # of anything else: its ticks skip as SpecError, naming it, and every PATCH, PUT or
+        # apply that kept the annotation was a 422 until someone removed it.
+        kept = set(self._live_calendars(ns, manifest.metadata.name)) if named else set()
+        for name in named:
+            if (ns, name) in pending or name in kept:
                 continue
             cal = self.service.calendar(ns, name)
             if cal is None or cal.deleted:
@@ -179,6 +184,21 @@ class Operations(AuditReads):
                     ],
                     f"{ns}/{manifest.metadata.name}",
                 )
+
+    def _live_calendars(self, namespace: str, name: str) -> tuple[str, ...]:
+        try:
+            return calendar_names(self.service.find(namespace, name).annotations)
+        except NotFound:
+            return ()
+
+    def calendar_users(self, namespace: str, name: str) -> list[str]:
+        """The live CronWorkflows of `namespace` whose `cronsource.io/calendars` names the
+        calendar `name`, by name."""
+        return [
+            row.name
+            for row in self.statuses(namespace)
+            if name in calendar_names(row.metadata.get("annotations") or {})
+        ]
 
     def apply_calendar(self, spec: CalendarSpec) -> tuple[int, str]:
         """Create or update a calendar; (its version, created/updated/unchanged)."""

@@ -428,6 +428,19 @@ def test_http_calendars_put_get_delete_and_admission(client: TestClient) -> None
     gone = client.delete(cal)
     assert gone.json()["version"] == 2 and gone.json()["deleted"]
     assert client.get(cal).status_code == 404
+    # The delete says who named it (it was silent), and those CronWorkflows can still be
+    # changed while they name it (every update that kept the annotation was a 422).
+    name = body["metadata"]["name"]
+    assert f"({name})" in gone.headers["Warning"] and "SpecError" in gone.headers["Warning"]
+    patched = client.patch(
+        f"{cw}/{name}",
+        json={"spec": {"concurrencyPolicy": "Forbid"}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert patched.status_code == 200, patched.text
+    # A new reference to a calendar that does not exist is still refused.
+    other = {**body, "metadata": {**body["metadata"], "name": "another"}}
+    assert client.post(cw, json=other).status_code == 422
 
 
 # ---------------------------------------------------------------- simulate

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 
 from cronsource.adapters.application.admission import admit_calendar
 from cronsource.adapters.application.inputs import FieldError
@@ -16,7 +16,7 @@ from cronsource.adapters.entrypoints.http.admission import content_type, parse_b
 from cronsource.adapters.entrypoints.http.dependencies import KNOWN_QUERY, TOKEN, Ops, Settings
 from cronsource.adapters.entrypoints.http.params import Name, Namespace
 from cronsource.adapters.entrypoints.http.problems import problem_responses
-from cronsource.adapters.entrypoints.http.replies import log_command
+from cronsource.adapters.entrypoints.http.replies import log_command, warn
 from cronsource.adapters.entrypoints.http.routers.cronworkflows import bounded
 
 BASE = "/namespaces/{namespace}/calendars"
@@ -77,7 +77,19 @@ def get(namespace: Namespace, name: Name, ops: Ops) -> dict[str, Any]:
     " until the calendar exists again or the annotation goes.",
     tags=["calendars"],
 )
-def delete(namespace: Namespace, name: Name, ops: Ops) -> dict[str, Any]:
+def delete(namespace: Namespace, name: Name, ops: Ops, response: Response) -> dict[str, Any]:
     version = ops.delete_calendar(namespace, name)
     log_command("calendar deleted", namespace, name, version)
+    users = ops.calendar_users(namespace, name)
+    if users:
+        # Said, as the API server says an admission warning: the delete was silent, and
+        # the ticks of every CronWorkflow that names it skip from now on.
+        warn(
+            response,
+            [
+                f"calendar {name} is named by {len(users)} CronWorkflow(s) ({', '.join(users)}):"
+                " their ticks are skipped as SpecError until it exists again or the"
+                " annotation goes"
+            ],
+        )
     return ops.calendar(namespace, name)
