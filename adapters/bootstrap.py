@@ -104,7 +104,17 @@ def bootstrap(
 
 
 def migrate(config: StoreConfig) -> None:
-    """Create the event store and read-model tables once (`cronsource migrate`)."""
+    """Create the event store and read-model tables once (`cronsource migrate`), and the
+    URL's schema first when it names one that does not exist yet (it said the schema "does
+    not exist", as a connection failure)."""
+    if config.kind == "postgresql" and config.pg_schema:
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(config.pg_conninfo, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(config.pg_schema))
+            )
     svc = CronService(env=config.env(create_table=True))
     svc.close()
     view = config.read_model()

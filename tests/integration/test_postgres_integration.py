@@ -250,6 +250,21 @@ def test_migrate_creates_tables_once_and_replicas_run_without_ddl(pg_url: str) -
             conn.execute("DROP EVENT TRIGGER IF EXISTS cronsource_ddl_log")
 
 
+def test_migrate_creates_the_schema_the_url_names(pg_url: str) -> None:
+    """`?schema=NAME` of a schema that did not exist: migrate said it "does not exist", as a
+    connection failure; it creates it, and a second migrate changes nothing."""
+    sep = "&" if "?" in pg_url else "?"
+    cfg = StoreConfig.parse(f"{pg_url}{sep}schema=made_by_migrate")
+    migrate(cfg)
+    migrate(cfg)
+    with psycopg.connect(cfg.pg_conninfo) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM information_schema.tables"
+            " WHERE table_schema = 'made_by_migrate' AND table_name = 'cronsource_events'"
+        ).fetchone()
+    assert row == (1,)
+
+
 def test_process_environment_cannot_enable_db_functions(
     migrated: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -57,8 +57,8 @@ def test_every_libpq_parameter_passes_through_and_schema_does_not() -> None:
 
 
 def test_schema_alone_leaves_a_plain_url() -> None:
-    cfg = StoreConfig.parse("postgresql://u@h/db?schema=s%201")
-    assert cfg.pg_schema == "s 1"
+    cfg = StoreConfig.parse("postgresql://u@h/db?schema=s%5F1")
+    assert cfg.pg_schema == "s_1"
     assert params(cfg.url) == {"user": "u", "dbname": "db", "host": "h"}
 
 
@@ -79,6 +79,13 @@ def test_the_database_may_come_from_the_query_as_libpq_reads_it() -> None:
             "postgresql://u@h/db?schema=a&schema=b", "'schema' is given 2 times", id="schema twice"
         ),
         pytest.param("postgresql://u@h/db?replication=database", "'replication'", id="replication"),
+        # A schema reaches SQL as a name: a syntax error said as a connection failure.
+        pytest.param(
+            "postgresql://u@h/db?schema=Bad-Schema", "schema 'Bad-Schema' is not", id="schema"
+        ),
+        pytest.param(
+            "postgresql://u@h/db?schema=public%3Bdrop", "schema 'public;drop' is not", id="sql"
+        ),
         pytest.param(
             "postgresql://u@h1,h2/db?target_session_attrs=standby",
             "target_session_attrs=standby",

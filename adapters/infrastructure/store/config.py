@@ -117,7 +117,18 @@ def split_schema(url: str) -> tuple[str, str]:
             f" {len(schemas)} times"
         )
     schema = unquote(schemas[0].partition("=")[2]) if schemas else ""
+    if schemas and not _SCHEMA.fullmatch(schema):
+        # It reaches SQL as a name: `Bad-Schema` was a PostgreSQL syntax error said as a
+        # connection failure, and `public;...` a statement of its own.
+        raise StoreURLError(
+            f"not a valid store URL: {redact(url)!r}: schema {schema!r} is not a PostgreSQL"
+            " schema name cronsource takes (lower-case letters, digits and _, starting with"
+            " a letter or _, at most 63)"
+        )
     return (f"{base}?{'&'.join(kept)}" if kept else base), schema
+
+
+_SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
 def _postgres_conninfo(url: str) -> tuple[str, str]:
