@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from cronsource.adapters.application.inputs import (
     MAX_NAME,
@@ -224,7 +224,9 @@ class BackfillRequest(_Model):
     end: str = Field(
         description="RFC 3339; ticks at or before it", examples=["2026-05-04T06:00:00Z"]
     )
-    dryRun: bool = False
+    # Strict: pydantic's lax bool took "no" for false, and ran a backfill that was meant
+    # to be a dry run.
+    dryRun: StrictBool = False
     overlap: Literal["Allow", "Forbid", "Replace", "Queue"] | None = Field(
         default=None,
         description="How backfill runs overlap; default the CronWorkflow's concurrencyPolicy."

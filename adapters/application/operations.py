@@ -328,6 +328,11 @@ class Operations(AuditReads):
             box: list[int] = []
 
             def attempt(a: CronWorkflow) -> T:
+                if a.deleted:
+                    # Deleted by another writer after the lookup (the retry after a stale
+                    # write reads it so): as if looked up after that delete. Six DELETEs
+                    # at once answered 200 three times for one CronWorkflowDeleted.
+                    raise NotFound(f"cronworkflow {namespace}/{name} not found")
                 r = do(a, at)
                 box[:] = [a.version]
                 return r

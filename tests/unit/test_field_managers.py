@@ -23,7 +23,7 @@ from cronsource.domain.lastapplied import (
     record_problem,
 )
 from cronsource.domain.manifest import CronWorkflowManifest, parse_manifest
-from cronsource.domain.service import StaleVersion
+from cronsource.domain.service import NotFound, StaleVersion
 from tests.instants import at
 from tests.unit.test_apply_three_way import manifest, service, types
 
@@ -188,3 +188,26 @@ def test_a_patch_with_a_demanded_version_is_stale_instead(
     with pytest.raises(StaleVersion):
         ops.patch("default", "hourly", edit)
     assert ops.find("default", "hourly").spec.get("timezone", "") == ""
+
+
+def test_a_command_on_a_cronworkflow_deleted_meanwhile_is_not_found(
+    engine: Engine, clock: VirtualClock
+) -> None:
+    """The loser of a race with a delete re-decides on fresh state: a CronWorkflow deleted
+    is not found there, as a lookup after the delete says (six DELETEs at once answered 200
+    three times, and a suspend would have been recorded on a deleted stream)."""
+    ops = Operations(engine, clock)
+    ops.apply(manifest("hourly"), three_way=True)
+    attempts: list[int] = []
+
+    def suspend_after_a_delete(agg: Any, at: Any) -> None:
+        attempts.append(agg.version)
+        if len(attempts) == 1:
+            ops.delete("default", "hourly")  # another writer wins the race
+        agg.suspend(at, by="loser")
+
+    with pytest.raises(NotFound, match="cronworkflow default/hourly not found"):
+        ops.command("default", "hourly", suspend_after_a_delete)
+    assert len(attempts) == 1  # the retry read the delete and did nothing
+    types = [r.as_event()["type"] for r in ops.history("default", "hourly")]
+    assert types[-1] == "CronWorkflowDeleted" and "Suspended" not in types

@@ -253,6 +253,16 @@ def test_a_backfill_may_not_ask_for_more_than_100_000_ticks(client: TestClient) 
     assert allowed.status_code == 200 and allowed.json()["ticks"] == 3, allowed.text
 
 
+def test_a_backfill_dry_run_is_true_or_false_itself(client: TestClient) -> None:
+    """ "no" was taken for false, as pydantic's lax bool reads it: a real backfill."""
+    created(client)
+    body = {"start": "2026-05-04T00:00:00Z", "end": "2026-05-04T02:00:00Z", "dryRun": "no"}
+    refused = client.post(f"{CW}/hourly/backfill", json=body)
+    assert [e["field"] for e in problem_of(refused, 422)["errors"]] == ["dryRun"]
+    fired = client.get(f"{CW}/hourly/history", params={"type": "ScheduleFired"}).json()
+    assert fired["items"] == []
+
+
 # ---------------------------------------------------------------------- audit
 
 
