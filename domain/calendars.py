@@ -134,7 +134,9 @@ def check_rrule(text: str, field: str) -> None:
         never = _never_matches(rule)
         first = None if never else rule.after(RRULE_DTSTART, inc=True)
     except (ValueError, TypeError, OverflowError) as e:
-        raise CalendarError(f"{field}: not an RFC 5545 rule dateutil reads: {e}") from None
+        raise CalendarError(
+            f"{field}: {_shown(text)} is not an RFC 5545 rule dateutil reads ({e})"
+        ) from None
     if first is None:
         raise CalendarError(f"{field}: the rule matches no date")
 
@@ -314,6 +316,13 @@ def calendar_spec(doc: Mapping[str, Any], default_namespace: str = "default") ->
     data = doc.get("data") or {}
     if not isinstance(data, Mapping):
         raise CalendarError("data: not a mapping")
+    for key in data:
+        if key not in ("dates", "rrule"):
+            # A misspelt key (`rrul`) was ignored: the calendar then excluded fewer days
+            # than its author wrote, and nothing said so.
+            raise CalendarError(
+                f"data.{key}: not a key of a calendar (it takes data.dates and data.rrule)"
+            )
     dates, rule = data.get("dates", ""), data.get("rrule", "")
     if not isinstance(dates, str):
         raise CalendarError("data.dates: not a string")

@@ -363,9 +363,11 @@ class CronService(Application[UUID]):
                 cal = Calendar(spec.namespace, spec.name, spec.dates, spec.rrule, at, timestamp=at)
                 self.save(cal)
                 outcome = "created"
-            elif cal.apply(spec, at):
+            elif (was_deleted := cal.deleted) or cal.apply(spec, at):
+                if was_deleted:  # made again after a delete: created, as Kubernetes says
+                    cal.apply(spec, at)
                 self.save(cal)
-                outcome = "updated"
+                outcome = "created" if was_deleted else "updated"
             else:
                 outcome = "unchanged"
             self._keep_calendar(cal)

@@ -237,13 +237,11 @@ def test_a_deleted_calendar_skips_ticks_as_spec_error_naming_it() -> None:
     assert "calendar 'holidays' not found in namespace default" in skip.message
     assert of_type(svc, cron_id, "ScheduleFired") == []
 
-    # Applied again, the stream goes on (version 3) and the ticks run again.
+    # Applied again, the stream goes on (version 3) and the ticks run again; the calendar
+    # was created again, as Kubernetes says of an object made after its delete.
     assert svc.apply_calendar(
         calendar_spec(configmap(dates="2026-12-25")), utc(2026, 12, 21, 20)
-    ) == (
-        3,
-        "updated",
-    )
+    ) == (3, "created")
     svc.tick([cron_id], utc(2026, 12, 22, 14))
     assert len(of_type(svc, cron_id, "ScheduleFired")) == 1
 
@@ -313,7 +311,7 @@ def test_ten_thousand_entries_and_long_ranges_are_taken_without_expanding_them()
         ("RRULE:FREQ=HOURLY", "data.rrule: FREQ=HOURLY: a calendar excludes whole days"),
         ("RRULE:FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=30", "data.rrule: the rule matches no date"),
         ("RRULE:FREQ=SOMETIMES", "data.rrule: FREQ=SOMETIMES"),
-        ("NOT A RULE", "data.rrule: not an RFC 5545 rule dateutil reads"),
+        ("NOT A RULE", "data.rrule: 'NOT A RULE' is not an RFC 5545 rule dateutil reads"),
     ],
 )
 def test_a_bad_rule_is_refused_in_one_line(rule: str, expected: str) -> None:
@@ -677,3 +675,12 @@ def test_a_refused_calendar_save_leaves_no_change_behind_and_is_retried(
     assert refused and got == (2, "updated")
     fresh = CronService(env=svc.env, recorder=svc.recorder).calendar("default", "holidays")
     assert fresh is not None and (fresh.version, fresh.dates) == (2, "2026-12-26")
+
+
+def test_a_key_a_calendar_does_not_take_is_refused_naming_it() -> None:
+    """`rrul:` beside `dates:` was ignored: the calendar excluded fewer days than written."""
+    doc = configmap(dates="2026-12-25")
+    doc["data"]["rrul"] = "RRULE:FREQ=WEEKLY;BYDAY=SA"
+    with pytest.raises(CalendarError) as e:
+        calendar_spec(doc)
+    assert str(e.value) == "data.rrul: not a key of a calendar (it takes data.dates and data.rrule)"
