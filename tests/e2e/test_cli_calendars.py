@@ -133,6 +133,8 @@ def test_apply_next_and_why_show_the_calendar_and_its_version(tmp_path: Path) ->
     assert again.stdout.strip() == "calendar/holidays updated (version 2)", again.stderr
     [listed_calendar] = json.loads(cs("calendars", "-o", "json", store=store).stdout)
     assert (listed_calendar["name"], listed_calendar["version"]) == ("holidays", 2)
+    # `-o name` as kubectl names a ConfigMap (it printed nothing).
+    assert cs("calendars", "-o", "name", store=store).stdout.split() == ["configmap/holidays"]
 
     # `next` from well before: the ticks of 12-24, 12-25, 12-28 and 01-01 are marked.
     listed = cs("next", "nightly", "-c", "60", "-o", "json", store=store)

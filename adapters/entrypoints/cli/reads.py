@@ -436,7 +436,14 @@ def calendars(names: tuple[str, ...]) -> None:
         for c in found
     ]
     emit(
-        View(found, ["NAMESPACE", "NAME", "VERSION", "DELETED", "DATES", "RRULE"], rows),
+        View(
+            found,
+            ["NAMESPACE", "NAME", "VERSION", "DELETED", "DATES", "RRULE"],
+            rows,
+            # A calendar is a ConfigMap: `-o name` as kubectl names it (it printed nothing).
+            names=[f"configmap/{c['name']}" for c in found],
+            empty=no_resources(namespace),
+        ),
         obj.output,
     )
 
