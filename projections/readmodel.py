@@ -307,6 +307,8 @@ def status_row(agg: CronWorkflow) -> StatusRow:
     }
     if agg.uid:
         meta["uid"] = agg.uid
+    # Every Kubernetes object has it (kubectl's and Argo's AGE); the first event's time.
+    meta["creationTimestamp"] = rfc3339(agg.created_on)
     spec = dict(agg.spec)
     spec["suspend"] = agg.suspended
     return StatusRow(

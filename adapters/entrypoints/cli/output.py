@@ -168,16 +168,22 @@ def ago(t: datetime | None, ref: datetime) -> str:
     n = int(abs(delta))  # whole seconds towards zero on both sides: 0.4 s ago is not "in 0s"
     if n == 0:
         return "now"
-    text = (
-        f"{n}s"
-        if n < 90
-        else f"{n // 60}m"
-        if n < 5400
-        else f"{n // 3600}h"
-        if n < 172800
-        else f"{n // 86400}d"
-    )
-    return f"in {text}" if delta > 0 else f"{text} ago"
+    return f"in {_span(n)}" if delta > 0 else f"{_span(n)} ago"
+
+
+def age(t: datetime | None, ref: datetime) -> str:
+    """kubectl's AGE column: `45s`, `12m`, `3h`, `20d`."""
+    return "-" if t is None else _span(max(0, int((ref - t).total_seconds())))
+
+
+def _span(n: int) -> str:
+    if n < 90:
+        return f"{n}s"
+    if n < 5400:
+        return f"{n // 60}m"
+    if n < 172800:
+        return f"{n // 3600}h"
+    return f"{n // 86400}d"
 
 
 def ticks_cell(e: dict[str, Any]) -> str:

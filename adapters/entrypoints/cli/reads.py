@@ -5,6 +5,7 @@ event type is an error, never an empty table.
 from __future__ import annotations
 
 import sys
+from datetime import datetime
 from typing import Any
 
 import click
@@ -29,6 +30,7 @@ from cronsource.adapters.entrypoints.cli.context import (
 )
 from cronsource.adapters.entrypoints.cli.output import (
     View,
+    age,
     ago,
     detail_cell,
     emit,
@@ -99,6 +101,7 @@ def _list_view(rows: list[StatusRow], obj: Ctx) -> View:
             ([c.namespace] if show_ns else [])
             + [
                 c.name,
+                age(_created(c), t0),
                 _schedules(spec),
                 spec.get("timezone") or "UTC",
                 _suspended_cell(spec, st),
@@ -118,6 +121,7 @@ def _list_view(rows: list[StatusRow], obj: Ctx) -> View:
         )
     headers = (["NAMESPACE"] if show_ns else []) + [
         "NAME",
+        "AGE",
         "SCHEDULES",
         "TIMEZONE",
         "SUSPENDED",
@@ -140,6 +144,12 @@ def _list_view(rows: list[StatusRow], obj: Ctx) -> View:
         names=[f"{KIND}/{c.name}" for c in rows],
         empty=no_resources(None if show_ns else obj.ns),
     )
+
+
+def _created(c: StatusRow) -> datetime | None:
+    """When it was created (None in a status row projected before the field was kept)."""
+    created = c.metadata.get("creationTimestamp")
+    return parse_timestamp(created, "creationTimestamp", bounded=False) if created else None
 
 
 def _conditions_cell(status: dict[str, Any]) -> str:
@@ -176,14 +186,16 @@ def _resolved_row(spec: dict[str, Any], st: dict[str, Any]) -> list[list[str]]:
 def _get_view(c: StatusRow) -> View:
     spec, st = c.spec, c.status
     t0 = now()
-    nxt, due = c.next_tick, c.next_due
+    nxt, due, created = c.next_tick, c.next_due, _created(c)
     rows = [
         ["Name", c.name],
         ["Namespace", c.namespace],
+        ["Created", f"{rfc3339(created)} ({ago(created, t0)})" if created else "-"],
         ["Schedules", _schedules(spec)],
         *_resolved_row(spec, st),
         ["Timezone", spec.get("timezone") or "UTC"],
         ["Concurrency", spec.get("concurrencyPolicy", "Allow")],
+        ["StartingDeadlineSeconds", str(spec.get("startingDeadlineSeconds") or "-")],
         ["Suspended", _suspended_cell(spec, st)],
         ["Phase", st.get("phase", "")],
         ["LastScheduledTime", st.get("lastScheduledTime") or "-"],
