@@ -32,7 +32,7 @@ import calendar
 import copy
 import functools
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any, Final, Literal, Protocol
@@ -239,6 +239,27 @@ def schedule_zone(expr: str) -> str | None:
     if zone is None or body.split()[0] == "@every":
         return None
     return zone
+
+
+def spec_zones(spec: Mapping[str, Any]) -> list[str]:
+    """The zones a CronWorkflow's times are read in, for people: `spec.timezone`, else the
+    zones its schedules name (`CRON_TZ=Europe/Berlin 0 3 * * *`; UTC for one that names
+    none), each once. `get` said UTC of a schedule that runs at 03:00 in Berlin."""
+    timezone = spec.get("timezone") or ""
+    if timezone:
+        return [str(timezone)]
+    schedules = spec.get("schedules") or [spec.get("schedule") or ""]
+    try:
+        return sorted({schedule_zone(str(e)) or "UTC" for e in schedules})
+    except ScheduleError:  # a spec refused as SpecError: its times are UTC's
+        return ["UTC"]
+
+
+def local_zone(spec: Mapping[str, Any]) -> str:
+    """The one zone a CronWorkflow's local times are shown in: its own, or UTC when its
+    schedules name several."""
+    zones = spec_zones(spec)
+    return zones[0] if len(zones) == 1 else "UTC"
 
 
 @functools.lru_cache(maxsize=4096)

@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 
 from cronsource.domain.backfill import BackfillPlan
 from cronsource.domain.cronworkflow import CronWorkflow, workflow_name
+from cronsource.domain.schedule import local_zone
 from cronsource.projections.readmodel import AuditRow, rfc3339
 
 
@@ -54,7 +55,7 @@ def next_fire_times(agg: CronWorkflow, now: datetime, count: int) -> list[dict[s
     out of a gap, or the one run of a repeated wall time, carries `dst` (DstShift.as_dict);
     one a calendar excludes carries `excluded` (reason, message, calendar, version, date):
     it is listed, and does not run."""
-    zone = ZoneInfo(agg.spec_model.timezone or "UTC")
+    zone = ZoneInfo(local_zone(agg.spec))
     t = max(now, agg.decided_until)
     out = []
     for _ in range(count):

@@ -40,6 +40,7 @@ from cronsource.domain.calendars import (
 from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.lastapplied import DEFAULT_MANAGER
 from cronsource.domain.manifest import CronWorkflowManifest, ManifestError
+from cronsource.domain.schedule import local_zone
 from cronsource.domain.service import AlreadyExists, Applied, Conflict, NotFound, StaleVersion
 from cronsource.projections.readmodel import StatusRow, status_row
 
@@ -506,17 +507,16 @@ class Operations(AuditReads):
 
     def time_zone(self, namespace: str, name: str) -> str | None:
         """The time zone a date alone means midnight in for this CronWorkflow (inputs.py
-        `parse_time`): its `spec.timezone`, or its last one if it was deleted; None (UTC)
-        when it has none or never existed (the caller's NotFound says so)."""
+        `parse_time`): its zone (`spec.timezone`, or the one its schedules name with
+        `CRON_TZ=`; `local_zone`), or its last one if it was deleted; None (UTC) when it has
+        none or never existed (the caller's NotFound says so)."""
         try:
-            zone: str | None = self.find(namespace, name).spec_model.timezone
-            return zone or None
+            spec: dict[str, Any] = self.find(namespace, name).spec
         except NotFound:
-            pass
-        for row in self.engine.view.statuses(namespace, include_deleted=True):
-            if row.name == name:
-                return row.spec.get("timezone") or None
-        return None
+            rows = self.engine.view.statuses(namespace, include_deleted=True)
+            spec = next((row.spec for row in rows if row.name == name), {})
+        zone = local_zone(spec)
+        return None if zone == "UTC" else zone
 
     def ever_existed(self, namespace: str, name: str) -> bool:
         return self.engine.view.ever_existed(namespace, name)
@@ -527,4 +527,4 @@ class Operations(AuditReads):
         """(the CronWorkflow's zone, its next `count` fire times after `at` (now))."""
         agg = self.find(namespace, name)
         items = next_fire_times(agg, at or self.clock.now(), count)
-        return agg.spec_model.timezone or "UTC", items
+        return local_zone(agg.spec), items

@@ -272,6 +272,9 @@ def test_a_cron_tz_prefix_is_the_schedules_own_zone(run: Any) -> None:
     times = json.loads(run("next", "hello", "-o", "json", "-c", "2").output)
     assert len(times) == 2
     assert all(t["utc"].endswith("T00:00:00Z") for t in times)  # 09:00 in Tokyo
+    # Shown in its zone, as its times are (it said UTC, and 00:00+00:00 as "local").
+    assert all(t["local"].endswith("T09:00:00+09:00") for t in times)
+    assert "Timezone:                Asia/Tokyo" in run("get", "hello").stdout
 
 
 def test_a_cron_tz_prefix_with_spec_timezone_is_refused(run: Any) -> None:
@@ -541,3 +544,29 @@ def test_a_when_with_a_simple_tag_fires_in_simulate(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     kinds = [e["type"] for e in json.loads(res.output)["events"]]
     assert kinds.count("ScheduleFired") == 2
+
+
+@pytest.mark.parametrize(
+    ("spec", "zones", "local"),
+    [
+        ({"schedules": ["0 9 * * *"]}, ["UTC"], "UTC"),
+        (
+            {"schedules": ["0 9 * * *"], "timezone": "Europe/Berlin"},
+            ["Europe/Berlin"],
+            "Europe/Berlin",
+        ),
+        ({"schedules": ["CRON_TZ=Asia/Tokyo 0 9 * * *"]}, ["Asia/Tokyo"], "Asia/Tokyo"),
+        # Two zones: both are named, and local times are shown in UTC.
+        (
+            {"schedules": ["CRON_TZ=Asia/Tokyo 0 9 * * *", "0 9 * * *"]},
+            ["Asia/Tokyo", "UTC"],
+            "UTC",
+        ),
+    ],
+)
+def test_the_zones_a_cronworkflow_is_shown_in(
+    spec: dict[str, Any], zones: list[str], local: str
+) -> None:
+    from cronsource.domain.schedule import local_zone, spec_zones
+
+    assert (spec_zones(spec), local_zone(spec)) == (zones, local)

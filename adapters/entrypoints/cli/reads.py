@@ -44,6 +44,7 @@ from cronsource.adapters.entrypoints.cli.registry import (
     name_argument,
     object_names,
 )
+from cronsource.domain.schedule import spec_zones
 from cronsource.domain.service import NotFound
 from cronsource.domain.timestamps import parse_timestamp
 from cronsource.projections.readmodel import StatusRow, paused_runs, rfc3339
@@ -103,7 +104,7 @@ def _list_view(rows: list[StatusRow], obj: Ctx) -> View:
                 c.name,
                 age(_created(c), t0),
                 _schedules(spec),
-                spec.get("timezone") or "UTC",
+                ",".join(spec_zones(spec)),
                 _suspended_cell(spec, st),
                 str(len(st.get("active") or [])),
                 f"{last} ({ago(last_t, t0)})" if last else "-",
@@ -193,7 +194,7 @@ def _get_view(c: StatusRow) -> View:
         ["Created", f"{rfc3339(created)} ({ago(created, t0)})" if created else "-"],
         ["Schedules", _schedules(spec)],
         *_resolved_row(spec, st),
-        ["Timezone", spec.get("timezone") or "UTC"],
+        ["Timezone", ", ".join(spec_zones(spec))],
         ["Concurrency", spec.get("concurrencyPolicy", "Allow")],
         ["StartingDeadlineSeconds", str(spec.get("startingDeadlineSeconds") or "-")],
         ["Suspended", _suspended_cell(spec, st)],

@@ -20,6 +20,7 @@ from cronsource.adapters.entrypoints.cli.store import longest_deadline, retain_o
 from cronsource.adapters.infrastructure.store.check import StoreUnavailable, check_store, describe
 from cronsource.adapters.infrastructure.store.config import StoreConfig
 from cronsource.adapters.runtime.collector import pace_collector
+from cronsource.domain.schedule import local_zone
 from cronsource.projections.readmodel import rfc3339
 
 
@@ -345,6 +346,6 @@ def next_tick_line(ops: Operations, config: StoreConfig) -> str:
     if not due:
         return "next tick: none (no live CronWorkflow; apply one, or resume a suspended one)"
     t, c = min(due, key=lambda d: d[0])
-    zone = c.spec.get("timezone") or "UTC"
+    zone = local_zone(c.spec)
     local = t.astimezone(ZoneInfo(zone)).isoformat()
     return f"next tick: {c.namespace}/{c.name} at {rfc3339(t)} ({local} {zone}, {ago(t, now())})"

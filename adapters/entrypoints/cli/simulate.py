@@ -38,6 +38,7 @@ from cronsource.adapters.entrypoints.simulate.report import (
 )
 from cronsource.adapters.infrastructure.store.check import StoreUnavailable, check_store
 from cronsource.adapters.infrastructure.store.config import StoreURLError
+from cronsource.domain.schedule import local_zone
 from cronsource.domain.timestamps import TIME_RULE, parse_timestamp
 
 #: Above this many CronWorkflows the table output is the summary alone (one row each), with
@@ -59,7 +60,7 @@ def _zones(sc: Any) -> dict[str, str]:
         try:
             meta, spec = d.get("metadata") or {}, d.get("spec") or {}
             key = f"{meta.get('namespace') or 'default'}/{meta['name']}"
-            out[key] = spec.get("timezone") or "UTC"
+            out[key] = local_zone(spec)
         except (AttributeError, KeyError, TypeError):
             continue
     return out
