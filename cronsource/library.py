@@ -103,7 +103,8 @@ def _translated() -> Iterator[None]:
         errors = [(f, m or f) for f, _, m in problems]
         raise Invalid(errors[0][0], errors[0][1], errors) from None
     except DocumentError as e:
-        raise Invalid("manifest", str(e)) from None
+        # Its text names the document already (`manifest: not valid YAML ...`).
+        raise Invalid("manifest", str(e).removeprefix("manifest: ")) from None
     except StoreUnavailable as e:
         raise Unavailable(str(e)) from None
 

@@ -114,6 +114,11 @@ class Ctx:
             fail("a resource cannot be retrieved by name across all namespaces")
 
     def store_config(self) -> StoreConfig:
+        if self.store == "":  # `--store "$UNSET_VAR"` meant some store, not the default one
+            fail(
+                "--store: empty (give a store URL: sqlite:///PATH, postgresql://..., memory:;"
+                " or leave the flag out for $CRONSOURCE_STORE or ./cronsource.db)"
+            )
         try:
             self.config = StoreConfig.parse(self.store)
         except StoreURLError as e:

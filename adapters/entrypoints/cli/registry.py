@@ -119,6 +119,8 @@ def object_name(value: str) -> str:
     """NAME, or TYPE/NAME as kubectl takes it and `-o name` prints it
     (`cronworkflow.argoproj.io/nightly`, `cwf/nightly`): `get -o name | xargs cronsource
     suspend` works as it does with kubectl."""
+    if not value:
+        raise click.BadParameter("resource name may not be empty")  # kubectl's words
     kind, slash, name = value.rpartition("/")
     if not slash:
         return value
