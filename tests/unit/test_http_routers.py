@@ -484,3 +484,14 @@ def test_a_whole_second_names_the_every_tick_within_it(
     # A second with no tick in it is still no tick.
     none = client.get(f"{CW}/often/decision", params={"at": "2026-05-04T10:00:03Z"}).json()
     assert none["outcome"] == "NotATick"
+
+
+def test_a_command_body_that_is_not_json_is_a_400_as_a_manifest_body_is(
+    client: TestClient,
+) -> None:
+    created(client)
+    r = client.post(
+        f"{CW}/hourly/suspend", content=b"garbage", headers={"Content-Type": "application/json"}
+    )
+    assert problem_of(r, 400)["detail"].startswith("body: not valid JSON")
+    assert client.get(f"{CW}/hourly").json()["spec"]["suspend"] is False

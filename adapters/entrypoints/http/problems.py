@@ -251,6 +251,12 @@ async def _domain_error(request: Request, e: Exception) -> JSONResponse:
 
 async def _validation(request: Request, e: Exception) -> JSONResponse:
     assert isinstance(e, RequestValidationError)
+    for err in e.errors():
+        if err.get("type") == "json_invalid":
+            # A body that is not JSON is a 400, as the manifest routes answer it (and the
+            # docs say); FastAPI's own model bodies made it a 422 of a field named "0".
+            why = (err.get("ctx") or {}).get("error") or err.get("msg") or "invalid"
+            return _render(request, ApiError(400, "Bad request", f"body: not valid JSON: {why}"))
     errors = []
     for err in e.errors():
         loc = [str(p) for p in err.get("loc", ())]
