@@ -136,7 +136,7 @@ def _key(a: Action) -> tuple[str, str, str]:
 class _AttributedSimulation(Simulation):
     """The simulation, with suspends and resumes recorded as the people in WHO made them."""
 
-    def _act(self, a: Action) -> None:
+    def _act(self, i: int, a: Action) -> None:
         if (a.suspend or a.resume) and _key(a) in WHO:
             by, note = WHO[_key(a)]
             cron_id = self._find(a.suspend or a.resume or "")
@@ -145,7 +145,7 @@ class _AttributedSimulation(Simulation):
             else:
                 self.svc.resume(cron_id, a.at, by=by, note=note)
             return
-        super()._act(a)
+        super()._act(i, a)
 
 
 def fill(store: str) -> None:
