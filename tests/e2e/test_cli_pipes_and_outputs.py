@@ -208,8 +208,8 @@ def test_every_command_that_prints_an_object_takes_o_json_yaml_name(
     assert plan["dryRun"] is True and len(plan["items"]) == 3
     done = _yaml(cs("backfill", "hello", *span, "-o", "yaml", store=store))
     assert done["dryRun"] is False and done["fired"] == 3
-    cancelled = _json(cs("backfill", "hello", *span, "--cancel", "-o", "json", store=store))
-    assert cancelled == {"namespace": "default", "name": "hello", "cancelled": 0}
+    cancelled = _json(cs("backfill", "hello", "--cancel", "-o", "json", store=store))
+    assert cancelled == {"namespace": "default", "name": "hello", "cancelled": 0, "dryRun": False}
 
     deleted = _json(cs("delete", "b", "-o", "json", store=store))
     assert deleted["metadata"]["name"] == "b" and deleted["kind"] == "CronWorkflow"

@@ -407,10 +407,14 @@ def test_backfill_honours_forbid_queues_and_caps_on_the_cli(store, tmp_path):
         cs("backfill", "hourly", *span, "--overlap", "Allow", "-o", "json", store=store).stdout
     )
     assert (again["count"], again["alreadyFired"]) == (0, 6)
-    assert (
-        "5 queued ticks cancelled"
-        in cs("backfill", "hourly", *span, "--cancel", store=store).stdout
+    # --cancel drops the whole queue: a dry run counts it and changes nothing (it cancelled),
+    # and a range beside it is refused (it was ignored: a range in 2030 cancelled these).
+    dry = cs("backfill", "hourly", "--cancel", "--dry-run", store=store).stdout
+    assert "5 queued ticks would be cancelled (dry run)" in dry
+    assert "--start/--end: not with --cancel" in one_error_line(
+        cs("backfill", "hourly", *span, "--cancel", store=store)
     )
+    assert "5 queued ticks cancelled" in cs("backfill", "hourly", "--cancel", store=store).stdout
     # The cap is the HTTP API's, on the CLI too, and a flag raises it.
     big = ["--start", "2026-01-01T00:00:00Z", "--end", datetime.now(UTC).isoformat()]
     cs("apply", "-f", "examples/hello.yaml", store=store)

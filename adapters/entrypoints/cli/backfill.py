@@ -58,10 +58,33 @@ def backfill_summary(ref: str, plan: BackfillPlan, dry_run: bool, pending_after:
     return line + pending_after
 
 
+def _cancel(obj: Ctx, name: str, dry_run: bool) -> None:
+    """`--cancel`: drop the backfill queue (with `--dry-run`: only count it; it cancelled)."""
+    with obj.operations(notice=True) as ops:
+        try:
+            if dry_run:
+                n = len(ops.find(obj.ns, name).backfill_queue)
+            else:
+                n = ops.cancel_backfill(obj.ns, name)
+        except NotFound as ex:
+            fail(str(ex))
+    ref = f"{obj.ns}/{name}"
+    line = (
+        f"backfill {ref}: {n} queued ticks would be cancelled (dry run)"
+        if dry_run
+        else f"backfill {ref}: {n} queued ticks cancelled"
+    )
+    data = {"namespace": obj.ns, "name": name, "cancelled": n, "dryRun": dry_run}
+    if obj.output in ("json", "yaml"):
+        emit(View(data, [], []), obj.output)
+    else:
+        click.echo(f"{KIND}/{name}" if obj.output == "name" else line)
+
+
 @cli.command()
 @name_argument()
-@click.option("--start", required=True, help=time_help("ticks at or after it"))
-@click.option("--end", required=True, help=time_help("ticks at or before it"))
+@click.option("--start", default=None, help=time_help("ticks at or after it"))
+@click.option("--end", default=None, help=time_help("ticks at or before it"))
 @click.option(
     "--overlap",
     type=click.Choice(OVERLAPS),
@@ -83,12 +106,16 @@ def backfill_summary(ref: str, plan: BackfillPlan, dry_run: bool, pending_after:
     help="refuse a range with more ticks than this",
 )
 @click.option("--dry-run", is_flag=True, help="print what would run, change nothing")
-@click.option("--cancel", is_flag=True, help="drop the ticks queued by earlier backfills")
+@click.option(
+    "--cancel",
+    is_flag=True,
+    help="drop every tick queued by earlier backfills (no range; with --dry-run: count them)",
+)
 @global_options(all_namespaces=False, selector=False)
 def backfill(
     name: str,
-    start: str,
-    end: str,
+    start: str | None,
+    end: str | None,
     overlap: str | None,
     parallel: int | None,
     max_ticks: int,
@@ -98,6 +125,27 @@ def backfill(
     """Run the ticks in [start, end] that never fired (skipped ones, and ticks before the
     CronWorkflow existed); ticks not decided yet are left to the scheduler."""
     obj = _obj()
+    if cancel:
+        # The queue is dropped whole: a range, an overlap or a parallel given with it were
+        # ignored without a word (a range in 2030 cancelled ticks of 2026).
+        given = [
+            f
+            for f, v in (
+                ("--start", start),
+                ("--end", end),
+                ("--overlap", overlap),
+                ("--parallel", parallel),
+            )
+            if v is not None
+        ]
+        if given:
+            fail(f"{'/'.join(given)}: not with --cancel, which drops every queued tick", 2)
+        _cancel(obj, name, dry_run)
+        return
+    for flag, value in (("--start", start), ("--end", end)):
+        if value is None:
+            raise click.UsageError(f"Missing option '{flag}' (or --cancel).")
+    assert start is not None and end is not None
     parse_time(start, "--start"), parse_time(end, "--end")  # bad text: refused before the store
     if parallel is not None and overlap in ("Forbid", "Replace"):
         fail(f"--parallel applies to --overlap Allow or Queue, not {overlap}")
@@ -111,15 +159,6 @@ def backfill(
         s, e = parse_time(start, "--start", zone), parse_time(end, "--end", zone)
         if e < s:
             fail(f"--end {end} is before --start {start}")
-        if cancel:
-            n = ops.cancel_backfill(obj.ns, name)
-            line = f"backfill {ref}: {n} queued ticks cancelled"
-            data = {"namespace": obj.ns, "name": name, "cancelled": n}
-            if obj.output in ("json", "yaml"):
-                emit(View(data, [], []), obj.output)
-            else:
-                click.echo(f"{KIND}/{name}" if obj.output == "name" else line)
-            return
         pending_after = (
             f"; ticks after {rfc3339(agg.decided_until)} are not decided yet (the scheduler"
             " decides them)"
