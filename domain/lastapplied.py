@@ -270,7 +270,7 @@ def _merge_maps(
 
 def _merge_value(last: Any, file: Any, live: Any, path: str, force: bool, kept: list[Kept]) -> Any:
     if file is MISSING:  # the file dropped a field the last apply set
-        if force or live == last:
+        if force or _pruned(live) == _pruned(last):
             return MISSING
         kept.append(Kept(path, live, MISSING))
         return live
@@ -280,3 +280,16 @@ def _merge_value(last: Any, file: Any, live: Any, path: str, force: bool, kept: 
         kept.append(Kept(path, live, file))
         return live
     return file
+
+
+def _pruned(value: Any) -> Any:
+    """`value` without empty maps, lists and nulls, at any depth: the live object holds a
+    field's defaults (`workflowMetadata: {labels: {a: b}, annotations: {}}`), the record only
+    what the file said (`{labels: {a: b}}`). Compared as they were, a field the file dropped
+    looked changed by another writer: kept, with a false conflict."""
+    if isinstance(value, dict):
+        pruned = {k: _pruned(v) for k, v in value.items()}
+        return {k: v for k, v in pruned.items() if v not in ({}, [], None)}
+    if isinstance(value, list):
+        return [_pruned(v) for v in value]
+    return value

@@ -191,6 +191,26 @@ def test_a_field_the_file_drops(changed_by_other: bool, expected: int | None) ->
     assert bool(result.notes) is changed_by_other
 
 
+@pytest.mark.parametrize(
+    "metadata",
+    [{"labels": {"a": "b"}}, {"annotations": {"x": "y"}}],
+    ids=["labels only", "annotations only"],
+)
+def test_a_map_the_file_drops_is_removed_though_the_live_one_holds_its_defaults(
+    metadata: dict[str, Any],
+) -> None:
+    """The live workflowMetadata holds the other map empty; the record only what the file
+    said. Compared as they were, dropping the field was a conflict with "another writer"
+    that never wrote, and the value could not be removed by apply at all."""
+    svc = service()
+    cron_id = applied(svc, manifest(workflowMetadata=metadata), "10:00:30")
+
+    result = svc.apply_config(manifest(), at("10:10:00"))
+
+    assert spec_of(svc, cron_id).get("workflowMetadata") is None
+    assert not result.notes
+
+
 def test_labels_are_merged_key_by_key() -> None:
     svc = service()
     cron_id = applied(svc, manifest(labels={"team": "data", "tier": "gold"}), "10:00:30")
