@@ -157,3 +157,25 @@ def test_an_action_naming_a_workflow_never_created_is_refused(
         simulate(sc, "memory:")
     assert str(e.value).startswith(said), e.value
     assert "\n" not in str(e.value)
+
+
+def test_a_target_fault_for_a_cronworkflow_the_scenario_never_has_is_refused() -> None:
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(
+            scenario({"at": START, "targetFails": {"for": "3m", "cronWorkflow": "nosuch"}})
+        )
+    assert str(e.value) == (
+        "actions[0].targetFails.cronWorkflow: 'nosuch': no CronWorkflow default/nosuch in the"
+        " scenario"
+    )
+    # One applied later, within or after the fault's window, may be named.
+    later = {"at": "2026-05-04T14:30:00Z", "apply": cron("later")}
+    fault = {"at": START, "targetFails": {"for": "1h", "cronWorkflow": "later"}}
+    assert len(load_scenario(scenario(fault, later)).actions) == 2
+
+
+@pytest.mark.parametrize("value", [True, "3", 1.0])
+def test_replicas_is_an_integer_itself(value: Any) -> None:
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(scenario(replicas=value))
+    assert str(e.value).startswith("replicas: Input should be a valid integer"), e.value

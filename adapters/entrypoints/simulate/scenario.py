@@ -156,7 +156,7 @@ class Scenario(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     start: datetime
     end: datetime
-    replicas: int = Field(default=1, ge=1, le=16)
+    replicas: int = Field(default=1, ge=1, le=16, strict=True)  # `true`, '3', 1.0 ran
     run_duration: str = Field(default="30s", alias="runDuration")
     run_phase: Literal["Succeeded", "Failed", "Error"] = Field(
         default="Succeeded", alias="runPhase"
@@ -290,10 +290,20 @@ def _actions_name_what_exists(sc: Scenario, identities: dict[str, tuple[str, str
         for i in range(len(sc.cron_workflows))
         if f"cronWorkflows[{i}]" in identities  # calendars are not CronWorkflows
     }
+    anywhere = set(identities.values())
     for i, a in sorted(enumerate(sc.actions), key=lambda ia: (ia[1].at, ia[0])):
         if f"actions[{i}].apply" in identities:
             present.add(identities[f"actions[{i}].apply"])
             continue
+        fails = a.target_fails.cron_workflow if a.target_fails is not None else None
+        if fails is not None and cron_ref(fails) not in anywhere:
+            # A fault scoped to a name the scenario never has made the scenario test
+            # nothing, and said so nowhere. It may name one applied later in its window.
+            ns, name = cron_ref(fails)
+            raise ScenarioError(
+                f"actions[{i}].targetFails.cronWorkflow: {fails!r}: no CronWorkflow"
+                f" {ns}/{name} in the scenario"
+            )
         for field, ref in (("suspend", a.suspend), ("resume", a.resume), ("delete", a.delete)):
             if ref is None:
                 continue
