@@ -183,7 +183,10 @@ def _compile(
     resolved for this CronWorkflow first (derived each time, never stored, never written back
     into the spec), so aggregates whose `H` lands on the same minute share one too."""
     resolved = resolve_schedules(schedules, namespace, name)
-    anchor = baseline if needs_anchor(resolved) else None
+    # The whole second, as robfig's Every ticks (its Next drops the fraction) and as every
+    # time is shown (creationTimestamp, scheduledTime, the Workflow's Unix-seconds name): a
+    # tick at a fraction could be named by no time a user was shown.
+    anchor = baseline.replace(microsecond=0) if needs_anchor(resolved) else None
     return _compile_shared(resolved, timezone, dst_policy, anchor)
 
 

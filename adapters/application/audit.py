@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from cronsource.adapters.application.explain import explain, removed_before
@@ -19,8 +19,6 @@ from cronsource.domain.cronworkflow import CronWorkflow
 from cronsource.domain.service import NotFound
 from cronsource.domain.timestamps import SMALLEST_STEP, is_date
 from cronsource.projections.readmodel import AuditRow
-
-WHOLE_SECOND = timedelta(seconds=1)
 
 
 @dataclass(frozen=True)
@@ -134,14 +132,11 @@ class AuditReads:
                 raise
             agg = None
         shift = None
-        tick = None if agg is None else agg.schedule.next_after(at - SMALLEST_STEP)
-        if tick is not None and at.microsecond == 0 and at < tick < at + WHOLE_SECOND:
-            # Times are shown in whole seconds, as Argo shows them (status, history's
-            # scheduledTime), and an `@every` ticks at its creation's fraction of a second:
-            # the second printed names the tick within it, as a recovery reads a Workflow's
-            # scheduled-time (adapters/runtime/recovery.py).
-            at = tick
-        elif agg is not None and wall is not None and tick != at:
+        if (
+            agg is not None
+            and wall is not None
+            and agg.schedule.next_after(at - SMALLEST_STEP) != at
+        ):
             shift = agg.schedule.gap_shift(wall)
             if shift is not None:
                 at = shift.tick

@@ -178,8 +178,9 @@ def test_restarted_past_the_deadline_the_fire_is_recorded_as_not_started(
         print(f"[{kind}] past the deadline:", check_all(url, wf_dir))
 
         # What a user sees, through the installed CLI.
-        tick = fire.scheduled_time.isoformat()  # an `@every` tick has microseconds
-        # The answer names the instant asked, with its fraction (`why --at` at a fraction).
+        tick = fire.scheduled_time.isoformat()
+        # The answer names the instant asked, with a fraction if it has one (`@every` ticks
+        # are whole seconds now; a store written before kept fractions).
         t = fire.scheduled_time
         fraction = f".{t.microsecond:06d}".rstrip("0") if t.microsecond else ""
         shown = t.strftime("%Y-%m-%dT%H:%M:%S") + fraction + "Z"

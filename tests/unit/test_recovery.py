@@ -122,28 +122,31 @@ def test_a_workflow_without_a_fire_is_recovered_and_its_tick_never_fires(
     assert lost in [e.workflow_name for e in completed]
 
 
-def test_an_every_tick_within_its_second_is_recovered_as_that_tick(
+def test_an_every_created_at_a_fraction_ticks_at_whole_seconds_and_is_recovered_so(
     world: tuple[Engine, LocalTarget],
 ) -> None:
-    """The annotation keeps whole seconds; an `@every 1s` created at .25 of a second ticks at
-    .25 of each. The recovery is of the tick itself, so that it decides that tick and no other
-    (the one a second earlier was taken once: issue 27's store-down test, on CI)."""
+    """An `@every 1s` created at .25 of a second ticks at whole seconds, as robfig's Every
+    does (it ticked at .25 of each, which no time shown to a user could name), and a
+    Workflow left for a tick is recovered as that tick, deciding it and no other (the one a
+    second earlier was taken once: issue 27's store-down test, on CI)."""
     engine, target = world
     cron_id = apply(engine, created=at(0.25), schedule="@every 1s")
-    engine.service.tick([cron_id], at(3.25))  # ticks up to 3.25 decided, as a replica would
-    engine.projector.catch_up(at(3.25))
-    lost = leave_workflow(target, engine, cron_id, at(4.25))
+    engine.service.tick([cron_id], at(3.5))  # ticks up to 3 decided, as a replica would
+    engine.projector.catch_up(at(3.5))
+    fired = [e.scheduled_time for e in events(engine, cron_id) if event_type(e) == "ScheduleFired"]
+    assert fired[-1] == at(3)
+    lost = leave_workflow(target, engine, cron_id, at(4))
     wf = json.loads(target.manifest_path("default", lost).read_text())
     assert wf["metadata"]["annotations"]["workflows.argoproj.io/scheduled-time"] == rfc3339(at(4))
 
     assert recover_lost_runs(engine, target.workflows(), at(4.5)) == 1
     recovered = events(engine, cron_id)[-1]
     assert event_type(recovered) == "RunRecovered"
-    assert recovered.scheduled_time == at(4.25) and recovered.trigger == "schedule"
+    assert recovered.scheduled_time == at(4) and recovered.trigger == "schedule"
     engine.projector.catch_up(at(4.5))
-    assert engine.service.tick([cron_id], at(5.25)).fires == 1
+    assert engine.service.tick([cron_id], at(5.5)).fires == 1
     fired = [e.scheduled_time for e in events(engine, cron_id) if event_type(e) == "ScheduleFired"]
-    assert fired[-2:] == [at(3.25), at(5.25)]
+    assert fired[-2:] == [at(3), at(5)]
 
 
 @pytest.mark.parametrize("annotated", ["9999-12-31T23:59:59Z", "0001-01-01T00:00:00Z"])
