@@ -116,6 +116,11 @@ def plan_backfill(
             skip_reason="they would overlap the first",
         )
     if overlap == "Replace":
+        if already and already[-1] > todo[-1]:
+            # A later tick of the range ran already: under Replace the newest run is the one
+            # kept, and starting an older tick would replace it (a second backfill of a wider
+            # range started the 4th, replacing the 5th's run).
+            return _with(base, skip=tuple(todo), skip_reason="a later tick of the range ran")
         return _with(
             base,
             fire=(todo[-1],),

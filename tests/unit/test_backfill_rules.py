@@ -36,6 +36,16 @@ def test_fired_and_queued_ticks_never_run_again():
     assert plan.already == (T[0], T[2]) and plan.fire == (T[1], T[3], T[4])
 
 
+def test_replace_never_starts_a_tick_older_than_one_of_the_range_that_ran():
+    """A first Replace backfill ran the range's latest tick (T[3]); a second over a wider
+    range planned T[2], which would have replaced the newer run."""
+    plan = plan_backfill(T[:4], {T[3]}, "Replace", None, ["x-4"], 1)
+    assert plan.fire == () and plan.replaces == () and plan.skip == tuple(T[:3])
+    # A later tick that never ran is still the one started, replacing what is active.
+    plan = plan_backfill(T, {T[3]}, "Replace", None, ["x-4"], 1)
+    assert plan.fire == (T[4],) and plan.replaces == ("x-4",)
+
+
 def test_running_backfills_use_up_the_parallel_slots():
     assert plan_backfill(T, set(), "Queue", None, ["a"], 1).fire == ()
     assert start_from_queue(T[2:], 2, 1) == [T[2]]
