@@ -363,7 +363,8 @@ def read_logs(engine: Engine, events: list[tuple[int, Any]] | None = None) -> di
                 cron_id=cid,
                 name=agg.name,
                 owner_uid=agg.uid or cid,
-                created=agg.baseline,
+                # The @every anchor: the creation time to the second, as robfig's Every.
+                created=agg.baseline.replace(microsecond=0),
                 period=every_period(agg.spec),
                 spec=agg.spec,
             )
