@@ -59,7 +59,7 @@ def backfill_summary(ref: str, plan: BackfillPlan, dry_run: bool, pending_after:
 
 
 def _cancel(obj: Ctx, name: str, dry_run: bool) -> None:
-    """`--cancel`: drop the backfill queue (with `--dry-run`: only count it; it cancelled)."""
+    """`--cancel`: drop the backfill queue; with `--dry-run`, only count it (it used to drop it)."""
     with obj.operations(notice=True) as ops:
         try:
             if dry_run:
