@@ -229,13 +229,15 @@ def get(names: tuple[str, ...]) -> None:
             try:
                 rows.append(ops.status(obj.ns, n))
             except NotFound as e:
-                missing.append(str(e))
+                missing.append(f"error: {e}")
+        if not rows:  # only errors: those lines alone (no notice about the store)
+            click.echo("\n".join(missing), err=True)
+            sys.exit(1)
     # As kubectl: what was found is shown, then an error line for each name that was not,
     # and the exit is 1.
-    if rows:
-        _show_found(rows, obj, many=len(names) > 1)
+    _show_found(rows, obj, many=len(names) > 1)
     for message in missing:
-        click.echo(f"error: {message}", err=True)
+        click.echo(message, err=True)
     if missing:
         sys.exit(1)
 
