@@ -138,6 +138,11 @@ class Probes:
             body.update(status="store not writable", error=unwritable)
             return 503, body
         failing = {s.name: s.last_error for s in self.loop.supervisors if s.failing}
+        if failing and (unwritable := self.loop.write_probe.check(fresh=True)) is not None:
+            # The answer above may be up to a second older than the worker's failure (a disk
+            # filled in between): asked again, the store's own reason comes first.
+            body.update(status="store not writable", error=unwritable)
+            return 503, body
         if failing:
             # The store answered the probe, but a worker's own write failed (a disk with a
             # little room left, a constraint, a target that refuses): not ready until it works.

@@ -43,10 +43,14 @@ class WriteProbe:
         self._lock = threading.Lock()
         self._answer: tuple[float, str | None] | None = None
 
-    def check(self) -> str | None:
+    def check(self, *, fresh: bool = False) -> str | None:
+        """`fresh`: ask the store now, whatever the age of the kept answer (a worker's write
+        failed since it was taken)."""
         with self._lock:
             now = self.clock.monotonic()
-            if self._answer is not None and 0 <= now - self._answer[0] < PROBE_SECONDS:
+            kept = self._answer is not None and 0 <= now - self._answer[0] < PROBE_SECONDS
+            if kept and not fresh:
+                assert self._answer is not None
                 return self._answer[1]
             answer = self._ask()
             self._answer = (self.clock.monotonic(), answer)
