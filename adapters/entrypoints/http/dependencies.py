@@ -128,3 +128,5 @@ async def known_query_only(request: Request) -> None:
 
 #: The check of the query's parameters as a router dependency.
 KNOWN_QUERY = Depends(known_query_only)
+#: What every /api/v1 router depends on: the token, and no parameter it does not take.
+API_CHECKS = [TOKEN, KNOWN_QUERY]

@@ -12,8 +12,7 @@ from cronsource.adapters.application.models import Decision, EventList, Timeline
 from cronsource.adapters.application.operations import Operations
 from cronsource.adapters.clock import Clock as RuntimeClock
 from cronsource.adapters.entrypoints.http.dependencies import (
-    KNOWN_QUERY,
-    TOKEN,
+    API_CHECKS,
     Clock,
     EngineDep,
     Ops,
@@ -37,9 +36,7 @@ from cronsource.domain.timestamps import is_date
 from cronsource.projections.readmodel import rfc3339
 
 BASE = "/namespaces/{namespace}/cronworkflows/{name}"
-router = APIRouter(
-    prefix="/api/v1", dependencies=[TOKEN, KNOWN_QUERY], responses=problem_responses(401)
-)
+router = APIRouter(prefix="/api/v1", dependencies=API_CHECKS, responses=problem_responses(401))
 
 
 def events_page(

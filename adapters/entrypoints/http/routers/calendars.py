@@ -13,16 +13,14 @@ from cronsource.adapters.application.admission import admit_calendar
 from cronsource.adapters.application.inputs import FieldError
 from cronsource.adapters.application.models import CalendarObject
 from cronsource.adapters.entrypoints.http.admission import content_type, parse_body
-from cronsource.adapters.entrypoints.http.dependencies import KNOWN_QUERY, TOKEN, Ops, Settings
+from cronsource.adapters.entrypoints.http.dependencies import API_CHECKS, Ops, Settings
 from cronsource.adapters.entrypoints.http.params import Name, Namespace
 from cronsource.adapters.entrypoints.http.problems import problem_responses
 from cronsource.adapters.entrypoints.http.replies import log_command, warn
 from cronsource.adapters.entrypoints.http.routers.cronworkflows import bounded
 
 BASE = "/namespaces/{namespace}/calendars"
-router = APIRouter(
-    prefix="/api/v1", dependencies=[TOKEN, KNOWN_QUERY], responses=problem_responses(401)
-)
+router = APIRouter(prefix="/api/v1", dependencies=API_CHECKS, responses=problem_responses(401))
 
 
 @router.put(

@@ -21,8 +21,7 @@ from cronsource.adapters.application.objects import backfill_result
 from cronsource.adapters.application.operations import Operations
 from cronsource.adapters.entrypoints.http.admission import if_match_version
 from cronsource.adapters.entrypoints.http.dependencies import (
-    KNOWN_QUERY,
-    TOKEN,
+    API_CHECKS,
     Ops,
     Queries,
     Settings,
@@ -38,9 +37,7 @@ from cronsource.domain.timestamps import is_date
 log = logging.getLogger("cronsource.http")
 
 BASE = "/namespaces/{namespace}/cronworkflows/{name}"
-router = APIRouter(
-    prefix="/api/v1", dependencies=[TOKEN, KNOWN_QUERY], responses=problem_responses(401)
-)
+router = APIRouter(prefix="/api/v1", dependencies=API_CHECKS, responses=problem_responses(401))
 
 
 def _suspend_or_resume(

@@ -33,8 +33,7 @@ from cronsource.adapters.entrypoints.http.admission import (
     parse_patch,
 )
 from cronsource.adapters.entrypoints.http.dependencies import (
-    KNOWN_QUERY,
-    TOKEN,
+    API_CHECKS,
     Ops,
     Queries,
     Settings,
@@ -55,9 +54,7 @@ from cronsource.domain.service import AlreadyExists
 T = TypeVar("T")
 
 BASE = "/namespaces/{namespace}/cronworkflows"
-router = APIRouter(
-    prefix="/api/v1", dependencies=[TOKEN, KNOWN_QUERY], responses=problem_responses(401)
-)
+router = APIRouter(prefix="/api/v1", dependencies=API_CHECKS, responses=problem_responses(401))
 
 
 async def bounded(run: Callable[[], T], timeout: float) -> T:

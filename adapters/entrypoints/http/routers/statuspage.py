@@ -10,8 +10,7 @@ from fastapi import APIRouter, Query
 from cronsource.adapters.application.models import ChildWorkflowList, SchedulerHealth
 from cronsource.adapters.application.statuspage import child_workflows, scheduler_health
 from cronsource.adapters.entrypoints.http.dependencies import (
-    KNOWN_QUERY,
-    TOKEN,
+    API_CHECKS,
     Clock,
     EngineDep,
     Ops,
@@ -21,7 +20,7 @@ from cronsource.adapters.entrypoints.http.params import Name, Namespace
 from cronsource.adapters.entrypoints.http.problems import problem_responses
 from cronsource.domain.service import NotFound
 
-router = APIRouter(prefix="/api/v1", dependencies=[TOKEN, KNOWN_QUERY], tags=["status page"])
+router = APIRouter(prefix="/api/v1", dependencies=API_CHECKS, tags=["status page"])
 
 
 @router.get(
