@@ -53,6 +53,9 @@ T = TypeVar("T")
 #: How often a command re-decides after losing a race before giving up. Each retry follows a
 #: save that someone else won, so exhausting these means constant contention on one stream.
 MAX_RETRIES = 20
+#: How often a refused batch of decisions is decided again and appended as a batch before
+#: each of it is saved on its own (`CronService.append_batch`).
+BATCH_RETRIES = 2
 
 
 class NotFound(LookupError):
@@ -1267,9 +1270,14 @@ class CronService(Application[UUID]):
         self, staged: StagedBatch, at: datetime, decided_by: str | None = None
     ) -> tuple[TickReport, Callable[[], None]]:
         """Append a staged batch in one transaction. If any of it is stale the store refuses
-        the whole batch; each is then re-decided on fresh state and saved on its own, so one
-        conflict costs one retry per aggregate of the batch, never a lost decision.
-        `report.rejected` tells the caller its copies are not the saved state.
+        the whole batch; it is then decided again on fresh state, as a batch (one read of
+        the latest snapshots and events, one append), up to BATCH_RETRIES times, and after
+        that each aggregate on its own: never a lost decision. Another replica's run
+        completions make a batch decided ahead stale every time (its run watcher writes to
+        streams this one decides): saving those one by one, 100 transactions instead of
+        two, made the ticks of a replica deciding 100 `@every 2s` CronWorkflows 1.4 s late
+        at the 99th percentile, and some of them missed. `report.rejected` counts the
+        refusals, and tells the caller its copies are not the saved state.
 
         Returns the report once the store has the batch, with what is left to do: this
         service's copies, saved versions and callbacks, and the report's next due instants
@@ -1280,7 +1288,8 @@ class CronService(Application[UUID]):
         report = TickReport()
         done = staged.aggs
         appended = False
-        if staged.pending:
+        tries = 0
+        while staged.pending and not appended:
             try:
                 self._append(staged)
                 report.saved, report.fires = len(staged.pending), staged.fires
@@ -1289,13 +1298,20 @@ class CronService(Application[UUID]):
                 self.forget(_streams_of(e))
                 self.rejected_writes += 1
                 report.rejected += 1
+                tries += 1
+                ids = [a.id for a in staged.aggs]
+                if tries <= BATCH_RETRIES:
+                    staged = self.stage_batch(self.decide_batch(ids, at, decided_by=decided_by))
+                    done = staged.aggs
+                    continue
                 for a in staged.pending:
                     report.fires += self.command(
                         a.id,
                         lambda b: len(b.tick(at, self.late_tolerance, decided_by=decided_by)),
                     )
                     report.saved += 1
-                done = [self.load(a.id) for a in staged.aggs]
+                done = [self.load(cron_id) for cron_id in ids]
+                break
 
         def finish() -> None:
             if appended:

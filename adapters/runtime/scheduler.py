@@ -223,9 +223,9 @@ class Scheduler:
         ahead = self._take_prepared(now)
         if len(ahead) > 1:
             return self._commit_all(self._current_then_due(ahead, now), overlap=True)
-        prepared = self._still_current(ahead)
-        taken = {a.id for _, batch in prepared for a in batch}
         seen = self.due(now)
+        prepared = self._still_current(ahead, seen)
+        taken = {a.id for _, batch in prepared for a in batch}
         due = [cron_id for cron_id in seen if cron_id not in taken]
         if not prepared and not due:
             return 0
@@ -315,22 +315,29 @@ class Scheduler:
         return {a.id: _decided_on(a) for batch in self._prepared[1] for a in batch}
 
     def _still_current(
-        self, prepared: list[tuple[datetime, list[CronWorkflow]]]
+        self,
+        prepared: list[tuple[datetime, list[CronWorkflow]]],
+        seen: dict[UUID, int] | None = None,
     ) -> list[tuple[datetime, list[CronWorkflow]]]:
         """The decisions made in advance whose CronWorkflow this process has not written
-        since (a run completion its watcher reported, a command it served): those it has
-        are left out and decided now on fresh state, instead of being committed for the
-        store to refuse. So one replica rejects no write; a second writer's saves are the
-        store's to refuse, as the version check is there for (`rejected_writes`). A
-        decision that read a calendar changed since is left out too: calendars are streams
-        of their own, which the CronWorkflow's version check does not cover."""
+        since (a run completion its watcher reported, a command it served), nor the due
+        index shows written since (`seen`, when the caller looked it up: another replica's
+        run watcher records the completions of runs this one fired, so with runs shorter
+        than the period every decision made ahead was stale, and each refused batch cost a
+        retry): those are left out and decided now on fresh state, instead of being
+        committed for the store to refuse. So one replica rejects no write; a second
+        writer's saves the due index has not yet seen are the store's to refuse, as the
+        version check is there for (`rejected_writes`). A decision that read a calendar
+        changed since is left out too: calendars are streams of their own, which the
+        CronWorkflow's version check does not cover."""
         saved = self.service.saved_versions
+        shown = seen or {}
         kept = []
         for instant, batch in prepared:
             current = [
                 a
                 for a in batch
-                if saved.get(a.id, 0) <= _decided_on(a)
+                if max(saved.get(a.id, 0), shown.get(a.id, 0)) <= _decided_on(a)
                 # A calendar it read changed since: its store version would not say so.
                 and not self.service.calendars_changed(a)
             ]

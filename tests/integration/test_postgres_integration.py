@@ -551,14 +551,25 @@ def test_batch_commit_of_200_and_fallback_when_one_was_saved_first(engines: NewE
     print(f"\nbatch commit on PostgreSQL: 200 fires in {seconds * 1000:.1f} ms")
 
     # Next instant: another service saves one of them first; the batch is refused as a
-    # whole, falls back to one at a time, and every CronWorkflow still fires exactly once.
+    # whole and decided again as a batch on fresh state: one more transaction, not one per
+    # CronWorkflow, and every CronWorkflow still fires exactly once.
     at2 = minute(2, 2)
     decided = sa.decide_batch(ids, at2)
     assert sb.tick([ids[123]], at2).fires == 1
+    inserts = 0
+    insert_events = sa.recorder.insert_events
+
+    def counted(stored: Any, **kwargs: Any) -> Any:
+        nonlocal inserts
+        inserts += 1
+        return insert_events(stored, **kwargs)
+
+    sa.recorder.insert_events = counted  # type: ignore[method-assign]
     report = sa.commit_batch(decided, at2)
+    assert inserts == 2
     assert report.rejected == 1 and sa.rejected_writes == 1
     assert report.fires == 199
-    assert report.saved == 200
+    assert report.saved == 199  # the one saved first had nothing left to decide
     assert set(report.next_due) == set(ids)
     assert set(report.next_due.values()) == {minute(3)}
 

@@ -9,6 +9,7 @@ from tests.unit.test_prepared_decisions import (  # noqa: F401 (collected here b
     test_a_cronworkflow_changed_after_the_decision_is_decided_again,
     test_a_decision_whose_instant_is_long_past_is_made_again,
     test_a_save_of_other_events_at_the_same_version_ignores_what_was_prepared,
+    test_another_writers_change_the_due_index_shows_is_decided_again_unrefused,
     test_decided_ahead_committed_at_the_instant_and_never_before,
     test_our_own_write_after_the_decision_is_seen_without_a_refused_save,
     test_the_due_index_behind_our_own_save_is_not_trusted_until_our_next_due,

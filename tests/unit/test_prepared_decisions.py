@@ -82,6 +82,25 @@ def test_a_cronworkflow_changed_after_the_decision_is_decided_again(engine: Engi
 
 
 @pytest.mark.stores("sqlite", "postgres")
+def test_another_writers_change_the_due_index_shows_is_decided_again_unrefused(
+    engine: Engine,
+) -> None:
+    """Relabelled by another writer (as another replica's run watcher records a completion)
+    after the decision made in advance, and the due index has seen it: that one is decided
+    again on fresh state at the instant, and the store refuses nothing."""
+    ids, loop, clock = setup(engine)
+    loop.prepare_once(clock.now())
+    relabelled = parse_manifest(manifest_document("b", labels={"team": "x"}))
+    engine.replica().apply(relabelled, H - timedelta(seconds=1))
+    engine.projector.catch_up(H - timedelta(seconds=1))
+    rejected = engine.rejected_writes
+    assert loop.schedule_once(H) == 3
+    assert engine.rejected_writes == rejected
+    assert [len(fires(engine, ids[n])) for n in NAMES] == [1, 1, 1]
+    assert engine.service.load(ids["b"]).labels == {"team": "x"}
+
+
+@pytest.mark.stores("sqlite", "postgres")
 def test_our_own_write_after_the_decision_is_seen_without_a_refused_save(
     engine: Engine,
 ) -> None:

@@ -22,7 +22,7 @@ from cronsource.adapters.runtime import scheduler as scheduler_module
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.loop import SchedulerLoop
 from cronsource.domain.manifest import parse_manifest
-from cronsource.domain.service import StagedBatch, event_type
+from cronsource.domain.service import BATCH_RETRIES, StagedBatch, event_type
 from tests.http_helpers import manifest
 
 H = datetime(2026, 5, 4, 11, 0, tzinfo=UTC)
@@ -107,6 +107,68 @@ def test_a_burst_stops_at_a_failed_append_with_the_batches_before_it_settled(
     loop.scheduler.forget()
     assert loop.scheduler.schedule_once(H) == 2
     assert [len(fires(engine, i)) for i in ids] == [1, 1, 1]
+
+
+def count_inserts(svc: Any, before: Any = None) -> list[int]:
+    """Each append `svc` sends to the store, as the number of events in it; `before` runs
+    ahead of each (another writer saving first)."""
+    sizes: list[int] = []
+    insert = svc.recorder.insert_events
+
+    def counted(stored: Any, **kwargs: Any) -> Any:
+        sizes.append(len(stored))
+        if before is not None:
+            before(len(sizes))
+        return insert(stored, **kwargs)
+
+    svc.recorder.insert_events = counted
+    return sizes
+
+
+@pytest.mark.stores("sqlite", "postgres")
+def test_a_refused_batch_is_decided_again_as_a_batch(engine: Engine) -> None:
+    """Another writer saved one of a batch decided ahead (a run completion its run watcher
+    recorded): the store refuses the batch, and it is decided again on fresh state and
+    appended as one batch, not one transaction per CronWorkflow. Each fires once."""
+    ids = created(engine, "a", "b", "c", "d")
+    svc = engine.service
+    staged = svc.stage_batch(svc.decide_batch(ids, H))
+    engine.replica().suspend(ids[1], H - timedelta(seconds=1), by="other")
+    sizes = count_inserts(svc)
+    report, finish = svc.append_batch(staged, H)
+    finish()
+    assert len(sizes) == 2  # the refused append, then the batch again
+    assert (report.rejected, report.fires) == (1, 3)
+    assert [len(fires(engine, i)) for i in ids] == [1, 0, 1, 1]
+    assert report.versions == {i: svc.load(i).version for i in ids}
+
+
+@pytest.mark.stores("sqlite", "postgres")
+def test_a_batch_refused_every_time_is_saved_one_by_one(engine: Engine) -> None:
+    """Another writer wins before every batch append (constant contention): after
+    BATCH_RETRIES refusals more, each CronWorkflow is saved on its own, and still each
+    due tick is decided once."""
+    ids = created(engine, "a", "b", "c")
+    svc = engine.service
+    other = engine.replica()
+    staged = svc.stage_batch(svc.decide_batch(ids, H))
+    batches = BATCH_RETRIES + 1
+
+    def win_first(n: int) -> None:
+        # Before each batch append another writer relabels `a` (a change that leaves its
+        # tick due), so every batch holds a stale copy of it.
+        if n <= batches:
+            relabelled = parse_manifest(manifest("a", labels={"round": str(n)}))
+            other.apply(relabelled, H - timedelta(seconds=1))
+
+    sizes = count_inserts(svc, win_first)
+    report, finish = svc.append_batch(staged, H)
+    finish()
+    assert report.rejected == batches
+    assert len(sizes) == batches + 3  # then one save per CronWorkflow
+    assert report.fires == 3
+    assert [len(fires(engine, i)) for i in ids] == [1, 1, 1]
+    assert svc.load(ids[0]).labels == {"round": str(batches)}
 
 
 def test_the_dispatcher_is_woken_as_each_batch_is_in_the_store_before_its_aftermath(
