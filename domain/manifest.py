@@ -486,11 +486,27 @@ def is_other_kind(data: object) -> bool:
     return isinstance(kind, str) and kind not in ("", "CronWorkflow")
 
 
+def document_kind(data: object) -> str:
+    """What a document that is no mapping is, in the words of the YAML or JSON it came in
+    (a user wrote `null` or a list, never a Python `NoneType`)."""
+    if data is None:
+        return "null"
+    if isinstance(data, bool):
+        return "a boolean"
+    if isinstance(data, int | float):
+        return "a number"
+    if isinstance(data, str):
+        return "a string"
+    if isinstance(data, list | tuple):
+        return "a list"
+    return "a mapping" if isinstance(data, dict) else f"a {type(data).__name__}"
+
+
 def parse_manifest(data: object, source: str = "") -> CronWorkflowManifest:
     """Admit one manifest document, or raise ManifestError naming every bad field."""
     if not isinstance(data, dict):
         raise ManifestError(
-            [f"<document>: a CronWorkflow manifest must be a mapping, got {type(data).__name__}"],
+            [f"<document>: a CronWorkflow manifest must be a mapping, got {document_kind(data)}"],
             source,
         )
     if (too_big := object_size_problem(data)) is not None:

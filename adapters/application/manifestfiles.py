@@ -34,6 +34,7 @@ from cronsource.domain.calendars import (
 from cronsource.domain.manifest import (
     CronWorkflowManifest,
     ManifestError,
+    document_kind,
     is_other_kind,
     name_warnings,
     parse_manifest,
@@ -209,9 +210,7 @@ def admit_files(
                     shown = f"kind {kind:.60}"
                 else:
                     shown = (
-                        "a document without a kind"
-                        if isinstance(doc, dict)
-                        else f"a {type(doc).__name__}"
+                        "a document without a kind" if isinstance(doc, dict) else document_kind(doc)
                     )
                 out.skipped.append((source, shown))
                 continue

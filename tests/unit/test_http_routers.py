@@ -494,3 +494,31 @@ def test_a_command_body_that_is_not_json_is_a_400_as_a_manifest_body_is(
     )
     assert problem_of(r, 400)["detail"].startswith("body: not valid JSON")
     assert client.get(f"{CW}/hourly").json()["spec"]["suspend"] is False
+
+
+@pytest.mark.parametrize("header", ['"1', '1"', 'W/"1', '"', "²", '"1"x', "1 2"])
+def test_an_if_match_that_is_no_entity_tag_is_refused_naming_it(
+    client: TestClient, engine: Engine, header: str
+) -> None:
+    """Only a whole entity tag (`"1"`, `W/"1"`) or a bare version is a version: a half-quoted
+    one was read as version 1 and the write went ahead."""
+    created(client)
+    refused = client.post(f"{CW}/hourly/suspend", headers={"If-Match": header.encode("latin-1")})
+    error = problem_of(refused, 422)["errors"][0]
+    assert error["field"] == "If-Match" and "is not a version" in error["message"]
+    assert not engine.service.find("default", "hourly").suspended
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [("null", "null"), ("[1]", "a list"), ("3", "a number"), ('"x"', "a string")],
+)
+def test_a_body_that_is_no_mapping_is_named_in_jsons_words(
+    client: TestClient, engine: Engine, body: str, said: str
+) -> None:
+    """A create whose body is JSON `null` said "got NoneType", Python's name for it."""
+    head = engine.service.recorder.max_notification_id()
+    refused = client.post(CW, content=body, headers={"Content-Type": "application/json"})
+    detail = problem_of(refused, 422)["detail"]
+    assert detail == f"<document>: a CronWorkflow manifest must be a mapping, got {said}"
+    assert engine.service.recorder.max_notification_id() == head

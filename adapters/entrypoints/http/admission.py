@@ -39,8 +39,10 @@ def if_match_version(value: str | None) -> int | None:
         return None
     versions = []
     for part in value.split(","):
-        tag = part.strip().removeprefix("W/").strip('"')
-        if not tag.isdigit() or len(tag) > 18:
+        tag = part.strip().removeprefix("W/")
+        if len(tag) >= 2 and tag[0] == tag[-1] == '"':
+            tag = tag[1:-1]  # an entity tag is quoted whole, or (leniently) not at all
+        if not (tag.isascii() and tag.isdigit()) or len(tag) > 18:
             raise FieldError(
                 "If-Match", f"{part.strip()!r} is not a version (use the ETag value)", "header"
             )
