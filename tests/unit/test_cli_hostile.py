@@ -230,3 +230,29 @@ def test_stale_temp_files_are_removed_at_start_and_fresh_ones_kept(tmp_path: Pat
     os.utime(stale, (old, old))
     target = LocalTarget(tmp_path)
     assert target.removed_temps == 1 and not stale.exists() and fresh.exists()
+
+
+@pytest.mark.parametrize(
+    "args, flag",
+    [
+        pytest.param(["--store", "", "get"], "--store", id="store"),
+        pytest.param(["get", "-n", ""], "--namespace", id="get -n"),
+        pytest.param(["-n", "", "apply", "-f", "-"], "--namespace", id="-n before apply"),
+        pytest.param(
+            ["simulate", "-f", "-", "--start", "2026-05-04", "--end", "2026-05-05", "-n", ""],
+            "--namespace",
+            id="simulate -n",
+        ),
+    ],
+)
+def test_an_empty_store_or_namespace_is_refused_naming_the_flag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], flag: str
+) -> None:
+    """`-n "$UNSET_VAR"`: `get` said namespace '' had no CronWorkflows, `simulate` showed
+    nothing with exit 0; `--store ''` used ./cronsource.db. Each is one line now, exit 1,
+    and nothing is stored."""
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(cli, args, input=GOOD)
+    assert r.exit_code == 1, r.output
+    assert r.output.startswith(f"error: {flag}: empty") and r.output.count("\n") == 1, r.output
+    assert not (tmp_path / "cronsource.db").exists()

@@ -194,6 +194,14 @@ def _setter(attr: str) -> Callable[[click.Context, click.Parameter, Any], None]:
     return set_value
 
 
+def _set_namespace(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    """`-n ""` (often `-n "$UNSET_VAR"`) is refused: `get` answered that namespace '' has
+    no CronWorkflows and `simulate` showed nothing at all, exit 0."""
+    if value == "":
+        fail("--namespace: empty (give a namespace, or leave the flag out for default)")
+    _setter("namespace")(ctx, _param, value)
+
+
 def global_options(
     *,
     output: bool = True,
@@ -223,7 +231,7 @@ def global_options(
                 "-n",
                 "--namespace",
                 expose_value=False,
-                callback=_setter("namespace"),
+                callback=_set_namespace,
                 hidden=not namespace,
                 help=namespace_help,
             ),
