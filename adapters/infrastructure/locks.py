@@ -14,6 +14,7 @@ import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from cronsource.adapters.infrastructure.pgpool import broken_connection
 from cronsource.adapters.infrastructure.store.conninfo import with_defaults
 
 if TYPE_CHECKING:
@@ -141,17 +142,22 @@ class AdvisoryLock:
 
         if self._held:
             return True
-        if self._conn is None or self._conn.closed:
-            self._conn = psycopg.connect(
-                with_defaults(self.conninfo, connect_timeout=5), autocommit=True
-            )
-        try:
-            row = self._conn.execute(
-                "SELECT pg_try_advisory_lock(%s, %s)", (PROJECTOR_LOCK_CLASS, self.key)
-            ).fetchone()
-        except psycopg.Error:
-            self.close()  # the server went away, and the lock with the session
-            raise
+        for last in (False, True):
+            if self._conn is None or self._conn.closed:
+                self._conn = psycopg.connect(
+                    with_defaults(self.conninfo, connect_timeout=5), autocommit=True
+                )
+            try:
+                row = self._conn.execute(
+                    "SELECT pg_try_advisory_lock(%s, %s)", (PROJECTOR_LOCK_CLASS, self.key)
+                ).fetchone()
+                break
+            except psycopg.Error as e:
+                self.close()  # the server went away, and the lock with the session
+                # Not held, so nothing was lost with it: a session that died while idle
+                # (the server restarted) is made again once, not a failed command.
+                if last or not broken_connection(e):
+                    raise
         self._held = bool(row and row[0])
         return self._held
 

@@ -8,12 +8,12 @@ anyway and whose indexed reads take well under a millisecond, so one code path f
 PostgreSQL (`PostgresDatabase`): a pool of connections (psycopg_pool), so reads from
 several threads (the HTTP server's worker threads, the scheduler, the projector) run at once
 on connections of their own: nothing in this process serialises them. A connection that
-broke (the server restarted) fails the statement it was taken for, as a per-thread connection
-did; the pool drops it when it comes back broken and opens a new one, and the caller's
-supervisor retries the turn. (The pool's check on every checkout would find it first, at the
-cost of one more round trip per read on the scheduler's and the API's hot paths.) While the
-server is down, a caller waits up to POOL_TIMEOUT for a connection, then gets PoolTimeout
-(an `OperationalError`).
+broke (the server restarted) fails the statement it was taken for; a read then has the pool
+drop every dead idle one and is tried once more (adapters/infrastructure/pgpool.py), and a
+transaction fails, for the caller's supervisor to retry the turn. (The pool's check on every
+checkout would find them first, at the cost of one more round trip per read on the
+scheduler's and the API's hot paths, and of its backoff.) While the server is down, a caller
+waits up to POOL_TIMEOUT for a connection, then gets PoolTimeout (an `OperationalError`).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Protocol
 
+from cronsource.adapters.infrastructure.pgpool import broken_connection, drop_dead
 from cronsource.adapters.infrastructure.readside.dialect import POSTGRESQL, SQLITE, Dialect
 
 #: Connections one process keeps at most for the read model on PostgreSQL: reads beyond that
@@ -142,13 +143,32 @@ class PostgresDatabase:
             return self._pool
 
     def fetch(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        """A read, tried once more on a fresh connection when its connection broke (the
+        server restarted: adapters/infrastructure/pgpool.py)."""
+        statement, values = self.dialect.sql(sql), tuple(args)
+        try:
+            with self._connections().connection() as conn:
+                return list(conn.execute(statement, values).fetchall())
+        except Exception as e:
+            if not broken_connection(e):
+                raise
+            drop_dead(self._connections())
         with self._connections().connection() as conn:
-            return list(conn.execute(self.dialect.sql(sql), tuple(args)).fetchall())
+            return list(conn.execute(statement, values).fetchall())
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:
-        with self._connections().connection() as conn, conn.transaction():
-            yield conn
+        """Not tried again (the caller's block is not ours to repeat), but a broken
+        connection has the pool drop the other dead ones, so the retried turn gets a
+        fresh one."""
+        pool = self._connections()
+        try:
+            with pool.connection() as conn, conn.transaction():
+                yield conn
+        except Exception as e:
+            if broken_connection(e):
+                drop_dead(pool)
+            raise
 
     def separate_connection(self) -> Any:
         import psycopg

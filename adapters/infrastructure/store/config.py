@@ -254,7 +254,11 @@ class StoreConfig:
             # replica took 20 s and more to stop (issue 27, item 3). A healthy server gives a
             # connection in milliseconds.
             "POSTGRES_CONNECT_TIMEOUT": str(POOL_WAIT_SECONDS),
-            "POSTGRES_PRE_PING": "y",
+            # No check as a connection is lent: after a restart it slept a second and more
+            # between dead connections and gave up at the wait above. A statement that
+            # meets a dead one has the pool drop them all and runs again on a fresh one
+            # (adapters/infrastructure/pgpool.py).
+            "POSTGRES_PRE_PING": "n",
             "APPLICATION_RECORDER_TOPIC": f"{RECORDERS}.postgres:PostgresRecorder",
             "CREATE_TABLE": "y" if create_table else "n",
             # Pinned, because eventsourcing also reads the process environment: a stray

@@ -21,7 +21,9 @@ insert), they add:
 
 The library retries a failed insert up to 10 times, each waiting for a connection: a decision
 made before an outage was committed 44 s later as an on-time fire. Here an insert is tried
-once; the caller decides again on what the store holds then (domain/service.py).
+once (on PostgreSQL once more at once, on a fresh connection, when its connection broke:
+adapters/infrastructure/pgpool.py); the caller decides again on what the store holds then
+(domain/service.py).
 
 They are wired in through eventsourcing's own `APPLICATION_RECORDER_TOPIC`
 (adapters/infrastructure/store/config.py), and for `memory:` through `MemoryFactory` (its

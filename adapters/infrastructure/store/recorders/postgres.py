@@ -28,11 +28,13 @@ from psycopg.sql import SQL, Identifier
 from psycopg_pool import PoolTimeout
 
 from cronsource.adapters.clock import SYSTEM_CLOCK
+from cronsource.adapters.infrastructure.pgpool import broken_connection, drop_dead
 from cronsource.adapters.infrastructure.store.config import CONNINFO
 from cronsource.adapters.infrastructure.store.recorders.common import (
     _GAPS,
     _NO_LIMIT,
     MANY_CHUNK,
+    CommitTooLate,
     StaleAppend,
     _columns,
     _deadline_errors,
@@ -50,19 +52,22 @@ _READ_WAIT = 0.2
 
 def _read_twice(read: Callable[..., Any]) -> Callable[..., Any]:
     """`read` tried once more, after _READ_WAIT, when its connection broke (the server
-    restarted). Not when the pool gave no connection within its wait: the store does not
-    answer, and a second wait doubled a step's time, which kept a replica told to stop
-    while the store was down past its grace."""
+    restarted), on a fresh connection: the pool first drops every dead idle one
+    (adapters/infrastructure/pgpool.py). Not when the pool gave no connection within its
+    wait: the store does not answer, and a second wait doubled a step's time, which kept a
+    replica told to stop while the store was down past its grace."""
 
     @functools.wraps(read)
-    def tried(*args: Any, **kwargs: Any) -> Any:
+    def tried(recorder: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            return read(*args, **kwargs)
+            return read(recorder, *args, **kwargs)
         except (InterfaceError, OperationalError) as e:
             if isinstance(e.__cause__, PoolTimeout):
                 raise
+            if broken_connection(e):
+                drop_dead(recorder.datastore.pool)
         SYSTEM_CLOCK.wait(_READ_WAIT)
-        return read(*args, **kwargs)
+        return read(recorder, *args, **kwargs)
 
     return tried
 
@@ -124,13 +129,25 @@ class PostgresRecorder(PostgresApplicationRecorder):
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
         """Insert once, checking each stream's last version (StaleAppend) and this thread's
-        commit deadline (CommitTooLate); never retried here (see the module docstring)."""
+        commit deadline (CommitTooLate); tried again only on a fresh connection when its own
+        broke, within the same deadline (see the package docstring)."""
         _seconds_left()
-        try:
-            with _deadline_errors():
-                return cast(Sequence[int] | None, _PG_INSERT_ONCE(self, stored_events, **kwargs))
-        except _NothingInserted:
-            raise StaleAppend(self._stale(stored_events)) from None
+        for last in (False, True):
+            try:
+                with _deadline_errors():
+                    return cast(
+                        Sequence[int] | None, _PG_INSERT_ONCE(self, stored_events, **kwargs)
+                    )
+            except _NothingInserted:
+                raise StaleAppend(self._stale(stored_events)) from None
+            except (InterfaceError, OperationalError) as e:
+                # Its connection broke (the server restarted): once more on a fresh one.
+                # Safe: an append that did commit before the break is refused as stale.
+                if last or isinstance(e, CommitTooLate) or not broken_connection(e):
+                    raise
+                drop_dead(self.datastore.pool)
+                _seconds_left()  # past its deadline now: CommitTooLate, not a late fire
+        raise AssertionError("unreachable")
 
     def select_events(
         self,
