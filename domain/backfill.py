@@ -69,7 +69,8 @@ class HistoryRemoved(ValueError):
 class BackfillPlan:
     """What to do with each qualifying tick, in tick order.
 
-    `already`: ticks that fired (or are queued) before, never run again. `fire`: start now,
+    `already`: ticks that fired (or are queued) before, never run again; `queued_before`
+    those of them still waiting in the queue of an earlier backfill. `fire`: start now,
     the first of them replacing `replaces` (Replace). `queue`: start later, one by one as
     backfill runs end. `skip`: not run, for `skip_reason`; their earlier decision stands.
     """
@@ -78,6 +79,7 @@ class BackfillPlan:
     parallel: int | None
     candidates: int
     already: tuple[datetime, ...] = ()
+    queued_before: tuple[datetime, ...] = ()
     fire: tuple[datetime, ...] = ()
     replaces: tuple[str, ...] = ()
     queue: tuple[datetime, ...] = ()
@@ -97,13 +99,16 @@ def plan_backfill(
     parallel: int | None,
     active: Sequence[str],
     running_backfills: int,
+    waiting: Collection[datetime] = (),
 ) -> BackfillPlan:
     """Decide, for ticks (ascending) given all at one instant, which run now, which wait and
     which are skipped. `active`: runs active now; `running_backfills`: how many of them are
-    backfill runs (the ones `parallel` limits)."""
+    backfill runs (the ones `parallel` limits); `waiting`: the ticks of `done` an earlier
+    backfill queued and has not started yet (said apart: they have not fired)."""
     already = tuple(t for t in ticks if t in done)
     todo = [t for t in ticks if t not in done]
-    base = BackfillPlan(overlap, parallel, len(ticks), already)
+    queued_before = tuple(t for t in already if t in waiting)
+    base = BackfillPlan(overlap, parallel, len(ticks), already, queued_before)
     if not todo:
         return base
     if overlap == "Forbid":

@@ -1147,6 +1147,7 @@ class CronService(Application[UUID]):
             parallel,
             tuple(agg.active),
             len(agg.backfill_running),
+            waiting=set(agg.backfill_queue),
         )
 
     def run_backfill(
@@ -1212,6 +1213,7 @@ class CronService(Application[UUID]):
             plan.parallel,
             plan.candidates,
             already=tuple(sorted(set(plan.already) | lost)),
+            queued_before=plan.queued_before,
             fire=tuple(fired),
             replaces=plan.replaces,
             queue=queue,

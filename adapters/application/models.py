@@ -268,7 +268,10 @@ class BackfillResult(BaseModel):
     queued: int
     skipped: int
     skipReason: str | None
-    alreadyFired: int
+    alreadyFired: int = Field(description="Ticks in the range that ran before")
+    alreadyQueued: int = Field(
+        description="Ticks in the range an earlier backfill queued and has not started yet"
+    )
     items: list[BackfillItem]
 
 

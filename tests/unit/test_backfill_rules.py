@@ -73,6 +73,18 @@ def _service_with(policy: str) -> tuple[CronService, object]:
     return svc, cron_id
 
 
+def test_ticks_an_earlier_backfill_queued_are_said_apart_from_those_that_fired():
+    """A second Queue backfill over a wider range said "already fired 4" of ticks three of
+    which only waited in the first one's queue."""
+    svc, cron_id = _service_with("Allow")
+    at = T[-1] + timedelta(minutes=31)
+    first = svc.run_backfill(cron_id, T[0], T[3], at, overlap="Queue")
+    assert (first.fire, first.queue, first.queued_before) == ((T[0],), tuple(T[1:4]), ())
+    again = svc.plan_backfill(cron_id, T[0], T[4], overlap="Queue")
+    assert again.already == tuple(T[:4]) and again.queued_before == tuple(T[1:4])
+    assert again.runs == (T[4],)
+
+
 def test_a_queue_drains_one_run_at_a_time_and_survives_a_reload():
     svc, cron_id = _service_with("Forbid")
     at = T[-1] + timedelta(minutes=31)
