@@ -159,6 +159,38 @@ def test_an_action_naming_a_workflow_never_created_is_refused(
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize(
+    ("actions", "said"),
+    [
+        (
+            # 14:10's run ended by its 5m run duration at 14:15: no Failed at 14:20.
+            [{"at": "2026-05-04T14:20:05Z", "complete": {"workflow": "c-1777903800"}}],
+            "actions[0].complete.workflow: Workflow 'c-1777903800' had ended by"
+            " 2026-05-04T14:20:05Z (Succeeded at 2026-05-04T14:15:00Z)",
+        ),
+        (
+            # Removed first, then completed.
+            [
+                {"at": "2026-05-04T14:11:00Z", "removeWorkflow": "c-1777903800"},
+                {"at": "2026-05-04T14:12:00Z", "complete": {"workflow": "c-1777903800"}},
+            ],
+            "actions[1].complete.workflow: Workflow 'c-1777903800' had ended by"
+            " 2026-05-04T14:12:00Z (Deleted at 2026-05-04T14:11:00Z)",
+        ),
+    ],
+)
+def test_completing_a_workflow_that_had_ended_is_refused(
+    actions: list[dict[str, Any]], said: str
+) -> None:
+    """The phase asked for never happened; the preview went on and showed the run's own
+    end."""
+    sc = load_scenario(scenario(*actions, runDuration="5m"))
+    with pytest.raises(ScenarioError) as e:
+        simulate(sc, "memory:")
+    assert str(e.value).startswith(said), e.value
+    assert "\n" not in str(e.value)
+
+
 def test_a_target_fault_for_a_cronworkflow_the_scenario_never_has_is_refused() -> None:
     with pytest.raises(ScenarioError) as e:
         load_scenario(

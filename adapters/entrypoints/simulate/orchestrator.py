@@ -271,8 +271,18 @@ class Simulation:
             self.outage_until = at + parse_duration(a.outage)
         elif a.complete is not None:
             for wf in self._created(i, "complete.workflow", a.complete.workflow, at):
-                if wf.phase == "Running":
-                    wf.phase, wf.finished_at, wf.ends_at = a.complete.phase, at, at
+                if wf.phase != "Running" or wf.ends_at < at:
+                    # It ended first (its run duration, or removed): the phase the action
+                    # asks for never happened, and a preview that went on quietly showed the
+                    # run's own end as if it were the one asked for.
+                    ended = wf.finished_at or wf.deleted_at or wf.ends_at
+                    phase = wf.end_phase if wf.phase == "Running" else wf.phase
+                    raise ScenarioError(
+                        f"actions[{i}].complete.workflow: Workflow {wf.name!r} had ended by"
+                        f" {rfc3339(at)} ({phase} at {rfc3339(ended)}): complete it before"
+                        " then, or give its runs a longer runDuration"
+                    )
+                wf.phase, wf.finished_at, wf.ends_at = a.complete.phase, at, at
         elif a.remove_workflow:
             for wf in self._created(i, "removeWorkflow", a.remove_workflow, at):
                 if wf.deleted_at is None:
