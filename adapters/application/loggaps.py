@@ -39,12 +39,31 @@ class Gap:
 
 
 def find_gaps(engine: Engine) -> list[Gap]:
-    """Every hole in every stream (a full scan of the log)."""
+    """Every hole in every stream (a full scan of the log), but for the versions retention
+    removes on purpose (adapters/runtime/retention.py: the events at or below a stream's
+    second latest snapshot, which no load replays). Those were
+    reported as holes, and `--repair` then recorded them as lost from version 1, a stream no
+    replay could start: every read of the store failed after it."""
     recorder: Any = engine.service.recorder
-    gaps = []
-    for stream, after, before in recorder.gaps():
-        gaps.append(Gap(stream, after, before, _name(engine, stream)))
-    return gaps
+    found = [(stream, after, before) for stream, after, before in recorder.gaps()]
+    covered = _snapshot_versions(engine, {stream for stream, _, _ in found})
+    return [
+        Gap(stream, after, before, _name(engine, stream))
+        for stream, after, before in found
+        if covered.get(stream, 0) < before - 1
+    ]
+
+
+def _snapshot_versions(engine: Engine, streams: set[UUID]) -> dict[UUID, int]:
+    """The version of each stream's second latest snapshot, what retention removes up to (a
+    load falls back to it when the latest cannot be read); streams without one left out."""
+    snapshots = engine.service.snapshots
+    latest = getattr(snapshots.recorder, "select_latest_many", None) if snapshots else None
+    if latest is None or not streams:
+        return {}
+    newest = latest(dict.fromkeys(streams))
+    before = latest({s: stored.originator_version - 1 for s, stored in newest.items()})
+    return {stream: stored.originator_version for stream, stored in before.items()}
 
 
 def _name(engine: Engine, stream: UUID) -> str:

@@ -27,6 +27,7 @@ from tests.unit.test_retention import (  # noqa: F401 (collected here by pytest)
     test_after_retention_a_latest_snapshot_that_cannot_be_read_falls_back_to_the_one_before,
     test_an_active_runs_fire_and_a_pending_backfill_are_kept_whatever_their_age,
     test_old_covered_events_go_and_the_state_stays,
+    test_what_retention_removed_is_no_hole_to_check_or_repair,
 )
 
 

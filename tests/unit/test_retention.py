@@ -16,6 +16,7 @@ from uuid import UUID
 
 import pytest
 
+from cronsource.adapters.application.loggaps import find_gaps
 from cronsource.adapters.infrastructure.localtarget import LocalTarget
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.retention import Retention, RetentionTooShort, check_retain
@@ -86,6 +87,31 @@ def test_old_covered_events_go_and_the_state_stays(engine: Engine) -> None:
     assert retain(engine, end) == 0
     svc.tick([cron_id], end + timedelta(hours=1))
     assert versions(engine, cron_id)[-1] > top
+
+
+@pytest.mark.stores("sqlite", "postgres")
+def test_what_retention_removed_is_no_hole_to_check_or_repair(engine: Engine) -> None:
+    """`check` reported the removed versions as holes (1..300 missing) and `--repair`
+    recorded them as lost from version 1: every read of the store failed after it. A hole
+    above the snapshots is still one."""
+    svc = engine.service
+    cron_id, _ = svc.apply(manifest("hourly"), T0)
+    end = hours(engine, cron_id, 24 * 5)
+    assert retain(engine, end) > 0 and versions(engine, cron_id)[0] > 1
+    assert find_gaps(engine) == []
+    # A hole above what retention may remove (the second latest snapshot) is still one.
+    top = versions(engine, cron_id)[-1]
+    recorder: Any = svc.recorder
+    key: Any = cron_id if engine.config.kind == "postgresql" else cron_id.hex
+    mark = "%s" if engine.config.kind == "postgresql" else "?"
+    with recorder.datastore.transaction(commit=True) as curs:
+        curs.execute(
+            f"DELETE FROM {recorder.events_table_name}"  # noqa: S608
+            f" WHERE originator_id = {mark} AND originator_version = {mark}",
+            (key, top - 1),
+        )
+    (gap,) = find_gaps(engine)
+    assert (gap.stream, gap.missing) == (cron_id, range(top - 1, top))
 
 
 @pytest.mark.stores("sqlite", "postgres")
