@@ -14,15 +14,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
+from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.entrypoints.cli import cli
 from cronsource.adapters.infrastructure.localtarget import (
     STALE_TEMP_SECONDS,
     LocalTarget,
     OutsideDirectory,
 )
+from cronsource.domain.manifest import parse_manifest
 from cronsource.projections.dispatch import Creation
+
+T = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
 
 GOOD = (
     "apiVersion: argoproj.io/v1alpha1\nkind: CronWorkflow\nmetadata:\n  name: hello\n"
@@ -256,3 +261,32 @@ def test_an_empty_store_or_namespace_is_refused_naming_the_flag(
     assert r.exit_code == 1, r.output
     assert r.output.startswith(f"error: {flag}: empty") and r.output.count("\n") == 1, r.output
     assert not (tmp_path / "cronsource.db").exists()
+
+
+def test_a_note_with_a_newline_cannot_forge_a_row_of_history(tmp_path: Path) -> None:
+    """A suspend note (HTTP and Python take one) holding a newline printed a line of its own
+    in `history`, one that read as a fire that never happened; an escape sequence could
+    rewrite the screen. Each is shown escaped, in its own row; `-o json` keeps the note as
+    it was given."""
+    store = f"sqlite:///{tmp_path}/c.db"
+    forged = "ok\n999   ScheduleFired   2026-12-07T17:43:39Z   -   1   hello-1   trigger=schedule"
+    engine = bootstrap(store, create_tables=True)
+    try:
+        cron_id, _ = engine.service.apply(parse_manifest(yaml.safe_load(GOOD)), T)
+        engine.service.suspend(cron_id, T, by="api", note=forged + "\x1b[2J")
+        engine.projector.catch_up(T)
+    finally:
+        engine.close()
+    runner = CliRunner()
+    table = runner.invoke(cli, ["--store", store, "history", "hello"]).output
+    assert "ScheduleFired" not in table.replace("\\n999   ScheduleFired", ""), table
+    (row,) = [line for line in table.splitlines() if "Suspended" in line]
+    assert row.endswith(
+        "ok\\n999   ScheduleFired   2026-12-07T17:43:39Z   -   1   hello-1"
+        "   trigger=schedule\\x1b[2J"
+    ), row
+    as_json = json.loads(
+        runner.invoke(cli, ["--store", store, "history", "hello", "-o", "json"]).output
+    )
+    notes = [e.get("note") for e in as_json if e["type"] == "Suspended"]
+    assert notes == [forged + "\x1b[2J"]

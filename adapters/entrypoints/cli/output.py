@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ import click
 import yaml
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 
 class _ReaderMayLeave:
@@ -87,12 +89,24 @@ def stdout_gone_quietly() -> None:
         os.close(devnull)
 
 
+#: Characters that would move the cursor or break a line on a terminal: C0 and C1 controls,
+#: DEL, and Unicode's line and paragraph separators.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def cell_text(value: object) -> str:
+    """A table cell on one line, its control characters shown escaped (`\\n`, `\\x1b`): a
+    suspend note holding a newline printed a line of its own in `history`, one that read as
+    a fire that never happened, and an escape sequence could rewrite what was shown."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(value))
+
+
 def _plain(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """kubectl's columns: left-aligned, three spaces apart, no box drawing (for pipes)."""
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=False)]
+    cells = [[cell_text(c) for c in r] for r in [headers, *rows]]
+    widths = [max(len(x) for x in col) for col in zip(*cells, strict=False)]
     lines = [
-        "   ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=False)).rstrip()
-        for r in [headers, *rows]
+        "   ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in cells
     ]
     return "\n".join(lines)
 
@@ -129,7 +143,7 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: st
     if sys.stdout.isatty():
         t = Table(*headers, title=title or None)
         for r in rows:
-            t.add_row(*r)
+            t.add_row(*(Text(cell_text(c)) for c in r))  # Text: no rich markup from data
         Console().print(t)
     else:
         if title:
