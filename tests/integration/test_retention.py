@@ -24,6 +24,7 @@ from tests.unit.test_retention import (  # noqa: F401 (collected here by pytest)
     manifest,
     retain,
     target,
+    test_a_cronworkflow_whose_audit_retention_removed_still_exists_for_history,
     test_after_retention_a_latest_snapshot_that_cannot_be_read_falls_back_to_the_one_before,
     test_an_active_runs_fire_and_a_pending_backfill_are_kept_whatever_their_age,
     test_old_covered_events_go_and_the_state_stays,

@@ -139,7 +139,8 @@ def test_whether_a_namespace_held_cronworkflows_is_an_index_search(tmp_path: Any
         view = engine.view
         assert view.has_namespace("team-a") and not view.has_namespace("team-b")
         assert view.audit_namespaces() == ["team-a"]
-        plan = view.db.fetch("EXPLAIN QUERY PLAN " + view.HAS_NAMESPACE, ("team-a",))
-        assert [row[-1] for row in plan if "SCAN" in row[-1]] == [], plan
+        plan = view.db.fetch("EXPLAIN QUERY PLAN " + view.HAS_NAMESPACE, ("team-a", "team-a"))
+        scans = [row[-1] for row in plan if "SCAN" in row[-1]]
+        assert scans in ([], ["SCAN CONSTANT ROW"]), plan  # SELECT 1 WHERE EXISTS: no table
     finally:
         engine.close()

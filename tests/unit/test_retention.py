@@ -115,6 +115,26 @@ def test_what_retention_removed_is_no_hole_to_check_or_repair(engine: Engine) ->
 
 
 @pytest.mark.stores("sqlite", "postgres")
+def test_a_cronworkflow_whose_audit_retention_removed_still_exists_for_history(
+    engine: Engine,
+) -> None:
+    """All of a quiet CronWorkflow's audit rows were older than the window: `history` said
+    its namespace had no CronWorkflows, and the HTTP history 404, while `get` showed it."""
+    svc = engine.service
+    quiet, _ = svc.apply(manifest("quiet", namespace="team-q"), T0)
+    busy, _ = svc.apply(manifest("busy"), T0)
+    hours(engine, quiet, 3)
+    svc.suspend(quiet, T0 + timedelta(hours=4), by="test")
+    end = hours(engine, busy, 24 * 5)
+    assert retain(engine, end) > 0
+    view = engine.view
+    assert not [r for r in view.audit() if r.namespace == "team-q"], "its audit is gone"
+    assert view.has_namespace("team-q") and "team-q" in view.audit_namespaces()
+    assert view.ever_existed("team-q", "quiet")
+    assert not view.has_namespace("team-x") and not view.ever_existed("team-q", "loud")
+
+
+@pytest.mark.stores("sqlite", "postgres")
 def test_an_active_runs_fire_and_a_pending_backfill_are_kept_whatever_their_age(
     engine: Engine,
 ) -> None:

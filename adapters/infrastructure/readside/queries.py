@@ -217,16 +217,26 @@ class Queries(Observations):
 
     def audit_namespaces(self) -> list[str]:
         """Every namespace that ever held a CronWorkflow, sorted (a scan of the whole audit:
-        for error messages; `has_namespace` answers whether one did)."""
-        rows = self._query("SELECT DISTINCT namespace FROM cronsource_audit")
+        for error messages; `has_namespace` answers whether one did). The CronWorkflows'
+        own rows (deleted ones too) count as well: retention removes the audit rows of its
+        window, and with them a namespace whose CronWorkflows were all older."""
+        rows = self._query(
+            "SELECT namespace FROM cronsource_status UNION SELECT namespace FROM cronsource_audit"
+        )
         return sorted(r[0] for r in rows)
 
-    #: An index search (cronsource_audit_cron), whatever the size of the audit.
-    HAS_NAMESPACE = "SELECT 1 FROM cronsource_audit WHERE namespace = ? LIMIT 1"
+    #: Index searches (the status table's key, cronsource_audit_cron), whatever the size of
+    #: the audit.
+    HAS_NAMESPACE = (
+        "SELECT 1 WHERE EXISTS (SELECT 1 FROM cronsource_status WHERE namespace = ?)"
+        " OR EXISTS (SELECT 1 FROM cronsource_audit WHERE namespace = ?)"
+    )
 
     def has_namespace(self, namespace: str) -> bool:
-        """Whether this namespace ever held a CronWorkflow."""
-        return bool(self._query(self.HAS_NAMESPACE, (namespace,)))
+        """Whether this namespace ever held a CronWorkflow: its status rows (kept for deleted
+        ones) or its audit rows (retention may have removed all of those: `history` then
+        denied a namespace `get` showed)."""
+        return bool(self._query(self.HAS_NAMESPACE, (namespace, namespace)))
 
     # ------------------------------------------------------------------ HTTP API
 
@@ -240,9 +250,13 @@ class Queries(Observations):
         return status_from_row(rows[0]) if rows else None
 
     def ever_existed(self, namespace: str, name: str) -> bool:
+        """Whether a CronWorkflow of this name ever existed here: its status row (kept when
+        deleted) or its audit rows, which retention may have removed all of."""
         rows = self._query(
-            "SELECT 1 FROM cronsource_audit WHERE namespace = ? AND name = ? LIMIT 1",
-            (namespace, name),
+            "SELECT 1 WHERE EXISTS (SELECT 1 FROM cronsource_status WHERE namespace = ?"
+            " AND name = ?) OR EXISTS (SELECT 1 FROM cronsource_audit WHERE namespace = ?"
+            " AND name = ?)",
+            (namespace, name, namespace, name),
         )
         return bool(rows)
 
