@@ -8,7 +8,7 @@ client wrote it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import get_args
 
 from cronsource.adapters.infrastructure.readside.queries import EventFilter
@@ -118,7 +118,18 @@ def event_filter(
     u = parse_time(until, "until", zone) if until else None
     if s and u and u < s:
         raise FieldError("until", "is before since")
-    return EventFilter(namespace, name, s, u, tuple(types), tuple(reasons), after, limit)
+    return EventFilter(
+        namespace, name, s, through_second(u), tuple(types), tuple(reasons), after, limit
+    )
+
+
+def through_second(until: datetime | None) -> datetime | None:
+    """An audit query's end, `until` given to the second, as the end of that second: events
+    are shown to the second, and one shown at T (stored at T and a half) is at T for whoever
+    copies T into `--until`; it was left out."""
+    if until is None or until.microsecond:
+        return until
+    return until + timedelta(seconds=1) - timedelta(microseconds=1)
 
 
 def check_range(since: datetime | None, until: datetime | None) -> None:

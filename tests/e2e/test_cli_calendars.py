@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_cli_first_hour import cs, one_error_line
+from tests.integration.test_cli_first_hour import cs, one_error_line, stored
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -50,11 +50,6 @@ data:
 """
 
 
-def stored(store: str) -> list[object]:
-    items: list[object] = json.loads(cs("list", "-o", "json", store=store).stdout)["items"]
-    return items
-
-
 @pytest.mark.parametrize(
     ("files", "expected"),
     [
@@ -89,7 +84,8 @@ def test_bad_input_is_one_line_naming_the_field_and_nothing_is_stored(
     line = one_error_line(cs("apply", "-f", str(f), store=store))
     assert expected in line, line
     assert stored(store) == []
-    assert json.loads(cs("calendars", "-o", "json", store=store).stdout) == []
+    if (tmp_path / "cs.db").exists():  # a read does not make a store: none made, no calendar
+        assert json.loads(cs("calendars", "-o", "json", store=store).stdout) == []
 
 
 def test_a_bad_calendar_beside_a_good_cronworkflow_stores_neither(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_cli_first_hour import EXE, ROOT, cs, one_error_line
+from tests.integration.test_cli_first_hour import EXE, ROOT, cs, one_error_line, stored
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -54,8 +54,7 @@ def test_a_bad_threshold_is_one_line_naming_the_annotation_and_nothing_is_stored
     assert PAUSE in line and f"(value: {value!r})" in line, line
     assert "metadata.annotations" in line, line
     if command == "apply":
-        listed = cs("list", "-o", "json", store=store)
-        assert json.loads(listed.stdout)["items"] == []
+        assert stored(store) == []
 
 
 def _get(store: str) -> dict[str, Any]:

@@ -10,13 +10,14 @@ import json
 import os
 import re
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import yaml
 from click.testing import CliRunner
 
+from cronsource.adapters.application.inputs import event_filter
 from cronsource.adapters.bootstrap import bootstrap
 from cronsource.adapters.entrypoints.cli import cli
 from cronsource.adapters.infrastructure.localtarget import (
@@ -136,7 +137,7 @@ def test_apply_n_refuses_a_file_of_another_namespace_and_applies_nothing(tmp_pat
     assert r.exit_code == 1, r.output
     assert "the namespace from the provided object 'team' (hello) does not match" in r.output
     listed = CliRunner().invoke(cli, [*store, "get", "-A"])
-    assert "No resources found" in listed.output, listed.output
+    assert "does not exist" in listed.output, listed.output  # not even the store was made
     ok = CliRunner().invoke(cli, [*store, "-n", "team", "apply", "-f", str(tmp_path / "a.yaml")])
     assert ok.exit_code == 0, ok.output
 
@@ -290,3 +291,56 @@ def test_a_note_with_a_newline_cannot_forge_a_row_of_history(tmp_path: Path) -> 
     )
     notes = [e.get("note") for e in as_json if e["type"] == "Suspended"]
     assert notes == [forged + "\x1b[2J"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["get", "-A"],
+        ["list"],
+        ["history", "-A"],
+        ["why", "a", "--at", "2026-05-04"],
+        ["next", "a"],
+        ["calendars"],
+        ["replicas"],
+    ],
+)
+def test_a_read_at_a_mistyped_store_path_says_so_and_creates_nothing(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """`get -A` on a mistyped path printed 'No resources found', exit 0, and left an empty
+    store there; export already refused."""
+    typo = tmp_path / "typo.db"
+    r = CliRunner().invoke(cli, ["--store", f"sqlite:///{typo}", *command])
+    assert r.exit_code == 1, r.output
+    assert r.output == (
+        f"error: SQLite store {typo} does not exist (a mistyped path? `cronsource migrate`,"
+        " `apply` or `run` creates it)\n"
+    )
+    assert not typo.exists()
+
+
+def test_until_a_time_shown_takes_the_events_shown_at_it(tmp_path: Path) -> None:
+    """history shows times to the second; an event stored at 10:00:00.52 is shown at
+    10:00:00Z, and `--until 2026-05-04T10:00:00Z` (the time copied from the table) left it
+    out. The HTTP `until` is read the same way."""
+    store = f"sqlite:///{tmp_path}/c.db"
+    at = T + timedelta(milliseconds=520)
+    engine = bootstrap(store, create_tables=True)
+    try:
+        engine.service.apply(parse_manifest(yaml.safe_load(GOOD)), at)
+        engine.projector.catch_up(at)
+    finally:
+        engine.close()
+    shown = "2026-05-04T10:00:00Z"
+    runner = CliRunner()
+    table = runner.invoke(cli, ["--store", store, "history", "hello"]).output
+    assert shown in table, table
+    until = runner.invoke(cli, ["--store", store, "history", "hello", "--until", shown]).output
+    assert "CronWorkflowCreated" in until, until
+    before = runner.invoke(
+        cli, ["--store", store, "history", "hello", "--until", "2026-05-04T09:59:59Z"]
+    ).output
+    assert "CronWorkflowCreated" not in before, before
+    page = event_filter("default", "hello", None, shown, (), (), 0, 10)
+    assert page.until == at.replace(microsecond=999999)

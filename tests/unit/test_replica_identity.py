@@ -196,6 +196,7 @@ def test_an_event_written_before_decided_by_reads_as_none(engine: Engine) -> Non
 
 def test_replicas_on_sqlite_with_no_run_says_so(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path}/c.db"
+    assert CliRunner().invoke(cli, ["--store", store, "migrate"]).exit_code == 0
     res = CliRunner().invoke(cli, ["--store", store, "replicas"])
     assert res.exit_code == 0, res.output
     assert "no replica running" in res.output
@@ -207,7 +208,7 @@ def test_replicas_on_sqlite_lists_the_run_holding_the_file(tmp_path: Path) -> No
     from cronsource.adapters.infrastructure.locks import FileLock
 
     store = f"sqlite:///{tmp_path}/c.db"
-    CliRunner().invoke(cli, ["--store", store, "replicas"])  # creates the store
+    assert CliRunner().invoke(cli, ["--store", store, "migrate"]).exit_code == 0
     held = FileLock(f"{tmp_path}/c.db.projector-lock", "laptop:4242")  # as `run` holds it
     assert held.try_acquire()
     try:

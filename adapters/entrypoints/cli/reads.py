@@ -15,6 +15,7 @@ from cronsource.adapters.application.inputs import (
     EVENT_TYPES,
     SKIP_REASONS,
     FieldError,
+    through_second,
     written_wall,
 )
 from cronsource.adapters.application.operations import Operations
@@ -161,7 +162,7 @@ def _conditions_cell(status: dict[str, Any]) -> str:
 
 
 def _list(obj: Ctx) -> None:
-    with obj.operations(notice=True) as ops:
+    with obj.operations(notice=True, must_exist=True) as ops:
         check_namespace(ops, obj)
         rows = selected(ops, obj, None if obj.all_namespaces else obj.ns)
     emit(_list_view(rows, obj), obj.output)
@@ -224,7 +225,7 @@ def get(names: tuple[str, ...]) -> None:
         _list(obj)
         return
     rows, missing = [], []
-    with obj.operations(notice=True) as ops:
+    with obj.operations(notice=True, must_exist=True) as ops:
         for n in names:
             try:
                 rows.append(ops.status(obj.ns, n))
@@ -333,7 +334,7 @@ def history(
             parse_time(value, flag)  # bad text: refused before the store is opened
     want_types = tuple(_event_type(t) for t in types)
     want_reasons = {_reason(r) for r in reasons}
-    with obj.operations() as ops:
+    with obj.operations(must_exist=True) as ops:
         check_namespace(ops, obj)
         ns = None if obj.all_namespaces and not name else obj.ns
         if name and not ops.ever_existed(obj.ns, name):
@@ -343,7 +344,7 @@ def history(
         u = parse_time(until, "--until", zone) if until else None
         if s and u and u < s:
             fail(f"--until {until} is before --since {since}")
-        rows = ops.history(ns, name, since=s, until=u, types=want_types)
+        rows = ops.history(ns, name, since=s, until=through_second(u), types=want_types)
         kept_from = ops.kept_from()
         if kept_from is not None and (s is None or s < kept_from):
             click.echo(f"note: {removed_before(kept_from)}", err=True)
@@ -365,7 +366,7 @@ def why(name: str, at_: str) -> None:
     pending, not a tick) and the event behind it (the query of GET .../decision)."""
     obj = _obj()
     parse_time(at_, "--at")  # bad text: refused before the store is opened
-    with obj.operations() as ops:
+    with obj.operations(must_exist=True) as ops:
         t = parse_time(at_, "--at", ops.time_zone(obj.ns, name))
         try:
             d = ops.why(obj.ns, name, t, wall=written_wall(at_))
@@ -393,7 +394,7 @@ def next_cmd(name: str, count: int) -> None:
     """The next N fire times, in the CronWorkflow's zone and in UTC."""
     obj = _obj()
     t0 = now()
-    with obj.operations() as ops:
+    with obj.operations(must_exist=True) as ops:
         try:
             tz, data = ops.next_times(obj.ns, name, count, t0)
         except NotFound as e:
@@ -434,7 +435,7 @@ def calendars(names: tuple[str, ...]) -> None:
     """Calendars (ConfigMaps labelled cronsource.io/calendar) and their versions: what an
     Excluded skip names. Deleted ones are listed as such (their streams stay)."""
     obj = _obj()
-    with obj.operations() as ops:
+    with obj.operations(must_exist=True) as ops:
         namespace = None if obj.all_namespaces else obj.ns
         found = ops.calendars(namespace, list(names) if names else None)
     if names and not [c for c in found if not c["deleted"]]:
@@ -478,7 +479,7 @@ def replicas() -> None:
     leases and the advisory locks; SQLite: the one `run` on the file, if any)."""
     obj = _obj()
     t0 = now()
-    with obj.operations() as ops:
+    with obj.operations(must_exist=True) as ops:
         found = ops.replicas()
     data = [
         dict(
