@@ -114,6 +114,13 @@ def export_cmd(before: str, output_file: str) -> None:
             if out is not sys.stdout:
                 with contextlib.suppress(OSError):
                     out.close()
+        if output_file == "-":
+            with contextlib.suppress(OSError):
+                sys.stdout.flush()  # a reader that left after the last write is found here
+            if reader_gone():
+                # Quiet, as every command whose reader left (`| head`), and never "exported
+                # N": what went into the pipe was not all read.
+                return
     click.echo(f"exported {written} event(s) before {rfc3339(until)}", err=True)
 
 
