@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from cronsource.adapters.application.explain import explain, removed_before
 from cronsource.adapters.application.inputs import check_range, event_filter
@@ -141,4 +141,35 @@ class AuditReads:
             if shift is not None:
                 at = shift.tick
         rows = queries.decisions_at(namespace, name, at)
-        return explain(agg, at, rows, queries.kept_from(), shift=shift)
+        then = self._as_of(agg, at) if agg is not None and at <= agg.baseline else None
+        return explain(agg, at, rows, queries.kept_from(), shift=shift, then=then)
+
+    def _as_of(self, agg: CronWorkflow, at: datetime) -> CronWorkflow | None:
+        """The CronWorkflow as it was at `at` (its last event at or before it), to judge a
+        time before its schedule last changed by the schedule then in force: judged by
+        today's, a tick of the old schedule was NotATick. None before its first event, or
+        when the log no longer holds that version (retention). A binary search over the
+        stream's event times: a few one-event reads, whatever its length."""
+        svc = self.engine.service
+        decode = svc.mapper.to_domain_event
+
+        def time_of(version: int) -> datetime | None:
+            stored = svc.recorder.select_events(agg.id, gt=version - 1, limit=1)
+            event: Any = decode(stored[0]) if stored else None
+            return cast(datetime, event.timestamp) if event is not None else None
+
+        first = time_of(1)
+        if first is None or first > at:
+            return None
+        low, high = 1, agg.version
+        while low < high:
+            mid = (low + high + 1) // 2
+            t = time_of(mid)
+            if t is not None and t <= at:
+                low = mid
+            else:
+                high = mid - 1
+        try:
+            return cast(CronWorkflow, svc.repository.get(agg.id, version=low))
+        except Exception:
+            return None

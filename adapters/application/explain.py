@@ -41,13 +41,16 @@ def explain(
     decisions: list[AuditRow],
     kept_from: datetime | None = None,
     shift: DstShift | None = None,
+    then: CronWorkflow | None = None,
 ) -> dict[str, Any]:
     """Why the CronWorkflow did or did not run at `t`, and what DST did to that tick (`dst`):
     `shift` is given when the time asked was a wall time inside a gap and `t` the tick that
-    ran for it; otherwise it is read from the live schedule."""
+    ran for it; otherwise it is read from the live schedule. `then`: the CronWorkflow as it
+    was at `t`, when `t` is at or before its last schedule change (its schedule then judges
+    whether `t` was a tick)."""
     if shift is None and agg is not None:
         shift = agg.schedule.dst_shift(t)
-    out = _explain(agg, t, decisions, kept_from)
+    out = _explain(agg, t, decisions, kept_from, then)
     if shift is not None:
         out["dst"] = shift.as_dict()
         out["explanation"] = f"DST: the tick at {dst_words(shift)}; {out['explanation']}"
@@ -59,6 +62,7 @@ def _explain(
     t: datetime,
     decisions: list[AuditRow],
     kept_from: datetime | None = None,
+    then: CronWorkflow | None = None,
 ) -> dict[str, Any]:
     """Why the CronWorkflow did or did not run at `t`.
 
@@ -141,6 +145,10 @@ def _explain(
         out["outcome"] = "Unknown"
         out["explanation"] = "no decision is recorded for this time and no live CronWorkflow"
         return out
+    if then is not None and t <= agg.baseline:
+        if then.baseline < t:
+            return _under_old_schedule(out, then, t, agg.baseline)
+        agg = then  # at or before its baseline then: NotScheduled names that one
     is_tick = agg.schedule.next_after(t - SMALLEST_STEP) == t
     if is_tick and t in agg.backfill_queue:
         out["outcome"] = "Pending"
@@ -188,6 +196,30 @@ def _explain(
     else:
         out["outcome"] = "Unknown"
         out["explanation"] = "no decision is recorded for this tick"
+    return out
+
+
+def _under_old_schedule(
+    out: dict[str, Any], then: CronWorkflow, t: datetime, changed: datetime
+) -> dict[str, Any]:
+    """`t` lies before the schedule last changed (at `changed`), under the one then in force:
+    whether it was a tick is that schedule's to say, not today's."""
+    nxt = then.schedule.next_after(t - SMALLEST_STEP)
+    if nxt != t:
+        nxt = then.schedule.next_after(t)
+        out["outcome"] = "NotATick"
+        out["nextTick"] = rfc3339_exact(nxt) if nxt <= changed else None
+        out["explanation"] = "the schedule in force then had no tick at this time; " + (
+            f"its next was {rfc3339_exact(nxt)}"
+            if nxt <= changed
+            else f"it changed at {rfc3339(changed)} before its next"
+        )
+        return out
+    out["outcome"] = "Unknown"
+    out["explanation"] = (
+        "no decision is recorded for this tick of the schedule in force then (it changed at"
+        f" {rfc3339(changed)})"
+    )
     return out
 
 

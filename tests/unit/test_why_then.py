@@ -1,0 +1,46 @@
+"""`why` about a time before the schedule last changed: judged by the schedule then in force
+(adapters/application/audit.py `_as_of`). Judged by today's, 00:15 under a `*/30` schedule
+since made hourly said NotATick with the next tick at 01:00, though 00:30 ran."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from cronsource.adapters.application.operations import Operations
+from cronsource.adapters.bootstrap import bootstrap
+from cronsource.domain.manifest import parse_manifest
+from tests.http_helpers import manifest
+from tests.instants import T0
+
+
+def test_why_reads_a_time_before_a_schedule_change_by_the_schedule_then(tmp_path: Path) -> None:
+    engine = bootstrap(f"sqlite:///{tmp_path / 'c.db'}", create_tables=True)
+    try:
+        svc = engine.service
+        cron_id, _ = svc.apply(parse_manifest(manifest("etl", "*/30 * * * *")), T0)
+        for k in range(1, 5):  # 00:30 .. 02:00 fire
+            svc.tick([cron_id], T0 + timedelta(minutes=30 * k))
+        changed = T0 + timedelta(hours=2, minutes=10)
+        svc.apply(parse_manifest(manifest("etl", "0 * * * *")), changed)
+        engine.projector.catch_up(changed)
+        ops = Operations(engine)
+
+        between = ops.why("default", "etl", T0 + timedelta(minutes=15))
+        assert between["outcome"] == "NotATick"
+        assert between["nextTick"].startswith(
+            (T0 + timedelta(minutes=30)).strftime("%Y-%m-%dT%H:%M")
+        )
+        assert "in force then" in between["explanation"]
+        # A tick of the old schedule that ran is still Fired (its decision is recorded).
+        ran = ops.why("default", "etl", T0 + timedelta(minutes=30))
+        assert ran["outcome"] == "Fired"
+        # After the change, today's schedule judges.
+        after = ops.why("default", "etl", changed + timedelta(minutes=20))
+        assert after["outcome"] == "NotATick" and "in force then" not in after["explanation"]
+        # At the creation itself: NotScheduled, naming the creation, not the later change.
+        created = ops.why("default", "etl", T0)
+        assert created["outcome"] == "NotScheduled"
+        assert created["explanation"].startswith(f"at or before {T0:%Y-%m-%dT%H:%M:%S}Z")
+    finally:
+        engine.close()
