@@ -35,7 +35,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ from cronsource.domain.service import event_type
 from tests import pgserver
 from tests.faults.crashy_run import POINTS
 from tests.faults.harness import (
+    NAMESPACE,
     CronLog,
     Locks,
     Replica,
@@ -152,27 +153,50 @@ def poll_locks(url: str, until_monotonic: float, done: Callable[[Locks], bool]) 
     return None
 
 
+def apply_between_ticks(url: str, docs: list[dict[str, Any]]) -> None:
+    """Create these `@every 2s` CronWorkflows in a second of the other parity than the ones
+    already there (their creation times, to the second, one odd and one even)."""
+    engine = bootstrap(url)
+    try:
+        svc = engine.service
+        anchor = int(svc.find(NAMESPACE, "r000").baseline.timestamp())  # its creation
+        second = int(time.time()) + 1
+        if (second - anchor) % 2 == 0:
+            second += 1
+        time.sleep(max(0.0, second + 0.05 - time.time()))
+        at = datetime.fromtimestamp(second + 0.05, UTC)
+        for doc in docs:
+            svc.apply(parse_manifest(doc), at)
+    finally:
+        engine.close()
+
+
 @pytest.fixture(scope="module")
 def three_replica_run(
     pg_server_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ThreeReplicaRun]:
     """Three `cronsource run` replicas share one store and one workflows directory, with 200
-    `@every 2s` CronWorkflows (one multi-document file, no starting deadline, history limit
-    1000 so nothing is pruned). replica-1 gets SIGKILL at 20 s and is started again at 40 s;
-    at 60 s all get SIGTERM. Whoever has not exited after GRACE_SECONDS gets SIGKILL, as the
-    kubelet would do. Then the projections are caught up, as a restarted replica would."""
+    `@every 2s` CronWorkflows (no starting deadline, history limit 1000 so nothing is
+    pruned): 100 in the replicas' multi-document file, 100 applied once they run, so that
+    the two halves tick in alternate seconds (`apply_between_ticks`). replica-1 gets SIGKILL
+    at 20 s and is started again at 40 s; at 60 s all get SIGTERM. Whoever has not exited
+    after GRACE_SECONDS gets SIGKILL, as the kubelet would do. Then the projections are
+    caught up, as a restarted replica would."""
     url = pgserver.fresh_database(pg_server_url)
     tmp = tmp_path_factory.mktemp("three-replicas")
     replicas: list[Replica] = []
     try:
         migrate(url)
-        manifest = write_manifests(
-            tmp / "crons.yaml",
-            (
-                cron_manifest(f"r{i:03d}", "@every 2s", successfulJobsHistoryLimit=1000)
-                for i in range(CRONS)
-            ),
-        )
+        crons = [
+            cron_manifest(f"r{i:03d}", "@every 2s", successfulJobsHistoryLimit=1000)
+            for i in range(CRONS)
+        ]
+        # The replicas apply the first half from their file; the second half is applied in
+        # the second between two of the first half's ticks (below). `@every` ticks on whole
+        # seconds from the creation (as robfig's Every), so the halves alternate, and the
+        # load is the 100 fires every second this scenario is about, not 200 at one instant
+        # every other second (how fast a burst of one schedule goes is bench's to measure).
+        manifest = write_manifests(tmp / "crons.yaml", crons[: CRONS // 2])
         wf_dir = tmp / "workflows"
         replicas = [
             Replica(f"replica-{i}", url, manifest, wf_dir, tmp) for i in range(1, REPLICAS + 1)
@@ -187,6 +211,7 @@ def three_replica_run(
             r.start()
         for r in replicas:
             r.wait_running(KILL_AT)
+        apply_between_ticks(url, crons[CRONS // 2 :])
 
         until(KILL_AT)
         before_kill = advisory_locks(url)
