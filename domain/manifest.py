@@ -53,7 +53,7 @@ from cronsource.domain.schedule import (
     zone_conflict,
 )
 from cronsource.domain.whentemplate import unknown_when_names, validate_when
-from cronsource.domain.workflowspec import workflow_spec_problem
+from cronsource.domain.workflowspec import json_type, workflow_spec_problem
 
 #: Longest CronWorkflow name: `<name>-<10-digit unix seconds>` must fit Kubernetes' 63.
 MAX_NAME_LENGTH = 52
@@ -486,27 +486,11 @@ def is_other_kind(data: object) -> bool:
     return isinstance(kind, str) and kind not in ("", "CronWorkflow")
 
 
-def document_kind(data: object) -> str:
-    """What a document that is no mapping is, in the words of the YAML or JSON it came in
-    (a user wrote `null` or a list, never a Python `NoneType`)."""
-    if data is None:
-        return "null"
-    if isinstance(data, bool):
-        return "a boolean"
-    if isinstance(data, int | float):
-        return "a number"
-    if isinstance(data, str):
-        return "a string"
-    if isinstance(data, list | tuple):
-        return "a list"
-    return "a mapping" if isinstance(data, dict) else f"a {type(data).__name__}"
-
-
 def parse_manifest(data: object, source: str = "") -> CronWorkflowManifest:
     """Admit one manifest document, or raise ManifestError naming every bad field."""
     if not isinstance(data, dict):
         raise ManifestError(
-            [f"<document>: a CronWorkflow manifest must be a mapping, got {document_kind(data)}"],
+            [f"<document>: a CronWorkflow manifest must be a mapping, got {json_type(data)}"],
             source,
         )
     if (too_big := object_size_problem(data)) is not None:

@@ -201,7 +201,9 @@ def workflow_spec_problem(
 # --------------------------------------------------------------------------- decoding
 
 
-def _json_type(value: object) -> str:
+def json_type(value: object) -> str:
+    """A value's type in JSON's words, as Go's decoder names it in its errors (`null`,
+    `array`, `object`): what a user wrote, never a Python class name."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -233,7 +235,7 @@ def _fits(value: object, kind: str) -> bool:
 
 def _decode(spec: object) -> None:
     if not isinstance(spec, Mapping):
-        raise _Problem(f"{_ROOT}: must be an object, got {_json_type(spec)}")
+        raise _Problem(f"{_ROOT}: must be an object, got {json_type(spec)}")
     _decode_object(spec, _WORKFLOW_SPEC, _ROOT, "")
 
 
@@ -248,7 +250,7 @@ def _decode_object(
             raise _Problem(f'unknown field "{where}"')
         if not _fits(value, kind):
             raise _Problem(
-                f"{where}: json: cannot unmarshal {_json_type(value)} into Go struct field "
+                f"{where}: json: cannot unmarshal {json_type(value)} into Go struct field "
                 f"{where} of type {'int or string' if kind == _IS else kind}"
             )
         sub = f"{rel}.{name}" if rel else name
@@ -260,7 +262,7 @@ def _decode_object(
                     continue
                 if not isinstance(item, Mapping):
                     raise _Problem(
-                        f"{where}[{i}]: json: cannot unmarshal {_json_type(item)} into Go "
+                        f"{where}[{i}]: json: cannot unmarshal {json_type(item)} into Go "
                         f"struct field {where} of type object"
                     )
                 _decode_object(item, _LISTS[sub], f"{where}[{i}]", sub)

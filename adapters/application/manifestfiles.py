@@ -34,11 +34,11 @@ from cronsource.domain.calendars import (
 from cronsource.domain.manifest import (
     CronWorkflowManifest,
     ManifestError,
-    document_kind,
     is_other_kind,
     name_warnings,
     parse_manifest,
 )
+from cronsource.domain.workflowspec import json_type
 
 SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -210,7 +210,9 @@ def admit_files(
                     shown = f"kind {kind:.60}"
                 else:
                     shown = (
-                        "a document without a kind" if isinstance(doc, dict) else document_kind(doc)
+                        "a document without a kind"
+                        if isinstance(doc, dict)
+                        else f"a document of type {json_type(doc)}"
                     )
                 out.skipped.append((source, shown))
                 continue

@@ -511,12 +511,13 @@ def test_an_if_match_that_is_no_entity_tag_is_refused_naming_it(
 
 @pytest.mark.parametrize(
     ("body", "said"),
-    [("null", "null"), ("[1]", "a list"), ("3", "a number"), ('"x"', "a string")],
+    [("null", "null"), ("[1]", "array"), ("3", "number"), ('"x"', "string")],
 )
 def test_a_body_that_is_no_mapping_is_named_in_jsons_words(
     client: TestClient, engine: Engine, body: str, said: str
 ) -> None:
-    """A create whose body is JSON `null` said "got NoneType", Python's name for it."""
+    """A create whose body is JSON `null` said "got NoneType", Python's name for it; the
+    words are Go's decoder's, as the workflowSpec's errors say them."""
     head = engine.service.recorder.max_notification_id()
     refused = client.post(CW, content=body, headers={"Content-Type": "application/json"})
     detail = problem_of(refused, 422)["detail"]
