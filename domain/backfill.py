@@ -87,6 +87,11 @@ class BackfillPlan:
     skip_reason: str = ""
 
     @property
+    def fired_before(self) -> tuple[datetime, ...]:
+        """The ticks of `already` that ran (the rest wait in an earlier backfill's queue)."""
+        return tuple(t for t in self.already if t not in self.queued_before)
+
+    @property
     def runs(self) -> tuple[datetime, ...]:
         """Every tick this backfill starts, now or later."""
         return tuple(sorted(self.fire + self.queue))

@@ -141,7 +141,8 @@ class AuditReads:
             if shift is not None:
                 at = shift.tick
         rows = queries.decisions_at(namespace, name, at)
-        then = self._as_of(agg, at) if agg is not None and at <= agg.baseline else None
+        # Only asked when no decision answers (explain reads `then` only then).
+        then = self._as_of(agg, at) if agg is not None and not rows and at <= agg.baseline else None
         return explain(agg, at, rows, queries.kept_from(), shift=shift, then=then)
 
     def _as_of(self, agg: CronWorkflow, at: datetime) -> CronWorkflow | None:

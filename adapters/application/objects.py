@@ -41,7 +41,7 @@ def backfill_result(name: str, plan: BackfillPlan, dry_run: bool) -> dict[str, A
         "queued": 0 if dry_run else len(plan.queue),
         "skipped": len(plan.skip),
         "skipReason": plan.skip_reason or None,
-        "alreadyFired": len(plan.already) - len(plan.queued_before),
+        "alreadyFired": len(plan.fired_before),
         "alreadyQueued": len(plan.queued_before),
         "items": [
             {"scheduledTime": rfc3339(t), "workflow": workflow_name(name, t), "action": a}

@@ -51,7 +51,7 @@ def backfill_summary(ref: str, plan: BackfillPlan, dry_run: bool, pending_after:
         f" {verb} {len(plan.runs)} ({', '.join(parts)}; overlap {plan.overlap}: {how}),"
         f" skipped {len(plan.skip)}"
         + (f" ({plan.skip_reason})" if plan.skip else "")
-        + f", already fired {len(plan.already) - len(plan.queued_before)}"
+        + f", already fired {len(plan.fired_before)}"
         + (f", already queued {len(plan.queued_before)}" if plan.queued_before else "")
     )
     if plan.skip and plan.overlap in ("Forbid", "Replace"):
