@@ -211,3 +211,23 @@ def test_replicas_is_an_integer_itself(value: Any) -> None:
     with pytest.raises(ScenarioError) as e:
         load_scenario(scenario(replicas=value))
     assert str(e.value).startswith("replicas: Input should be a valid integer"), e.value
+
+
+def test_a_scenario_that_applies_no_cronworkflow_is_refused() -> None:
+    """Two empty tables and exit 0 read as "nothing would run" when the manifests were
+    missing (a list left empty, a key misspelled in a generated file)."""
+    with pytest.raises(ScenarioError) as e:
+        load_scenario({"start": START, "end": END, "cronWorkflows": []})
+    assert str(e.value).startswith("cronWorkflows: the scenario applies no CronWorkflow")
+
+
+def test_a_scenario_whose_cronworkflows_come_by_an_apply_action_runs() -> None:
+    sc = load_scenario(
+        {
+            "start": START,
+            "end": END,
+            "actions": [{"at": "2026-05-04T14:05:00Z", "apply": cron("later")}],
+        }
+    )
+    names = {w["cronWorkflow"] for w in simulate(sc, "memory:")["workflows"]}
+    assert names == {"later"}

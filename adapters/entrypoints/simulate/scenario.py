@@ -243,6 +243,14 @@ def load_scenario(data: object) -> Scenario:
                     f" not found in namespace {ns} (no calendar ConfigMap of that name is"
                     " applied by then in the scenario)"
                 )
+    if not identities:
+        # As `simulate -f` refuses a file of no documents and `kubectl apply` one of no
+        # objects: a scenario that never applies a CronWorkflow printed two empty tables and
+        # exited 0, which read as "nothing would run" when the manifests were simply missing.
+        raise ScenarioError(
+            "cronWorkflows: the scenario applies no CronWorkflow (neither in cronWorkflows"
+            " nor by an apply action): nothing to simulate"
+        )
     _actions_name_what_exists(sc, identities)
     _bound_ticks(sc)
     return sc
