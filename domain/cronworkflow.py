@@ -1394,10 +1394,7 @@ class CronWorkflow(Aggregate):
 
     def _prune_history(self, at: datetime) -> None:
         spec = self.spec_model
-        keep_ok = (
-            3 if spec.successful_jobs_history_limit is None else spec.successful_jobs_history_limit
-        )
-        keep_bad = 1 if spec.failed_jobs_history_limit is None else spec.failed_jobs_history_limit
+        keep_ok, keep_bad = spec.kept_succeeded, spec.kept_failed
         ok = sorted((f for f in self.finished if f[1] == "Succeeded"), key=lambda f: f[2])
         bad = sorted((f for f in self.finished if f[1] != "Succeeded"), key=lambda f: f[2])
         doomed = [f[0] for f in ok[: max(0, len(ok) - keep_ok)]]

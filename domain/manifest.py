@@ -323,12 +323,17 @@ class CronWorkflowSpec(_Model):
     when: str | None = None
     stop_strategy: StopStrategy | None = None
 
-    @field_validator("successful_jobs_history_limit", "failed_jobs_history_limit")
-    @classmethod
-    def _negative_limit_is_the_default(cls, v: int | None) -> int | None:
-        """Argo's enforceHistoryLimit keeps its default (3 successful, 1 failed) for a
-        negative limit, and its CRD has no minimum: read one as unset."""
-        return None if v is not None and v < 0 else v
+    @property
+    def kept_succeeded(self) -> int:
+        """Finished successful Workflows kept: Argo's enforceHistoryLimit keeps its default
+        (3) for an unset or negative limit, and its CRD has no minimum, so a negative one is
+        stored as written (`get -o yaml` shows what was applied) and read as unset."""
+        return _limit(self.successful_jobs_history_limit, 3)
+
+    @property
+    def kept_failed(self) -> int:
+        """Finished failed Workflows kept: 1 for an unset or negative limit, as Argo."""
+        return _limit(self.failed_jobs_history_limit, 1)
 
     @field_validator("schedule")
     @classmethod
@@ -521,6 +526,27 @@ def _over_budget(m: CronWorkflowManifest) -> list[str]:
         )
         if problem is not None:
             out.append(f"{field}: {problem}")
+    return out
+
+
+def _limit(v: int | None, default: int) -> int:
+    return default if v is None or v < 0 else v
+
+
+def manifest_warnings(m: CronWorkflowManifest) -> list[str]:
+    """What Argo admits but reads otherwise than it is written: the names below, and a
+    negative history limit, which keeps the default (it read as "keep none")."""
+    spec = m.spec
+    out = name_warnings(m)
+    for field, v, default in (
+        ("successfulJobsHistoryLimit", spec.successful_jobs_history_limit, 3),
+        ("failedJobsHistoryLimit", spec.failed_jobs_history_limit, 1),
+    ):
+        if v is not None and v < 0:
+            out.append(
+                f"spec.{field}: {v} is negative: Argo and cronsource keep the default"
+                f" ({default}); 0 keeps none"
+            )
     return out
 
 

@@ -35,7 +35,7 @@ from cronsource.domain.manifest import (
     CronWorkflowManifest,
     ManifestError,
     is_other_kind,
-    name_warnings,
+    manifest_warnings,
     parse_manifest,
 )
 from cronsource.domain.workflowspec import json_type
@@ -223,7 +223,7 @@ def admit_files(
             except ManifestError as e:
                 out.bad(path, [f"{source}: {p}" for p in e.problems])
                 continue
-            warnings = [f"{source}: {w}" for w in name_warnings(manifest)]
+            warnings = [f"{source}: {w}" for w in manifest_warnings(manifest)]
             if strict and warnings:
                 out.bad(path, [f"{w} (--strict)" for w in warnings])
                 continue

@@ -589,6 +589,12 @@ def _run_minutes(svc: CronService, cron_id: UUID, minutes: int) -> list[str]:
             [[1], [2]],
             id="0 keeps none",
         ),
+        pytest.param(
+            {"successfulJobsHistoryLimit": -1, "failedJobsHistoryLimit": -2},
+            [(1, "Succeeded"), (2, "Failed"), (3, "Succeeded"), (4, "Failed")],
+            [[2]],
+            id="negative keeps the defaults, as Argo",
+        ),
     ],
 )
 def test_history_limits_prune_the_oldest_finished_runs(

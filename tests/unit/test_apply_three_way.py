@@ -93,11 +93,10 @@ def test_a_cli_suspend_survives_reapplying_a_file_that_says_suspend_false() -> N
 
 
 @pytest.mark.parametrize("field", ["successfulJobsHistoryLimit", "failedJobsHistoryLimit"])
-def test_a_negative_history_limit_then_dropped_is_unchanged_and_warns_of_nothing(
-    field: str,
-) -> None:
-    """Admission reads a negative limit as unset (as Argo does): the record did keep a null
-    for it, which the next apply without the field took for a value another writer removed."""
+def test_a_negative_history_limit_then_dropped_warns_of_no_conflict(field: str) -> None:
+    """A negative limit is kept as written (Argo reads it as unset, and so do we): the same
+    file again changes nothing, and a file without the field is the user's own change, not a
+    value another writer removed."""
     svc = service()
     cron_id = applied(svc, manifest(**{field: -1}), "10:00:30")
     version = svc.load(cron_id).version
@@ -106,8 +105,8 @@ def test_a_negative_history_limit_then_dropped_is_unchanged_and_warns_of_nothing
     dropped = svc.apply_config(manifest(), at("10:20:00"))
 
     assert (again.what, again.notes) == ("unchanged", ())
-    assert (dropped.what, dropped.notes) == ("unchanged", ())
-    assert types(svc, cron_id, after=version) == []
+    assert (dropped.what, dropped.notes) == ("updated", ())
+    assert types(svc, cron_id, after=version) == ["SpecUpdated"]
 
 
 def test_force_conflicts_takes_the_files_suspend_false() -> None:

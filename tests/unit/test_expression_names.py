@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cronsource.domain.expressions.names import unknown_names
-from cronsource.domain.manifest import name_warnings, parse_manifest
+from cronsource.domain.manifest import manifest_warnings, name_warnings, parse_manifest
 from cronsource.domain.whentemplate import unknown_when_names
 
 TYPOS = [
@@ -135,3 +135,29 @@ def test_a_manifest_names_the_field_of_each_unknown_name() -> None:
         "spec.stopStrategy.expression: cronworkflow.sucess is not a variable Argo defines"
         " (nearest: cronworkflow.succeeded)",
     ]
+
+
+def test_a_negative_history_limit_is_warned_of_as_the_default_it_keeps() -> None:
+    """Argo admits a negative limit and keeps its default: a user who wrote -1 for "keep
+    none" (or "keep all") learns it at lint and apply, not after the first prune."""
+    m = parse_manifest(
+        {
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "CronWorkflow",
+            "metadata": {"name": "c"},
+            "spec": {
+                "schedule": "* * * * *",
+                "successfulJobsHistoryLimit": -1,
+                "failedJobsHistoryLimit": 0,
+                "workflowSpec": {
+                    "entrypoint": "main",
+                    "templates": [{"name": "main", "container": {"image": "busybox"}}],
+                },
+            },
+        }
+    )
+    assert manifest_warnings(m) == [
+        "spec.successfulJobsHistoryLimit: -1 is negative: Argo and cronsource keep the"
+        " default (3); 0 keeps none"
+    ]
+    assert m.spec.kept_succeeded == 3 and m.spec.kept_failed == 0

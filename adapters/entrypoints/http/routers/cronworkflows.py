@@ -48,7 +48,7 @@ from cronsource.adapters.entrypoints.http.params import (
 )
 from cronsource.adapters.entrypoints.http.problems import ApiError, problem_responses, to_problem
 from cronsource.adapters.entrypoints.http.replies import answer, current, log_command, warn
-from cronsource.domain.manifest import CronWorkflowManifest, name_warnings
+from cronsource.domain.manifest import CronWorkflowManifest, manifest_warnings
 from cronsource.domain.service import AlreadyExists
 
 T = TypeVar("T")
@@ -124,7 +124,7 @@ async def create(
             raise refused from None
         row = current(ops, queries, namespace, name)
         log_command("created", namespace, name, row.version)
-        warn(response, name_warnings(manifest))
+        warn(response, manifest_warnings(manifest))
         response.headers["Location"] = f"/api/v1/namespaces/{namespace}/cronworkflows/{name}"
         return answer(response, row, 201)
 
@@ -198,7 +198,7 @@ async def replace(
         what = ops.apply(manifest, expected=expected, must_exist=True).what
         row = current(ops, queries, namespace, name)
         log_command(what, namespace, name, row.version)
-        warn(response, name_warnings(manifest))
+        warn(response, manifest_warnings(manifest))
         return answer(response, row)
 
     return await bounded(run, settings.request_timeout)
@@ -282,7 +282,7 @@ async def patch(
         )
         row = current(ops, queries, namespace, name)
         log_command(result.what, namespace, name, row.version)
-        warn(response, [*name_warnings(manifest), *result.notes])
+        warn(response, [*manifest_warnings(manifest), *result.notes])
         if result.what == "created":
             response.headers["Location"] = f"/api/v1/namespaces/{namespace}/cronworkflows/{name}"
         return answer(response, row, 201 if result.what == "created" else 200)
