@@ -201,6 +201,18 @@ class Operations(AuditReads):
             if name in calendar_names(row.metadata.get("annotations") or {})
         ]
 
+    def calendar_deleted_warnings(self, namespace: str, name: str) -> list[str]:
+        """What a delete of calendar `name` says beside its answer (CLI and HTTP): the
+        delete itself is silent, and the ticks of every CronWorkflow that names it skip
+        from now on."""
+        users = self.calendar_users(namespace, name)
+        if not users:
+            return []
+        return [
+            f"calendar {name} is named by {len(users)} CronWorkflow(s) ({', '.join(users)}):"
+            " their ticks are skipped as SpecError until it exists again or the annotation goes"
+        ]
+
     def apply_calendar(self, spec: CalendarSpec) -> tuple[int, str]:
         """Create or update a calendar; (its version, created/updated/unchanged)."""
         with self._settled():

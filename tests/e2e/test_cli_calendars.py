@@ -155,3 +155,41 @@ def test_apply_next_and_why_show_the_calendar_and_its_version(tmp_path: Path) ->
     why = cs("why", "nightly", "--at", "2026-12-25T14:00:00Z", store=store)
     assert why.returncode == 0, why.stderr
     assert "excluded by calendar holidays (version 2): 2026-12-25" in why.stdout
+
+
+def test_delete_f_deletes_the_calendar_a_file_applies_and_says_who_names_it(
+    tmp_path: Path,
+) -> None:
+    """A calendar came in by `apply -f` and could be deleted only over HTTP: `delete -f` is
+    kubectl's way back. A CronWorkflow that still names it is warned of (its ticks skip as
+    SpecError from now on); a second delete is NotFound, exit 1, nothing changed."""
+    store = f"sqlite:///{tmp_path / 'cs.db'}"
+    both, cal = tmp_path / "both.yaml", tmp_path / "cal.yaml"
+    both.write_text(
+        calendar("2026-12-25") + "---\n" + cronworkflow("    cronsource.io/calendars: holidays")
+    )
+    cal.write_text(calendar("2026-12-25"))
+    assert cs("apply", "-f", str(both), store=store).returncode == 0
+
+    deleted = cs("delete", "-f", str(cal), store=store)
+    assert deleted.returncode == 0, deleted.stderr
+    assert deleted.stdout.strip() == "calendar/holidays deleted (version 2)"
+    assert deleted.stderr.strip() == (
+        "warning: calendar holidays is named by 1 CronWorkflow(s) (nightly): their ticks are"
+        " skipped as SpecError until it exists again or the annotation goes"
+    )
+    [listed] = json.loads(cs("calendars", "-o", "json", store=store).stdout)
+    assert (listed["version"], listed["deleted"]) == (2, True)
+    assert "calendar default/holidays not found" in one_error_line(
+        cs("delete", "-f", str(cal), store=store)
+    )
+
+    # The whole file: the CronWorkflow first, so no warning; -o name as kubectl.
+    assert cs("apply", "-f", str(both), store=store).returncode == 0
+    again = cs("delete", "-f", str(both), "-o", "name", store=store)
+    assert (again.returncode, again.stderr) == (0, "")
+    assert again.stdout.split() == ["cronworkflow.argoproj.io/nightly", "calendar/holidays"]
+    assert stored(store) == []
+    assert "not several of them" in one_error_line(
+        cs("delete", "nightly", "-f", str(both), store=store)
+    )

@@ -24,6 +24,7 @@ from cronsource.adapters.entrypoints.cli.context import (
 from cronsource.adapters.entrypoints.cli.output import View, emit, no_resources, one_or_list
 from cronsource.adapters.entrypoints.cli.reads import selected
 from cronsource.adapters.entrypoints.cli.registry import cli, name_argument
+from cronsource.domain.calendars import CalendarSpec
 from cronsource.domain.cronworkflow import manual_workflow_name
 from cronsource.domain.service import NotFound
 
@@ -126,10 +127,24 @@ def resume(names: tuple[str, ...]) -> None:
 
 @cli.command()
 @name_argument(required=False, many=True)
+@click.option(
+    "-f",
+    "--filename",
+    "files",
+    multiple=True,
+    help="delete what these files apply (CronWorkflows and calendars), as `kubectl delete -f`:"
+    " file, directory or -",
+)
 @global_options()
-def delete(names: tuple[str, ...]) -> None:
+def delete(names: tuple[str, ...], files: tuple[str, ...]) -> None:
     """Delete; the history stays queryable (alias rm). `-o json|yaml` prints each
-    CronWorkflow as it was just before it was deleted."""
+    CronWorkflow as it was just before it was deleted. `-f FILE` deletes the objects a file
+    applies, calendars too (the only way to delete one from the CLI)."""
+    if files:
+        if names or _obj().selector:
+            fail("delete: give names, -l SELECTOR or -f FILE, not several of them")
+        _delete_files(files)
+        return
     machine = _obj().output in ("json", "yaml")
 
     def do(ops: Operations, ns: str, name: str) -> Done:
@@ -138,6 +153,57 @@ def delete(names: tuple[str, ...]) -> None:
         return Done(f"{KIND}/{name} deleted", last)
 
     _each(names, do)
+
+
+def _delete_files(files: tuple[str, ...]) -> None:
+    """`delete -f`: each CronWorkflow and calendar the files hold, by namespace and name, in
+    file order; one that is not there is an `error:` line and exit 1 after the others, as
+    `kubectl delete -f` says NotFound and goes on."""
+    from cronsource.adapters.entrypoints.cli.admission import _same_namespace, admit
+
+    obj = _obj()
+    calendars: list[CalendarSpec] = []
+    manifests = admit(files, obj.namespace, with_calendars=calendars)
+    if obj.namespace is not None:
+        _same_namespace(obj.namespace, [m.metadata for m in manifests] + calendars)
+    machine = obj.output in ("json", "yaml")
+    items: list[dict[str, Any]] = []
+    missing = 0
+    with obj.operations(settle_each=machine) as ops:
+        for m in manifests:
+            ns, name = m.metadata.namespace, m.metadata.name
+            try:
+                last = ops.status(ns, name).as_object() if machine else None
+                ops.delete(ns, name)
+            except NotFound as e:
+                click.echo(f"error: {e}", err=True)
+                missing += 1
+                continue
+            items += [last] if last is not None else []
+            _said(obj, f"{KIND}/{name}", f"{KIND}/{name} deleted")
+        for c in calendars:
+            before = ops.calendars(c.namespace, [c.name]) if machine else []
+            try:
+                version = ops.delete_calendar(c.namespace, c.name)
+            except NotFound as e:
+                click.echo(f"error: {e}", err=True)
+                missing += 1
+                continue
+            items += before
+            _said(obj, f"calendar/{c.name}", f"calendar/{c.name} deleted (version {version})")
+            for line in ops.calendar_deleted_warnings(c.namespace, c.name):
+                click.echo(f"warning: {line}", err=True)
+    if machine and (items or not missing):
+        emit(View(one_or_list(items, listed=len(items) != 1), [], []), obj.output)
+    if missing:
+        sys.exit(1)
+
+
+def _said(obj: Ctx, name: str, message: str) -> None:
+    if obj.output == "name":
+        click.echo(name)
+    elif obj.output not in ("json", "yaml"):
+        click.echo(message)
 
 
 def _check_request_id(request_id: str) -> None:

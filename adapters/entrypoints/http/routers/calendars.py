@@ -78,16 +78,6 @@ def get(namespace: Namespace, name: Name, ops: Ops) -> dict[str, Any]:
 def delete(namespace: Namespace, name: Name, ops: Ops, response: Response) -> dict[str, Any]:
     version = ops.delete_calendar(namespace, name)
     log_command("calendar deleted", namespace, name, version)
-    users = ops.calendar_users(namespace, name)
-    if users:
-        # Said, as the API server says an admission warning: the delete was silent, and
-        # the ticks of every CronWorkflow that names it skip from now on.
-        warn(
-            response,
-            [
-                f"calendar {name} is named by {len(users)} CronWorkflow(s) ({', '.join(users)}):"
-                " their ticks are skipped as SpecError until it exists again or the"
-                " annotation goes"
-            ],
-        )
+    # Said, as the API server says an admission warning (see calendar_deleted_warnings).
+    warn(response, ops.calendar_deleted_warnings(namespace, name))
     return ops.calendar(namespace, name)
