@@ -165,10 +165,9 @@ def _explain(
         )
     elif t <= agg.baseline:
         out["outcome"] = "NotScheduled"
-        out["explanation"] = (
-            f"at or before {rfc3339(agg.baseline)}, when the CronWorkflow was created or its"
-            " schedule last changed: the scheduler never runs ticks before that; a backfill"
-            " can (cronsource backfill, POST .../backfill)"
+        out["explanation"] = f"{_not_scheduled_since(agg, t)}: the scheduler never runs ticks"
+        out["explanation"] += (
+            " before that; a backfill can (cronsource backfill, POST .../backfill)"
         )
     elif t > agg.decided_until:
         out["outcome"] = "Pending"
@@ -197,6 +196,21 @@ def _explain(
         out["outcome"] = "Unknown"
         out["explanation"] = "no decision is recorded for this tick"
     return out
+
+
+def _not_scheduled_since(agg: CronWorkflow, t: datetime) -> str:
+    """When the scheduler's first tick after `t` came: the creation when `t` is before it or
+    nothing moved the baseline since (it said "created or its schedule last changed" for
+    a time years before the CronWorkflow existed)."""
+    created = agg.created_on
+    if t < created:
+        return f"before {rfc3339(created)}, when the CronWorkflow was created"
+    if agg.baseline == created:
+        return f"at {rfc3339(created)}, when the CronWorkflow was created"
+    return (
+        f"at or before {rfc3339(agg.baseline)}, when its schedule last changed (or Argo's"
+        " cron controller last ran it, for one handed over)"
+    )
 
 
 def _under_old_schedule(

@@ -41,6 +41,14 @@ def test_why_reads_a_time_before_a_schedule_change_by_the_schedule_then(tmp_path
         # At the creation itself: NotScheduled, naming the creation, not the later change.
         created = ops.why("default", "etl", T0)
         assert created["outcome"] == "NotScheduled"
-        assert created["explanation"].startswith(f"at or before {T0:%Y-%m-%dT%H:%M:%S}Z")
+        assert created["explanation"].startswith(
+            f"at {T0:%Y-%m-%dT%H:%M:%S}Z, when the CronWorkflow was created:"
+        )
+        # Years before it existed: named as before its creation, not as "at or before".
+        before = ops.why("default", "etl", T0 - timedelta(days=3 * 365))
+        assert before["outcome"] == "NotScheduled"
+        assert before["explanation"].startswith(
+            f"before {T0:%Y-%m-%dT%H:%M:%S}Z, when the CronWorkflow was created:"
+        )
     finally:
         engine.close()
