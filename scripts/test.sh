@@ -113,13 +113,14 @@ fi
 # Most tests wait on processes, servers and clocks more than they compute: two at a time (one
 # per core) halves their wall time. Those that time the machine or themselves (marker `solo`,
 # tests/conftest.py) run after, one at a time, with both cores to themselves. A selection
-# (ARGS) may fall wholly in one of the two; it fails only if neither ran anything.
+# (ARGS) may fall wholly in one of the two; it fails only if neither ran anything. Each phase
+# names its slowest tests: a cold run must stay under 45 minutes, and this says where it goes.
 echo "== pytest: unit, integration and e2e, in two processes (all but the solo tests)"
 rc_shared=0
-.venv/bin/pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not solo" "$@" || rc_shared=$?
+.venv/bin/pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not solo" --durations=15 "$@" || rc_shared=$?
 echo "== pytest: the solo tests, one at a time"
 rc_solo=0
-.venv/bin/pytest -q -p no:cacheprovider -m solo "$@" || rc_solo=$?
+.venv/bin/pytest -q -p no:cacheprovider -m solo --durations=30 "$@" || rc_solo=$?
 # Exit 5 is "no test selected": fine for one phase of a selection, not for both.
 if (( rc_shared == 5 && rc_solo == 5 )); then
     echo "no test selected" >&2
