@@ -184,11 +184,12 @@ def test_delete_f_deletes_the_calendar_a_file_applies_and_says_who_names_it(
         cs("delete", "-f", str(cal), store=store)
     )
 
-    # The whole file: the CronWorkflow first, so no warning; -o name as kubectl.
-    assert cs("apply", "-f", str(both), store=store).returncode == 0
+    # The whole file: the CronWorkflow first, so no warning; -o name as `calendars -o name`.
+    named = cs("apply", "-f", str(both), "-o", "name", store=store)
+    assert named.stdout.split() == ["configmap/holidays", "cronworkflow.argoproj.io/nightly"]
     again = cs("delete", "-f", str(both), "-o", "name", store=store)
     assert (again.returncode, again.stderr) == (0, "")
-    assert again.stdout.split() == ["cronworkflow.argoproj.io/nightly", "calendar/holidays"]
+    assert again.stdout.split() == ["cronworkflow.argoproj.io/nightly", "configmap/holidays"]
     assert stored(store) == []
     assert "not several of them" in one_error_line(
         cs("delete", "nightly", "-f", str(both), store=store)

@@ -83,7 +83,7 @@ def admit(
     return [m for _, m in got.manifests]
 
 
-def _same_namespace(namespace: str, objects: Sequence[Any]) -> None:
+def same_namespace(namespace: str, objects: Sequence[Any]) -> None:
     """`-n` names the namespace of a file's objects that name none; one that names another
     is refused before anything is applied, as `kubectl apply -n` refuses it (its message):
     applying it in its own namespace, as before, put it where the user did not look."""
@@ -136,7 +136,7 @@ def apply(files: tuple[str, ...], force: bool) -> None:
     calendars: list[CalendarSpec] = []
     manifests = admit(files, obj.namespace, with_calendars=calendars)
     if obj.namespace is not None:
-        _same_namespace(obj.namespace, [m.metadata for m in manifests] + calendars)
+        same_namespace(obj.namespace, [m.metadata for m in manifests] + calendars)
     machine = obj.output in ("json", "yaml")
     items: list[dict[str, Any]] = []
 
@@ -151,6 +151,8 @@ def apply(files: tuple[str, ...], force: bool) -> None:
         def calendar_applied(c: CalendarSpec, version: int, what: str) -> None:
             if machine:
                 items.extend(ops.calendars(c.namespace, [c.name]))
+            elif obj.output == "name":  # as `calendars -o name` and kubectl name a ConfigMap
+                click.echo(f"configmap/{c.name}")
             else:
                 click.echo(f"calendar/{c.name} {what} (version {version})")
 

@@ -159,13 +159,13 @@ def _delete_files(files: tuple[str, ...]) -> None:
     """`delete -f`: each CronWorkflow and calendar the files hold, by namespace and name, in
     file order; one that is not there is an `error:` line and exit 1 after the others, as
     `kubectl delete -f` says NotFound and goes on."""
-    from cronsource.adapters.entrypoints.cli.admission import _same_namespace, admit
+    from cronsource.adapters.entrypoints.cli.admission import admit, same_namespace
 
     obj = _obj()
     calendars: list[CalendarSpec] = []
     manifests = admit(files, obj.namespace, with_calendars=calendars)
     if obj.namespace is not None:
-        _same_namespace(obj.namespace, [m.metadata for m in manifests] + calendars)
+        same_namespace(obj.namespace, [m.metadata for m in manifests] + calendars)
     machine = obj.output in ("json", "yaml")
     items: list[dict[str, Any]] = []
     missing = 0
@@ -190,7 +190,7 @@ def _delete_files(files: tuple[str, ...]) -> None:
                 missing += 1
                 continue
             items += before
-            _said(obj, f"calendar/{c.name}", f"calendar/{c.name} deleted (version {version})")
+            _said(obj, f"configmap/{c.name}", f"calendar/{c.name} deleted (version {version})")
             for line in ops.calendar_deleted_warnings(c.namespace, c.name):
                 click.echo(f"warning: {line}", err=True)
     if machine and (items or not missing):
