@@ -98,7 +98,14 @@ class Queries(Observations):
     ) -> tuple[set[datetime], int]:
         """Scheduled times in [start, end] that fired (or whose run was recovered) for this
         stream, manual runs left out, and the stream version the status view has projected
-        (events after it are not in the audit yet): what a backfill must not fire again."""
+        (events after it are not in the audit yet): what a backfill must not fire again.
+
+        The version is read first. Read after the audit rows, a projection committed between
+        the two reads gave a version past rows the audit read had not seen, the caller's read
+        of the stream after that version skipped them too, and a backfill queued ticks that
+        had fired (they fired again when the queue drained). Read first, the audit holds at
+        least what the version covers; a projection in between only repeats a tick."""
+        version = self._query("SELECT version FROM cronsource_status WHERE cron_id = ?", (cron_id,))
         rows = self._query(
             "SELECT scheduled_time, detail FROM cronsource_audit WHERE cron_id = ?"
             " AND type IN ('ScheduleFired', 'RunRecovered')"
@@ -110,7 +117,6 @@ class Queries(Observations):
             for r in rows
             if json.loads(r[1]).get("trigger") != "manual" and (t := dt(r[0])) is not None
         }
-        version = self._query("SELECT version FROM cronsource_status WHERE cron_id = ?", (cron_id,))
         return ticks, int(version[0][0]) if version else 0
 
     def kept_from(self) -> datetime | None:
