@@ -137,7 +137,8 @@ def _explain(
                 # Recorded since ScheduleSkipped v2: what `when` saw when it said false.
                 out["explanation"] += f"; when {expression!r} read {_values(s.detail)}"
         return out
-    if kept_from is not None and t < kept_from:
+    # A tick a backfill still holds in its queue is kept whatever its age: Pending, below.
+    if kept_from is not None and t < kept_from and (agg is None or t not in agg.backfill_queue):
         out["outcome"] = "Removed"
         out["explanation"] = removed_before(kept_from)
         return out

@@ -17,6 +17,7 @@ from uuid import UUID
 import pytest
 
 from cronsource.adapters.application.loggaps import find_gaps
+from cronsource.adapters.application.operations import Operations
 from cronsource.adapters.infrastructure.localtarget import LocalTarget
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.retention import Retention, RetentionTooShort, check_retain
@@ -166,6 +167,9 @@ def test_an_active_runs_fire_and_a_pending_backfill_are_kept_whatever_their_age(
     )
     assert svc.load(queued).backfill_queue == list(plan.queue)
     assert len(engine.view.audit(name="runs")) < 3 * 24 * 5, "nothing of the rest was removed"
+    # `why` about a queued tick says Pending (queued by a backfill), not Removed.
+    why = Operations(engine).why("default", "queued", plan.queue[0])
+    assert why["outcome"] == "Pending" and "queued by a backfill" in why["explanation"], why
 
 
 @pytest.mark.parametrize(
