@@ -109,3 +109,16 @@ def _go_nanoseconds(s: str, text: str) -> int:
         if fraction:
             total += int(float(fraction) * (float(unit) / scale))
     return -total if negative else total
+
+
+def format_duration(d: timedelta) -> str:
+    """`1.5s`, `60s`, `25m`, `1h2m3s`: a duration as a person reads it in a message (not
+    Python's `3 days, 0:00:00`)."""
+    seconds = d.total_seconds()
+    if seconds < 10:
+        return f"{seconds:.3g}s"
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    h, rest = divmod(round(seconds), 3600)
+    m, s = divmod(rest, 60)
+    return "".join(f"{v}{unit}" for v, unit in ((h, "h"), (m, "m"), (s, "s")) if v)

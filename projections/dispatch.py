@@ -34,6 +34,7 @@ from cronsource.domain.cronworkflow import (
     CronWorkflow,
 )
 from cronsource.domain.decisions import DEFAULT_LATE_TOLERANCE
+from cronsource.domain.durations import format_duration
 from cronsource.domain.service import event_type
 from cronsource.projections.readmodel import AggregateFollower, rfc3339
 
@@ -184,18 +185,6 @@ def start_deadline(agg: CronWorkflow, trigger: str, late_tolerance: timedelta) -
     return agg.policy(late_tolerance).deadline or late_tolerance
 
 
-def _duration(d: timedelta) -> str:
-    """`1.5s`, `60s`, `25m`, `1h2m3s`: a delay as a person reads it in a message."""
-    seconds = d.total_seconds()
-    if seconds < 10:
-        return f"{seconds:.3g}s"
-    if seconds < 120:
-        return f"{seconds:.0f}s"
-    h, rest = divmod(round(seconds), 3600)
-    m, s = divmod(rest, 60)
-    return "".join(f"{v}{unit}" for v, unit in ((h, "h"), (m, "m"), (s, "s")) if v)
-
-
 def not_started_message(
     agg: CronWorkflow, late: timedelta, deadline: timedelta, late_tolerance: timedelta
 ) -> str:
@@ -205,11 +194,12 @@ def not_started_message(
     source = (
         f"startingDeadlineSeconds: {d}"
         if d
-        else f"the late tolerance of {_duration(late_tolerance)}; startingDeadlineSeconds is unset"
+        else f"the late tolerance of {format_duration(late_tolerance)};"
+        " startingDeadlineSeconds is unset"
     )
     return (
-        f"the dispatcher reached it {_duration(late)} after its tick, past its starting"
-        f" deadline of {_duration(deadline)} ({source})"
+        f"the dispatcher reached it {format_duration(late)} after its tick, past its starting"
+        f" deadline of {format_duration(deadline)} ({source})"
     )
 
 
@@ -665,9 +655,9 @@ class Dispatcher:
                 " dispatcher has nowhere to record that it was given up"
             )
         bound = (
-            f"its starting deadline of {_duration(deadline)}"
+            f"its starting deadline of {format_duration(deadline)}"
             if deadline is not None
-            else f"{_duration(RETRY_WITHOUT_DEADLINE)} of retries"
+            else f"{format_duration(RETRY_WITHOUT_DEADLINE)} of retries"
         )
         attempts = "1 attempt" if tried.count == 1 else f"{tried.count} attempts"
         self.on_failure(

@@ -33,6 +33,7 @@ from typing import Any
 
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.domain.cronworkflow import CronWorkflow
+from cronsource.domain.durations import format_duration
 
 log = logging.getLogger("cronsource")
 
@@ -75,6 +76,27 @@ class Retention:
         self.removed = 0
         #: Whether the last pass stopped for want of time before the window's end.
         self.behind = False
+        #: The deadline the window was last widened to (`_window`), to say it once.
+        self._widened_to: timedelta | None = None
+
+    def _window(self) -> timedelta:
+        """The retention, or the longest startingDeadlineSeconds of the live CronWorkflows
+        when that is longer: start-up refuses such a `--retain` (check_retain), but a
+        CronWorkflow applied since may set one, and its catch-up must still find its ticks'
+        history. Said once per deadline that widens the window."""
+        deadline = timedelta(seconds=self.engine.view.longest_deadline())
+        if deadline <= self.retain:
+            return self.retain
+        if deadline != self._widened_to:
+            self._widened_to = deadline
+            log.warning(
+                "retention: a CronWorkflow's startingDeadlineSeconds (%ds) is longer than"
+                " --retain %s: events are kept for %s; a restart refuses this --retain",
+                deadline.total_seconds(),
+                format_duration(self.retain),
+                format_duration(deadline),
+            )
+        return deadline
 
     def step(self, now: datetime, more_time: Callable[[], bool]) -> int:
         """Remove what the window no longer needs, batch by batch while `more_time()`;
@@ -84,7 +106,7 @@ class Retention:
         recorder: Any = engine.service.recorder
         if snapshots is None or not hasattr(recorder, "remove_covered"):
             return 0  # `memory:`: the process's lifetime is the retention
-        cutoff = now - self.retain
+        cutoff = now - self._window()
         if self._full_pass_at is None or now - self._full_pass_at >= FULL_PASS:
             # Once a day from the start of the log again: what a pass left behind (an
             # active run's fire since ended, events a snapshot covers only now) goes too.
@@ -126,7 +148,7 @@ class Retention:
                 "retention: removed %d events older than %s (kept: %s)",
                 removed,
                 cutoff.isoformat(timespec="seconds"),
-                self.retain,
+                format_duration(self.retain),
             )
         return removed
 

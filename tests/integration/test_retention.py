@@ -17,6 +17,7 @@ import pytest
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.domain.backfill import HistoryRemoved
 from tests.faults.harness import cronsource_bin
+from tests.http_helpers import manifest as manifest_document
 from tests.instants import T0
 from tests.unit.test_retention import (  # noqa: F401 (collected here by pytest)
     RETAIN,
@@ -25,6 +26,7 @@ from tests.unit.test_retention import (  # noqa: F401 (collected here by pytest)
     retain,
     target,
     test_a_cronworkflow_whose_audit_retention_removed_still_exists_for_history,
+    test_a_deadline_applied_after_start_widens_the_window_it_needs,
     test_after_retention_a_latest_snapshot_that_cannot_be_read_falls_back_to_the_one_before,
     test_an_active_runs_fire_and_a_pending_backfill_are_kept_whatever_their_age,
     test_old_covered_events_go_and_the_state_stays,
@@ -151,3 +153,30 @@ def test_export_names_its_file_when_it_cannot_write_it(
     )
     assert done.returncode == 1 and done.stderr.startswith(said), done.stderr
     assert not (tmp_path / "json").exists()
+
+
+@pytest.mark.parametrize("command", ["run", "serve"])
+def test_run_and_serve_refuse_a_retention_shorter_than_a_deadline(
+    tmp_path: Path, command: str
+) -> None:
+    """`serve --retain` removes as `run --retain` does: it started with any window."""
+    store = f"sqlite:///{tmp_path / 'cs.db'}"
+    f = tmp_path / "patient.yaml"
+    f.write_text(json.dumps(manifest_document("patient", startingDeadlineSeconds=3 * 86400)))
+    applied = subprocess.run(
+        [cronsource_bin(), "--store", store, "apply", "-f", str(f)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert applied.returncode == 0, applied.stderr
+    done = subprocess.run(
+        [cronsource_bin(), "--store", store, command, "--retain", "2d"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert done.stderr.strip() == (
+        "error: --retain 2d: shorter than the longest startingDeadlineSeconds (259200s)"
+    )

@@ -172,6 +172,24 @@ def test_an_active_runs_fire_and_a_pending_backfill_are_kept_whatever_their_age(
     assert why["outcome"] == "Pending" and "queued by a backfill" in why["explanation"], why
 
 
+@pytest.mark.stores("sqlite", "postgres")
+def test_a_deadline_applied_after_start_widens_the_window_it_needs(engine: Engine) -> None:
+    """Start-up refuses a `--retain` shorter than the longest startingDeadlineSeconds, but a
+    CronWorkflow applied while `run --retain` runs may set a longer one: its window is kept
+    (and the window's start says so), not removed under it."""
+    svc = engine.service
+    cron_id, _ = svc.apply(manifest("hourly"), T0)
+    end = hours(engine, cron_id, 24 * 5)
+    svc.apply(manifest("patient", startingDeadlineSeconds=3 * 86400), end)
+    engine.projector.catch_up(end)
+    assert engine.view.longest_deadline() == 3 * 86400
+
+    assert retain(engine, end) > 0
+    assert engine.view.kept_from() == end - timedelta(days=3)
+    assert all(r.at >= end - timedelta(days=3) for r in engine.view.audit())
+    assert min(r.at for r in engine.view.audit()) < end - RETAIN, "the deadline's window went"
+
+
 @pytest.mark.parametrize(
     ("retain_for", "deadline", "words"),
     [

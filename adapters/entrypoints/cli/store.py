@@ -185,5 +185,4 @@ def parse_retain(text: str) -> timedelta:
 
 def longest_deadline(ops: Operations) -> timedelta:
     """The longest startingDeadlineSeconds of the live CronWorkflows in the store."""
-    seconds = [int(row.spec.get("startingDeadlineSeconds") or 0) for row in ops.statuses(None)]
-    return timedelta(seconds=max(seconds, default=0))
+    return timedelta(seconds=ops.engine.view.longest_deadline())
