@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import Request
+from starlette.concurrency import run_in_threadpool
 
 from cronsource.adapters.application import admission
 from cronsource.adapters.application.documents import (
@@ -79,6 +80,21 @@ def parse_body(raw: bytes, ctype: str) -> Any:
     raise ApiError(
         415, "Unsupported media type", f"{ctype}: send application/json or application/yaml"
     )
+
+
+async def command_body(request: Request) -> None:
+    """A command's body (suspend, resume, trigger, backfill) read by the rules of every other
+    body before FastAPI reads it into its model: JSON (415 otherwise), and the shared loader's
+    bounds (400: not UTF-8, too deep, a key twice). FastAPI alone took the last of two keys,
+    so `{"dryRun": true, "dryRun": false}` ran a backfill a proxy that keeps the first key saw
+    as a dry run."""
+    raw = await request.body()
+    if not raw.strip():
+        return  # no body: each command's defaults
+    ctype = content_type(request)
+    if not (ctype in ("application/json", "") or ctype.endswith("+json")):
+        raise ApiError(415, "Unsupported media type", f"{ctype}: send application/json")
+    await run_in_threadpool(load_json, raw, "body")
 
 
 def parse_yaml(raw: bytes) -> Any:

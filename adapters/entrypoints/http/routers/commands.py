@@ -6,7 +6,7 @@ import logging
 import uuid
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Depends, Response
 
 from cronsource.adapters.application.inputs import FieldError, check_backfill, parse_time
 from cronsource.adapters.application.models import (
@@ -19,7 +19,7 @@ from cronsource.adapters.application.models import (
 )
 from cronsource.adapters.application.objects import backfill_result
 from cronsource.adapters.application.operations import Operations
-from cronsource.adapters.entrypoints.http.admission import if_match_version
+from cronsource.adapters.entrypoints.http.admission import command_body, if_match_version
 from cronsource.adapters.entrypoints.http.dependencies import (
     API_CHECKS,
     Ops,
@@ -37,6 +37,8 @@ from cronsource.domain.timestamps import is_date
 log = logging.getLogger("cronsource.http")
 
 BASE = "/namespaces/{namespace}/cronworkflows/{name}"
+#: Every command's body is read by the shared loader's rules first (`command_body`).
+COMMAND_BODY = Depends(command_body)
 router = APIRouter(prefix="/api/v1", dependencies=API_CHECKS, responses=problem_responses(401))
 
 
@@ -66,6 +68,7 @@ def _suspend_or_resume(
     responses=problem_responses(404, 409, 422),
     summary="Suspend: no tick runs until resumed",
     tags=["commands"],
+    dependencies=[COMMAND_BODY],
 )
 def suspend(
     namespace: Namespace,
@@ -85,6 +88,7 @@ def suspend(
     responses=problem_responses(404, 409, 422),
     summary="Resume: the suspension's ticks are decided, at most one runs",
     tags=["commands"],
+    dependencies=[COMMAND_BODY],
 )
 def resume(
     namespace: Namespace,
@@ -108,6 +112,7 @@ def resume(
     },
     summary="Run now (a manual fire); idempotent per request id",
     tags=["commands"],
+    dependencies=[COMMAND_BODY],
 )
 def trigger(
     namespace: Namespace,
@@ -143,6 +148,7 @@ def trigger(
     responses=problem_responses(404, 409, 422),
     summary="Fire every tick in [start, end] that never fired (dryRun: only list them)",
     tags=["commands"],
+    dependencies=[COMMAND_BODY],
 )
 def backfill(
     namespace: Namespace, name: Name, body: BackfillRequest, ops: Ops, settings: Settings
