@@ -309,6 +309,8 @@ def load_yaml(data: bytes | str, source: str) -> list[Any]:
         raise DocumentError(f"{source}: nested deeper than {MAX_DEPTH} levels") from None
     finally:
         loader.dispose()
+    for doc in docs:
+        _refuse_nul(doc, source)
     return docs
 
 
@@ -338,6 +340,31 @@ def _depth(doc: Any) -> int:
     return deepest
 
 
+_NUL_WHY = ", which PostgreSQL cannot store as text"
+
+
+def _refuse_nul(doc: Any, source: str) -> None:
+    """DocumentError naming the first key or string holding U+0000. JSON and YAML may carry
+    one (`\\u0000`, `"\\0"`); stored, PostgreSQL's jsonb cannot hold it as text, and every
+    `SELECT` of the audit's documented views failed for every user after one such write.
+    Called after `_depth`, so the walk is bounded."""
+    stack: list[tuple[Any, str]] = [(doc, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str) and "\x00" in item:
+            where = path.lstrip(".") or "<document>"
+            raise DocumentError(f"{source}: {where}: holds U+0000 (NUL){_NUL_WHY}")
+        if isinstance(item, dict):
+            for k, v in item.items():
+                key = str(k)
+                if "\x00" in key:
+                    where = path.lstrip(".") or "<document>"
+                    raise DocumentError(f"{source}: {where}: a key holds U+0000 (NUL){_NUL_WHY}")
+                stack.append((v, f"{path}.{key}"))
+        elif isinstance(item, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(item))
+
+
 def load_json(data: bytes | str, source: str) -> Any:
     """One JSON document, with the same bounds as YAML (size, depth, no duplicate keys)."""
     _check_input_size(len(data), source)
@@ -350,6 +377,7 @@ def load_json(data: bytes | str, source: str) -> Any:
         raise DocumentError(f"{source}: not valid JSON: {e}") from None
     if _depth(doc) > MAX_DEPTH:
         raise DocumentError(f"{source}: nested deeper than {MAX_DEPTH} levels")
+    _refuse_nul(doc, source)
     return doc
 
 
@@ -359,10 +387,14 @@ def load_json(data: bytes | str, source: str) -> Any:
 def from_client(doc: Any) -> Any:
     """A manifest as a client sent it, minus what only the server sets.
 
-    `metadata.uid` is ignored, as the Kubernetes API server ignores it on create: a uid is
+    `metadata.uid` and `metadata.generation` are ignored, as the Kubernetes API server
+    ignores them: a uid is
     part of a stream's identity (the Kubernetes watch passes the real one), so a client-set
     uid would start a second live CronWorkflow of the same name that nothing could address.
     """
     if isinstance(doc, dict) and isinstance(doc.get("metadata"), dict):
         doc["metadata"].pop("uid", None)
+        # The server's count of spec changes: a client's value (negative, past int64, going
+        # back) is ignored, as the API server ignores it, and the generation moves on.
+        doc["metadata"].pop("generation", None)
     return doc

@@ -117,13 +117,12 @@ def identity_kept(live: dict[str, Any], patched: dict[str, Any]) -> None:
 
 
 def server_fields_dropped(live: dict[str, Any], patched: dict[str, Any]) -> dict[str, Any]:
-    """The patched object without the live `metadata.generation` it was read with: the
-    server moves the generation on a spec change, which a copied value would stop (a
-    generation the patch itself set is kept, as a PUT's is)."""
-    before, after = live.get("metadata"), patched.get("metadata")
-    if isinstance(before, dict) and isinstance(after, dict):
-        if "generation" in before and after.get("generation") == before["generation"]:
-            after.pop("generation")
+    """The patched object without `metadata.generation`: the server moves it on a spec
+    change, which a value copied from the live object would stop, and a client's own value
+    is ignored (documents.from_client), as the API server ignores it."""
+    after = patched.get("metadata")
+    if isinstance(after, dict):
+        after.pop("generation", None)
     return patched
 
 

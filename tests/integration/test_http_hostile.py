@@ -202,3 +202,39 @@ def test_a_command_body_is_read_by_the_rules_of_every_body(
     assert r.status_code == status, r.text
     assert said in r.text
     assert api.get(f"{CW}/cmd").headers["ETag"] == '"1"', "something was recorded"
+
+
+def test_a_clients_generation_is_ignored_as_the_api_server_ignores_it(api: httpx.Client) -> None:
+    """It was taken as given (negative, past int64, going back), and on PostgreSQL a value
+    past int32 broke every SELECT of the documented audit views."""
+    body = manifest("gen")
+    body["metadata"]["generation"] = 3_000_000_000
+    assert api.post(CW, json=body).status_code == 201
+    assert api.get(f"{CW}/gen").json()["metadata"]["generation"] == 1
+    patched = api.patch(
+        f"{CW}/gen",
+        json={"metadata": {"generation": -7}, "spec": {"schedules": ["5 * * * *"]}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert patched.status_code == 200, patched.text
+    assert patched.json()["metadata"]["generation"] == 2  # moved on by the spec change
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        (CW, manifest("nul", labels={"a": "x\u0000y"}), "metadata.labels.a"),
+        (f"{CW}/cmd/suspend", {"by": "mallory\u0000"}, "by"),
+    ],
+)
+def test_a_nul_character_is_refused_naming_where(
+    api: httpx.Client, path: str, body: dict[str, object], field: str
+) -> None:
+    """PostgreSQL's jsonb cannot hold U+0000 as text: one such write stored made every SELECT
+    of the audit's views fail, for every user."""
+    assert api.post(CW, json=manifest("cmd")).status_code == 201
+    r = api.post(path, json=body)
+    assert r.status_code == 400, r.text
+    assert f"{field}: holds U+0000 (NUL)" in r.json()["detail"]
+    assert api.get(f"{CW}/nul").status_code == 404
+    assert api.get(f"{CW}/cmd").headers["ETag"] == '"1"'
