@@ -194,8 +194,10 @@ def test_restarted_past_the_deadline_the_fire_is_recorded_as_not_started(
             text=True,
         )
         assert history.returncode == 0, history.stderr
-        (row,) = yaml.safe_load(history.stdout)
-        assert (row["workflow"], row["reason"]) == (fire.workflow_name, "DeadlineExceeded")
+        # Only the killed fire's row: on a loaded machine a later 4 s tick may also be
+        # reached past its 3 s deadline by the restarted replica, and is recorded so too.
+        (row,) = [r for r in yaml.safe_load(history.stdout) if r["workflow"] == fire.workflow_name]
+        assert row["reason"] == "DeadlineExceeded"
         assert row["deadlineSeconds"] == deadline.total_seconds()
     finally:
         replica.cleanup()
