@@ -502,6 +502,41 @@ def test_cronsource_client_works_against_the_server(
         k.close()
 
 
+def test_cronsource_client_watches_an_object_larger_than_aiohttps_line_limit(
+    kube_apiserver: kube.ApiServer, kube_namespace: str
+) -> None:
+    """aiohttp's own line iteration stops at 512 KiB (LineTooLong): a CronWorkflow of 600 KB
+    broke every watch of the cluster at the same event, so no later change of any object was
+    seen. Its event and the next object's both arrive now."""
+    from cronsource.adapters.infrastructure.kube import connect
+
+    big = cron_workflow("big")
+    big["spec"]["workflowSpec"]["templates"][0]["container"]["args"] = ["x" * 900_000]
+    k = connect(str(kube_apiserver.kubeconfig))
+    try:
+        k.run(k.create(kube_namespace, CWF, big))
+        k.run(k.create(kube_namespace, CWF, cron_workflow("after")))
+
+        async def watch() -> list[tuple[str, int]]:
+            return [
+                (e["object"]["metadata"]["name"], len(json.dumps(e["object"])))
+                async for e in k.watch(
+                    kube_namespace,
+                    CWF,
+                    label_selector="",
+                    resource_version="0",
+                    timeout_seconds=2,
+                )
+                if e["type"] == "ADDED"
+            ]
+
+        seen = dict(k.run(watch()))
+        assert set(seen) == {"big", "after"}
+        assert seen["big"] > 900_000
+    finally:
+        k.close()
+
+
 def test_cronsource_client_rereads_a_rotated_token_file_after_a_401(
     kube_apiserver: kube.ApiServer, kube_namespace: str, tmp_path: Path
 ) -> None:

@@ -175,6 +175,31 @@ class Credentials:
 _CORE = (CM, EVENTS)
 
 
+#: The longest watch event read: an object may be 1.5 MiB in etcd (its request limit), which
+#: JSON with its escapes may double; past this the stream is broken, not an object.
+MAX_EVENT_BYTES = 16 * 1024 * 1024
+
+
+async def _lines(content: Any) -> AsyncIterator[bytes]:
+    """The newline-separated events of a watch stream, each however long. aiohttp's own line
+    iteration stops at 512 KiB (LineTooLong): one CronWorkflow of 600 KB, or its Workflows,
+    broke the watch at the same event again and again, and no change of any object in the
+    cluster was seen (a suspend ignored for minutes)."""
+    buf = bytearray()
+    searched = 0
+    async for chunk in content.iter_any():
+        buf += chunk
+        while (i := buf.find(b"\n", searched)) >= 0:
+            yield bytes(buf[:i])
+            del buf[: i + 1]
+            searched = 0
+        searched = len(buf)
+        if len(buf) > MAX_EVENT_BYTES:
+            raise ValueError(f"a watch event longer than {MAX_EVENT_BYTES} bytes")
+    if buf.strip():
+        yield bytes(buf)
+
+
 def _path(namespace: str | None, plural: str, name: str | None = None) -> str:
     """The path of a custom resource (or of a core v1 one, `_CORE`), after the server's URL
     (which may carry a path)."""
@@ -341,7 +366,7 @@ class AioKube:
                     if resp.status == 401:  # a rotated token: the next watch has the new one
                         await self._credentials.refresh(after_401=True)
                     raise ApiError(resp.status, resp.reason or "", await resp.text())
-                async for line in resp.content:
+                async for line in _lines(resp.content):
                     if not line.strip():
                         continue
                     event = json.loads(line)

@@ -40,6 +40,11 @@ LABEL_INSTANCE = "workflows.argoproj.io/controller-instanceid"
 #: (nobody drains) stalls its watch instead of growing; it resumes (or re-lists on 410) once
 #: drained.
 QUEUE_SIZE = 10_000
+#: What a watch's failure is when the API server answered an error, or did not answer (the
+#: client makes that ApiError(0)), or sent what is not a watch event: logged in one line.
+TRANSIENT = (ApiError, ValueError)
+#: Failures in a row after which the next watch is a list: see `_run`.
+RELIST_AFTER = 3
 
 Deliver = Callable[[str, Any], Any]
 #: How often a watch task backing off looks at the stop flag.
@@ -106,9 +111,24 @@ class _ListWatch:
                 failures = 0
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception as e:
                 failures += 1
-                log.exception("%s watch failed (%d in a row)", self.plural, failures)
+                if isinstance(e, TRANSIENT):
+                    # The API server restarting, refusing, timing out, or an event it sent
+                    # that is none: one line each, not a traceback (one restart logged 20).
+                    log.warning(
+                        "%s watch failed (%d in a row): %s: %s",
+                        self.plural,
+                        failures,
+                        type(e).__name__,
+                        " ".join(str(e).split())[:300],
+                    )
+                else:
+                    log.exception("%s watch failed (%d in a row)", self.plural, failures)
+                if failures >= RELIST_AFTER:
+                    # Watched again from the same resourceVersion, a stream that breaks at one
+                    # event breaks there for ever; a list reads past it.
+                    self.resource_version = None
                 await _wait(stop, rng.uniform(0, min(30.0, 0.5 * 2 ** min(failures, 6))))
 
     async def _enqueue(self, kind: str, payload: Any) -> None:
