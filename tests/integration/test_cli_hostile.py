@@ -70,3 +70,18 @@ def test_a_corrupt_database_is_one_line_not_a_traceback(tmp_path: Path) -> None:
     )
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr and "the store cannot be read" in proc.stderr
+
+
+def test_run_kube_refuses_an_instance_id_no_label_can_hold(tmp_path: Path) -> None:
+    """It started, and every watch failed 400 for ever: the id selects objects by the label
+    workflows.argoproj.io/controller-instanceid. Refused before anything is stored."""
+    from tests.integration.test_cli_first_hour import cs, one_error_line
+
+    store = f"sqlite:///{tmp_path / 'cs.db'}"
+    for value, said in [
+        ("a b", "error: --instance-id: value 'a b' must be letters, digits"),
+        ("x" * 64, "error: --instance-id: value is 64 characters, at most 63 allowed"),
+    ]:
+        line = one_error_line(cs("run", "--kube", "--instance-id", value, store=store))
+        assert line.startswith(said), line
+    assert not (tmp_path / "cs.db").exists()

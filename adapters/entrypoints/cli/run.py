@@ -197,6 +197,13 @@ def run_replica(
     except ValueError as e:
         fail(f"--lease-duration: {e}")
     retain_for = retain_option(retain)
+    if instance_id:
+        # A label value selects the objects (workflows.argoproj.io/controller-instanceid):
+        # one the API server cannot take started a process whose every watch failed 400.
+        from cronsource.domain.objectlimits import label_problems
+
+        for problem in label_problems({"instanceid": instance_id}):
+            fail(f"--instance-id: {problem.removeprefix('instanceid: ')}")
     if lease_seconds < MIN_LEASE_SECONDS:
         fail(
             f"--lease-duration: {lease_duration!r} is shorter than {MIN_LEASE_SECONDS:g}s"
