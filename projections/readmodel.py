@@ -272,7 +272,7 @@ def paused_runs(status: dict[str, Any]) -> list[str] | None:
 def _adopted_conditions(agg: CronWorkflow, shown: set[str]) -> list[dict[str, Any]]:
     """The conditions Argo's controller had set when cronsource took the object over, shown
     until the first tick fires here, as Argo clears them at its next run (operator.go `run`
-    removes SpecError and SubmissionError); a condition of our own of the same type wins."""
+    removes SubmissionError); a condition of our own of the same type wins."""
     adopted = getattr(agg, "adopted", None)
     if not adopted or not adopted.get("conditions"):
         return []
@@ -280,8 +280,10 @@ def _adopted_conditions(agg: CronWorkflow, shown: set[str]) -> list[dict[str, An
     if (None if last is None else last.isoformat()) != adopted.get("lastScheduledTime"):
         return []
     # Ours is derived from this stream's own state: one left on an object handed back to Argo
-    # and taken over again says nothing of this stream.
-    shown = shown | {PAUSED_CONDITION}
+    # and taken over again says nothing of this stream. SpecError is not kept either: the spec
+    # was admitted, and Argo's controller removes the condition as soon as the spec validates
+    # (operator.go validateCronWorkflow), as it does the one written while it was invalid.
+    shown = shown | {PAUSED_CONDITION, "SpecError"}
     return [dict(c) for c in adopted["conditions"] if c.get("type") not in shown]
 
 

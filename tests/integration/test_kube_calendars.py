@@ -143,3 +143,43 @@ def test_the_watcher_reads_calendar_configmaps_and_each_edit_is_a_version(
         sync.stop()
         kube.close()
         engine.close()
+
+
+def test_a_cronworkflow_invalid_from_its_creation_shows_argos_spec_error_condition(
+    kube_apiserver: Any, kube_api: Any, kube_namespace: str
+) -> None:
+    """Never admitted, it has no stream and no status row: it showed nothing but a log line
+    (`.status` null, `cronsource get` not found). Argo's controller sets SpecError with the
+    message; fixed, it is admitted and its status written as any other's."""
+    ns = kube_namespace
+    api = client.CustomObjectsApi(kube_api)
+    clock = VirtualClock(T0)
+    kube = connect(str(kube_apiserver.kubeconfig))
+    engine = bootstrap("memory:", target=KubeTarget(kube))
+    sync = KubeSync(engine, kube, namespace=ns, clock=clock)
+    loop = SchedulerLoop(engine, SoleOwner(), watcher=sync, clock=clock)
+    sync.start(watch_seconds=1)
+    try:
+        bad = yaml.safe_load(MANIFEST.replace("@every 2s", "61 * * * *"))
+        del bad["metadata"]["annotations"]
+        api.create_namespaced_custom_object(GROUP, VERSION, ns, CWF, bad)
+
+        def conditions() -> list[dict[str, Any]]:
+            obj = api.get_namespaced_custom_object(GROUP, VERSION, ns, CWF, "workdays")
+            return list((obj.get("status") or {}).get("conditions") or [])
+
+        until(lambda: bool(conditions()), loop.turn, "the SpecError condition")
+        [cond] = conditions()
+        assert (cond["type"], cond["status"]) == ("SpecError", "True")
+        assert "spec.schedules[0]" in cond["message"] and "61" in cond["message"]
+        assert engine.view.statuses(ns) == []  # nothing admitted, nothing stored
+
+        api.patch_namespaced_custom_object(
+            GROUP, VERSION, ns, CWF, "workdays", {"spec": {"schedules": ["0 * * * *"]}}
+        )
+        until(lambda: conditions() == [], loop.turn, "the condition cleared once admitted")
+        assert [r.name for r in engine.view.statuses(ns)] == ["workdays"]
+    finally:
+        sync.stop()
+        kube.close()
+        engine.close()

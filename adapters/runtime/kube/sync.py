@@ -12,7 +12,7 @@ from typing import Any
 
 from cronsource.adapters.clock import Clock
 from cronsource.adapters.infrastructure.kube.events import EventRecorder
-from cronsource.adapters.infrastructure.kube.port import WF, KubeApi
+from cronsource.adapters.infrastructure.kube.port import CWF, WF, ApiError, KubeApi
 from cronsource.adapters.infrastructure.kube.seen import SeenMetadata
 from cronsource.adapters.infrastructure.kube.status import StatusWriter
 from cronsource.adapters.infrastructure.kube.target import KubeTarget
@@ -90,6 +90,8 @@ class KubeSync:
         if dispatcher is not None:
             dispatcher.on_created = self.events.created
         self._written: dict[str, int] = {}
+        #: The SpecError message written on each object the watch could not admit.
+        self._rejected_written: dict[tuple[str, str], str] = {}
         self._statuses_first = DispatchFirst(STATUS_WAITS_FOR_DISPATCH, STATUS_WAITS_AT_MOST)
         #: The view's position when every status was last written (None: not yet).
         self._statuses_at: int | None = None
@@ -159,6 +161,30 @@ class KubeSync:
         self._statuses_at = position
         return written
 
+    def write_rejected(self) -> int:
+        """Argo's SpecError condition on each CronWorkflow the watch could not admit: one
+        invalid from its creation has no stream, hence no status row, and showed nothing but
+        a log line (Argo's operator.go reportCronWorkflowError sets the condition). Written
+        once per message; a failed write is tried again next turn. Once the object is fixed
+        and admitted, its first status write replaces the conditions."""
+        rejected = self.crons.rejected
+        for key in [k for k in self._rejected_written if k not in rejected]:
+            del self._rejected_written[key]
+        written = 0
+        kube = self.status.kube
+        for (namespace, name), message in list(rejected.items()):
+            if self._rejected_written.get((namespace, name)) == message:
+                continue
+            condition = {"type": "SpecError", "status": "True", "message": message}
+            try:
+                kube.run(kube.patch(namespace, CWF, name, {"status": {"conditions": [condition]}}))
+            except ApiError as e:
+                if e.status != 404:  # gone since: its DELETED event drops it from `rejected`
+                    raise
+            self._rejected_written[(namespace, name)] = message
+            written += 1
+        return written
+
     def recover(self, now: datetime) -> int | None:
         """Record the cluster's Workflows of ours that the log has no fire for
         (adapters/runtime/recovery.py): one list of the labelled Workflows, at start-up and
@@ -182,6 +208,6 @@ class KubeSync:
         n += self.crons.drain(now, budget, stop) + self.runs.drain(now, budget, stop)
         if n:
             self.engine.projector.step(now, budget=budget, stop=stop)
-        written = self.write_statuses(now)
+        written = self.write_statuses(now) + self.write_rejected()
         self.events.step(now)
         return n + written
