@@ -63,6 +63,9 @@ def test_history_why_and_backfill_name_the_window(engine: Engine, store_url: str
     why = cli("why", "named", "--at", old.isoformat(), "-o", "json")
     assert why.returncode == 0, why.stderr
     assert json.loads(why.stdout)["outcome"] == "Removed"
+    exported = cli("export", "--before", end.isoformat(), "-o", "-")
+    assert exported.returncode == 0, exported.stderr
+    assert "were removed by retention" in exported.stderr  # an auditor is told where it starts
     backfill = cli(
         "backfill", "named", "--start", old.isoformat(), "--end", end.isoformat(), "--dry-run"
     )

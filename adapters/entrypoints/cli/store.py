@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from cronsource.adapters.application.explain import removed_before
 from cronsource.adapters.application.loggaps import Gap, find_gaps, repair_gaps
 from cronsource.adapters.application.operations import Operations
 from cronsource.adapters.bootstrap import migrate
@@ -85,6 +86,11 @@ def export_cmd(before: str, output_file: str) -> None:
     until = parse_time(before, "--before")
     written = 0
     with obj.operations(must_exist=True) as ops:
+        kept_from = ops.kept_from()
+        if kept_from is not None:
+            # As `history` says it: an export for an auditor that silently starts at the
+            # window's start reads as the whole record before --before.
+            click.echo(f"note: {removed_before(kept_from)}", err=True)
         out: Any
         try:
             if output_file == "-":
