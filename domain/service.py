@@ -87,6 +87,15 @@ class StaleVersion(RuntimeError):
         self.current = current
 
 
+def _check_calendar_version(cal: Calendar | None, expected: int | None) -> None:
+    """StaleVersion unless the live calendar is at `expected` (None: no precondition)."""
+    if expected is None:
+        return
+    current = None if cal is None or cal.deleted else cal.version
+    if current != expected:
+        raise StaleVersion(expected, current)
+
+
 @dataclass
 class Receipt:
     """Where a command's events went in the log: the highest notification id it wrote (0:
@@ -355,13 +364,17 @@ class CronService(Application[UUID]):
             if held is None or held.version < cal.version:
                 self._calendars[cal.id] = deepcopy(cal)
 
-    def apply_calendar(self, spec: CalendarSpec, at: datetime) -> tuple[int, str]:
+    def apply_calendar(
+        self, spec: CalendarSpec, at: datetime, expected: int | None = None
+    ) -> tuple[int, str]:
         """Create or update a calendar (an admitted ConfigMap); returns (version, outcome:
         created, updated or unchanged). A change is seen by the next decision of every
-        CronWorkflow naming it (`resolve_calendars`)."""
+        CronWorkflow naming it (`resolve_calendars`). `expected`: the live calendar must be
+        at exactly that version (an HTTP If-Match), else StaleVersion."""
 
         def attempt() -> tuple[int, str]:
             cal = self.calendar(spec.namespace, spec.name)
+            _check_calendar_version(cal, expected)
             if cal is None:
                 cal = Calendar(spec.namespace, spec.name, spec.dates, spec.rrule, at, timestamp=at)
                 self.save(cal)
@@ -378,13 +391,17 @@ class CronService(Application[UUID]):
 
         return self._retrying(attempt, calendar_id(spec.namespace, spec.name))
 
-    def delete_calendar(self, namespace: str, name: str, at: datetime) -> int:
-        """Delete a calendar (its stream goes on); NotFound when there is none."""
+    def delete_calendar(
+        self, namespace: str, name: str, at: datetime, expected: int | None = None
+    ) -> int:
+        """Delete a calendar (its stream goes on); NotFound when there is none, StaleVersion
+        when it is not at `expected`."""
 
         def attempt() -> int:
             cal = self.calendar(namespace, name)
             if cal is None or cal.deleted:
                 raise NotFound(f"calendar {namespace}/{name} not found")
+            _check_calendar_version(cal, expected)
             cal.delete(at)
             self.save(cal)
             self._keep_calendar(cal)

@@ -213,16 +213,18 @@ class Operations(AuditReads):
             " their ticks are skipped as SpecError until it exists again or the annotation goes"
         ]
 
-    def apply_calendar(self, spec: CalendarSpec) -> tuple[int, str]:
-        """Create or update a calendar; (its version, created/updated/unchanged)."""
+    def apply_calendar(self, spec: CalendarSpec, *, expected: int | None = None) -> tuple[int, str]:
+        """Create or update a calendar; (its version, created/updated/unchanged).
+        `expected`: StaleVersion unless it is at that version now."""
         with self._settled():
-            applied: tuple[int, str] = self.service.apply_calendar(spec, self.clock.now())
+            applied: tuple[int, str] = self.service.apply_calendar(spec, self.clock.now(), expected)
         return applied
 
-    def delete_calendar(self, namespace: str, name: str) -> int:
-        """Delete a calendar; its version after. NotFound when there is none."""
+    def delete_calendar(self, namespace: str, name: str, *, expected: int | None = None) -> int:
+        """Delete a calendar; its version after. NotFound when there is none, StaleVersion
+        when it is not at `expected`."""
         with self._settled():
-            version: int = self.service.delete_calendar(namespace, name, self.clock.now())
+            version: int = self.service.delete_calendar(namespace, name, self.clock.now(), expected)
         return version
 
     def calendars(

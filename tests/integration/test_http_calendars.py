@@ -66,3 +66,25 @@ def test_calendars_over_http_from_admission_to_the_excluded_tick(api: Api) -> No
     assert "excluded by calendar holidays (version 2): 2026-05-04" in why["explanation"]
     reasons = {k[1] for k in scrape(api) if k[0] == "cronsource_skip_decisions_total"}
     assert (("namespace", "default"), ("reason", "Excluded")) in reasons
+
+
+def test_a_stale_version_of_a_calendar_is_a_conflict_and_changes_nothing(api: Api) -> None:
+    """If-Match and metadata.resourceVersion were ignored on calendars: a PUT or DELETE with a
+    version another writer had moved past replaced or deleted the newer calendar."""
+    assert api.http.put(CAL, json=configmap("2026-12-25")).status_code == 200  # version 1
+    assert api.http.put(CAL, json=configmap("2026-12-24")).status_code == 200  # version 2
+
+    stale = assert_problem(
+        api.http.put(CAL, json=configmap("2026-01-01"), headers={"If-Match": '"1"'}), 409
+    )
+    assert stale["currentVersion"] == 2
+    body = configmap("2026-01-01")
+    body["metadata"]["resourceVersion"] = "1"  # type: ignore[index]
+    assert_problem(api.http.put(CAL, json=body), 409)
+    assert_problem(api.http.delete(CAL, headers={"If-Match": "1"}), 409)
+    now = api.http.get(CAL).json()
+    assert (now["version"], now["dates"]) == (2, "2026-12-24")
+
+    fresh = api.http.put(CAL, json=configmap("2026-01-01"), headers={"If-Match": '"2"'})
+    assert fresh.status_code == 200 and fresh.json()["version"] == 3
+    assert api.http.delete(CAL, headers={"If-Match": "3"}).status_code == 200
