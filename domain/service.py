@@ -1180,14 +1180,21 @@ class CronService(Application[UUID]):
         dry_run: bool = False,
         batch: int = 500,
         progress: Callable[[int, int], None] | None = None,
+        expected: int | None = None,
     ) -> BackfillPlan:
         """Plan and carry out a backfill; returns the plan as carried out (a tick another
         writer fired meanwhile moves to `already`). Runs that start now are saved in batches
-        of `batch` events, so a large Allow backfill shows progress and no save is huge."""
+        of `batch` events, so a large Allow backfill shows progress and no save is huge.
+        `expected` (an HTTP If-Match): the CronWorkflow must be at that version when the
+        backfill starts (its first save carries it), else StaleVersion and nothing fired."""
         plan = self.plan_backfill(
             cron_id, start, end, overlap=overlap, parallel=parallel, max_ticks=max_ticks
         )
         if dry_run or not plan.runs:
+            if expected is not None:
+                agg = self.load(cron_id)
+                if agg.version != expected:
+                    raise StaleVersion(expected, None if agg.deleted else agg.version)
             return plan
         todo = list(plan.fire)
         chunks = [todo[i : i + batch] for i in range(0, len(todo), batch)] or [[]]
@@ -1219,7 +1226,7 @@ class CronService(Application[UUID]):
                 )
                 return a.apply_backfill(part, at)
 
-            fired += self.command(cron_id, attempt)
+            fired += self.command(cron_id, attempt, expected if n == 0 else None)
             if progress:
                 progress(len(fired), len(todo))
         queued = set(self.load(cron_id).backfill_queue)

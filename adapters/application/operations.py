@@ -368,10 +368,11 @@ class Operations(AuditReads):
         overlap: Overlap | None = None,
         parallel: int | None = None,
         progress: Callable[[int, int], None] | None = None,
+        expected: int | None = None,
     ) -> BackfillPlan:
         """Backfill [start, end] as domain/backfill.py rules (overlap default: the
         CronWorkflow's concurrencyPolicy). More than `max_ticks` ticks is refused before
-        anything is computed in full."""
+        anything is computed in full. `expected`: StaleVersion unless it is at that version."""
         check_backfill(start, end, overlap, parallel, max_ticks=max_ticks)
         at = self.clock.now()
         with self._settled():
@@ -387,6 +388,7 @@ class Operations(AuditReads):
                     max_ticks=max_ticks,
                     dry_run=dry_run,
                     progress=progress,
+                    expected=expected,
                 )
             except BackfillTooLarge as e:
                 raise FieldError("end", str(e), "body") from None

@@ -238,3 +238,24 @@ def test_a_nul_character_is_refused_naming_where(
     assert f"{field}: holds U+0000 (NUL)" in r.json()["detail"]
     assert api.get(f"{CW}/nul").status_code == 404
     assert api.get(f"{CW}/cmd").headers["ETag"] == '"1"'
+
+
+def test_a_backfill_with_a_stale_if_match_is_a_conflict_and_fires_nothing(
+    api: httpx.Client,
+) -> None:
+    """If-Match was ignored on backfill (every other command takes it): a client that read
+    version 1 started runs on a CronWorkflow another writer had changed since."""
+    assert api.post(CW, json=manifest("bf")).status_code == 201
+    assert api.post(f"{CW}/bf/suspend").status_code == 200  # version 2
+    assert api.post(f"{CW}/bf/resume").status_code == 200  # version 3+
+    version = int(api.get(f"{CW}/bf").headers["ETag"].strip('"'))
+    body = {"start": "2026-05-04T08:00:00Z", "end": "2026-05-04T10:00:00Z"}
+    for dry in (True, False):
+        stale = api.post(
+            f"{CW}/bf/backfill", json={**body, "dryRun": dry}, headers={"If-Match": "1"}
+        )
+        assert stale.status_code == 409, stale.text
+        assert stale.json()["currentVersion"] == version
+    assert api.get(f"{CW}/bf").headers["ETag"] == f'"{version}"', "something was recorded"
+    done = api.post(f"{CW}/bf/backfill", json=body, headers={"If-Match": f'"{version}"'})
+    assert done.status_code == 200 and done.json()["fired"] == 3, done.text

@@ -151,7 +151,12 @@ def trigger(
     dependencies=[COMMAND_BODY],
 )
 def backfill(
-    namespace: Namespace, name: Name, body: BackfillRequest, ops: Ops, settings: Settings
+    namespace: Namespace,
+    name: Name,
+    body: BackfillRequest,
+    ops: Ops,
+    settings: Settings,
+    if_match: IfMatch = None,
 ) -> dict[str, Any]:
     zone = ops.time_zone(namespace, name) if is_date(body.start) or is_date(body.end) else None
     s, e = parse_time(body.start, "start", zone), parse_time(body.end, "end", zone)
@@ -165,6 +170,7 @@ def backfill(
         body.maxTicks or settings.max_backfill_ticks,
         overlap=body.overlap,
         parallel=body.parallel,
+        expected=if_match_version(if_match),
     )
     times = plan.runs
     if not body.dryRun and times:
