@@ -116,6 +116,51 @@ def resource_version(doc: Any, if_match: int | None) -> int | None:
     return version
 
 
+#: The DeleteOptions fields a DELETE takes (kubectl sends propagationPolicy; a CronWorkflow's
+#: Workflows are not deleted with it here, whatever the policy, and a grace period has nothing
+#: to wait for); any other is refused, not ignored.
+_DELETE_OPTIONS = frozenset(
+    {"kind", "apiVersion", "preconditions", "propagationPolicy", "gracePeriodSeconds"}
+)
+
+
+def delete_precondition(doc: Any, if_match: int | None) -> int | None:
+    """The expected version of a DELETE: If-Match, or a Kubernetes DeleteOptions body's
+    `preconditions.resourceVersion` (409 when stale, as the API server answers). It was
+    ignored, and a delete with a stale precondition deleted a newer object."""
+    if doc is None:
+        return if_match
+    if not isinstance(doc, dict):
+        raise FieldError("<body>", "a DeleteOptions object is required", "body")
+    for key in sorted(str(k) for k in doc):
+        if key not in _DELETE_OPTIONS:
+            raise FieldError(key, "not a field of DeleteOptions that cronsource takes", "body")
+    pre = doc.get("preconditions")
+    if pre is None:
+        return if_match
+    if not isinstance(pre, dict):
+        raise FieldError("preconditions", f"{pre!r} is not a mapping", "body")
+    for key in sorted(str(k) for k in pre):
+        if key != "resourceVersion":
+            # A uid names an incarnation: objects written through this API carry none.
+            raise FieldError(
+                f"preconditions.{key}", "not supported: use preconditions.resourceVersion", "body"
+            )
+    given = pre.get("resourceVersion")
+    text = str(given)
+    if isinstance(given, bool) or not text.isdigit() or len(text) > 18:
+        raise FieldError(
+            "preconditions.resourceVersion", f"{given!r} is not a version (use the ETag)", "body"
+        )
+    if if_match is not None and if_match != int(text):
+        raise FieldError(
+            "preconditions.resourceVersion",
+            f"{text} disagrees with If-Match {if_match}; give one of them",
+            "body",
+        )
+    return int(text)
+
+
 def admit_calendar(doc: Any, namespace: str) -> CalendarSpec:
     """A calendar a client sent (a ConfigMap labelled `cronsource.io/calendar: "true"`),
     admitted for `namespace` when it names none: a FieldError naming the field otherwise

@@ -259,3 +259,26 @@ def test_a_backfill_with_a_stale_if_match_is_a_conflict_and_fires_nothing(
     assert api.get(f"{CW}/bf").headers["ETag"] == f'"{version}"', "something was recorded"
     done = api.post(f"{CW}/bf/backfill", json=body, headers={"If-Match": f'"{version}"'})
     assert done.status_code == 200 and done.json()["fired"] == 3, done.text
+
+
+def test_delete_options_preconditions_are_kept_as_the_api_server_keeps_them(
+    api: httpx.Client,
+) -> None:
+    """A Kubernetes DeleteOptions body with a stale preconditions.resourceVersion deleted the
+    newer object (the body was ignored); an option cronsource does not take is refused."""
+    assert api.post(CW, json=manifest("d1")).status_code == 201
+    assert api.post(f"{CW}/d1/suspend").status_code == 200  # version 2
+
+    def delete(body: dict[str, object]) -> httpx.Response:
+        return api.request("DELETE", f"{CW}/d1", json=body)
+
+    stale = delete(
+        {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"resourceVersion": "1"}}
+    )
+    assert stale.status_code == 409 and stale.json()["currentVersion"] == 2, stale.text
+    odd = delete({"orphanDependents": True})
+    assert odd.status_code == 422 and odd.json()["errors"][0]["field"] == "orphanDependents"
+    assert api.get(f"{CW}/d1").status_code == 200
+    done = delete({"propagationPolicy": "Background", "preconditions": {"resourceVersion": "2"}})
+    assert done.status_code == 200, done.text
+    assert api.get(f"{CW}/d1").status_code == 404

@@ -12,7 +12,8 @@ from typing import Annotated, Any, TypeVar
 from fastapi import APIRouter, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from cronsource.adapters.application.admission import resource_version
+from cronsource.adapters.application.admission import delete_precondition, resource_version
+from cronsource.adapters.application.documents import load_json
 from cronsource.adapters.application.inputs import FieldError
 from cronsource.adapters.application.models import (
     CronWorkflowList,
@@ -297,10 +298,25 @@ async def patch(
     summary="Delete a CronWorkflow (its history stays queryable)",
     tags=["cronworkflows"],
 )
-def delete(namespace: Namespace, name: Name, ops: Ops, if_match: IfMatch = None) -> dict[str, Any]:
-    version = ops.delete(namespace, name, expected=if_match_version(if_match))
-    log_command("deleted", namespace, name, version)
-    return {"namespace": namespace, "name": name, "version": version}
+async def delete(
+    namespace: Namespace,
+    name: Name,
+    request: Request,
+    ops: Ops,
+    settings: Settings,
+    if_match: IfMatch = None,
+) -> dict[str, Any]:
+    header_version = if_match_version(if_match)
+    raw = await request.body()
+
+    def run() -> dict[str, Any]:
+        doc = load_json(raw, "body") if raw.strip() else None
+        expected = delete_precondition(doc, header_version)
+        version = ops.delete(namespace, name, expected=expected)
+        log_command("deleted", namespace, name, version)
+        return {"namespace": namespace, "name": name, "version": version}
+
+    return await bounded(run, settings.request_timeout)
 
 
 @router.get(
