@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -191,3 +192,31 @@ def test_socks5_proxy_url_with_credentials_carries_requests_and_watches(
         finally:
             k.close()
         assert proxy.tunnels and set(proxy.tunnels) == {named}
+
+
+def test_run_kube_with_credentials_the_api_server_refuses_exits_in_one_line(
+    kube_apiserver: Any, tmp_path: Path
+) -> None:
+    """It said "ready" and then failed every watch with 401 for ever, a traceback each time."""
+    from tests.faults.harness import cronsource_bin
+
+    bad = tmp_path / "kubeconfig"
+    bad.write_text(kube_apiserver.kubeconfig.read_text().replace(kube_apiserver.token, "wrong"))
+    done = subprocess.run(
+        [
+            cronsource_bin(),
+            "--store",
+            f"sqlite:///{tmp_path / 'cs.db'}",
+            "run",
+            "--kube",
+            "--kubeconfig",
+            str(bad),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "error: --kube: the API server refused the credentials: 401 Unauthorized"
+    ]

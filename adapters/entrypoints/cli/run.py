@@ -247,6 +247,7 @@ def run_replica(
             api_client = connect(kubeconfig)
         except Exception as e:
             fail(f"--kube: cannot load a cluster configuration: {e}")
+        _credentials_taken(api_client)
         where = "the cluster"
     else:
         target = LocalTarget(workflows_dir, run_duration)
@@ -356,3 +357,28 @@ def next_tick_line(ops: Operations, config: StoreConfig) -> str:
     zone = local_zone(c.spec)
     local = t.astimezone(ZoneInfo(zone)).isoformat()
     return f"next tick: {c.namespace}/{c.name} at {rfc3339(t)} ({local} {zone}, {ago(t, now())})"
+
+
+#: How long start-up waits for the API server to say whether it takes the credentials.
+CREDENTIALS_CHECK_SECONDS = 5.0
+
+
+def _credentials_taken(api_client: Any) -> None:
+    """Exit in one line when the API server refuses the kubeconfig's credentials (401): the
+    process said "ready" and then failed every watch for ever. One GET of an object that is
+    not there (404 answers that the credentials were taken). An API server that does not
+    answer is waited for, as every controller waits for it; a 403 may be RBAC scoped to other
+    namespaces, which the watches will say."""
+    import asyncio
+
+    from cronsource.adapters.infrastructure.kube import CWF, ApiError
+
+    try:
+        check = api_client.get("default", CWF, "cronsource-credentials-check")
+        api_client.run(asyncio.wait_for(check, CREDENTIALS_CHECK_SECONDS))
+    except ApiError as e:
+        if e.status == 401:
+            api_client.close()
+            fail(f"--kube: the API server refused the credentials: {e}")
+    except Exception:  # noqa: S110 (no answer: the watches wait and retry, as they always did)
+        pass
