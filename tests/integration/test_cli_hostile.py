@@ -85,3 +85,31 @@ def test_run_kube_refuses_an_instance_id_no_label_can_hold(tmp_path: Path) -> No
         line = one_error_line(cs("run", "--kube", "--instance-id", value, store=store))
         assert line.startswith(said), line
     assert not (tmp_path / "cs.db").exists()
+
+
+def test_a_cli_change_to_a_cronworkflow_from_a_cluster_warns_it_is_the_stores_alone(
+    tmp_path: Path,
+) -> None:
+    """`suspend` on a store `run --kube` feeds suspended the store's copy only: kubectl still
+    showed it running, and the next edit in the cluster read it back. Said, not silent."""
+    from cronsource.adapters.bootstrap import bootstrap
+    from cronsource.domain.manifest import parse_manifest
+    from tests.http_helpers import manifest
+    from tests.instants import T0
+    from tests.integration.test_cli_first_hour import cs
+
+    store = f"sqlite:///{tmp_path / 'cs.db'}"
+    engine = bootstrap(store, create_tables=True)
+    try:
+        synced = manifest("synced")
+        synced["metadata"]["uid"] = "5f0c1c0e-0000-4000-8000-000000000001"  # as the watch has it
+        engine.service.apply(parse_manifest(synced), T0)
+        engine.service.apply(parse_manifest(manifest("local")), T0)
+        engine.projector.catch_up(T0)
+    finally:
+        engine.close()
+    warned = cs("suspend", "synced", store=store)
+    assert warned.returncode == 0, warned.stderr
+    assert "warning: default/synced comes from a Kubernetes cluster (run --kube)" in warned.stderr
+    quiet = cs("suspend", "local", store=store)
+    assert quiet.returncode == 0 and "Kubernetes" not in quiet.stderr

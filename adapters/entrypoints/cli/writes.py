@@ -94,6 +94,19 @@ def _each(
         sys.exit(1)
 
 
+def _from_cluster(ops: Operations, ns: str, name: str, what: str) -> None:
+    """Warn when the CronWorkflow came from a Kubernetes cluster (`run --kube`, which gives
+    it the object's uid): the change is the store's alone, and the object in the cluster (what
+    kubectl and argo show, and what the next edit or re-list reads) does not have it."""
+    if ops.status(ns, name).metadata.get("uid"):
+        click.echo(
+            f"warning: {ns}/{name} comes from a Kubernetes cluster (run --kube): {what} changes"
+            " this store only, not the object in the cluster; change it there (kubectl, argo"
+            " cron) to keep the two in step",
+            err=True,
+        )
+
+
 @cli.command()
 @name_argument(required=False, many=True)
 @global_options()
@@ -101,6 +114,7 @@ def suspend(names: tuple[str, ...]) -> None:
     """Suspend: no tick runs until resumed (several names, or -l)."""
 
     def do(ops: Operations, ns: str, name: str) -> Done:
+        _from_cluster(ops, ns, name, "suspend")
         was_running, _ = ops.suspend(ns, name, by="cli")
         return Done(
             f"{KIND}/{name} {'suspended' if was_running else 'unchanged (already suspended)'}"
@@ -117,6 +131,7 @@ def resume(names: tuple[str, ...]) -> None:
     most one runs; a pause after failures counts again from zero."""
 
     def do(ops: Operations, ns: str, name: str) -> Done:
+        _from_cluster(ops, ns, name, "resume")
         was_held, _ = ops.resume(ns, name, by="cli")
         return Done(
             f"{KIND}/{name} {'resumed' if was_held else 'unchanged (not suspended or paused)'}"
@@ -148,6 +163,7 @@ def delete(names: tuple[str, ...], files: tuple[str, ...]) -> None:
     machine = _obj().output in ("json", "yaml")
 
     def do(ops: Operations, ns: str, name: str) -> Done:
+        _from_cluster(ops, ns, name, "delete")
         last = ops.status(ns, name).as_object() if machine else None
         ops.delete(ns, name)
         return Done(f"{KIND}/{name} deleted", last)
