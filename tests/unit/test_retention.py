@@ -231,3 +231,26 @@ def test_after_retention_a_latest_snapshot_that_cannot_be_read_falls_back_to_the
     svc.forget()
     assert svc.load(cron_id).snapshot_state() == before
     assert svc.load_many({cron_id: None})[cron_id].snapshot_state() == before
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("90d", timedelta(days=90)),
+        ("2160h", timedelta(days=90)),
+        ("1d12h", timedelta(hours=36)),  # refused while `36h` was taken
+        ("1d1h30m", timedelta(hours=25, minutes=30)),
+    ],
+)
+def test_a_retention_is_days_a_go_duration_or_both(text: str, kept: timedelta) -> None:
+    from cronsource.adapters.entrypoints.cli.store import parse_retain
+
+    assert parse_retain(text) == kept
+
+
+@pytest.mark.parametrize("text", ["1dx", "1d-1h", "d", "9999999999d"])
+def test_a_retention_that_is_none_is_refused_naming_it_whole(text: str) -> None:
+    from cronsource.adapters.entrypoints.cli.store import parse_retain
+
+    with pytest.raises(ValueError, match=f"duration '{text}'"):
+        parse_retain(text)

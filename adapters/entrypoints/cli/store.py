@@ -176,17 +176,30 @@ def retain_option(text: str | None) -> timedelta | None:
 
 
 def parse_retain(text: str) -> timedelta:
-    """A retention: Go's durations (`2160h`) and whole days (`90d`), as kubectl users write
-    them for log retention."""
+    """A retention: Go's durations (`2160h`), whole days (`90d`), as kubectl users write them
+    for log retention, and days followed by a Go duration (`1d12h`: it was refused while
+    `36h` was taken)."""
+    import re
+
     from cronsource.domain.durations import MAX_SECONDS, parse_duration
 
-    if text.endswith("d") and text[:-1].isdigit():
-        # The bound of every other duration (at most 100 years): `9999999999d` overflowed
-        # timedelta, an OverflowError on the user's screen.
-        if len(text) > 10 or int(text[:-1]) * 86400 > MAX_SECONDS:
-            raise ValueError(f"duration {text!r} is longer than 100 years")
-        return timedelta(days=int(text[:-1]))
-    return parse_duration(text)
+    days = re.fullmatch(r"(\d+)d(.*)", text)
+    if days is None:
+        return parse_duration(text)
+    # The bound of every other duration (at most 100 years): `9999999999d` overflowed
+    # timedelta, an OverflowError on the user's screen.
+    count, rest = days.groups()
+    if len(count) > 6 or int(count) * 86400 > MAX_SECONDS:
+        raise ValueError(f"duration {text!r} is longer than 100 years")
+    try:
+        total = timedelta(days=int(count)) + (parse_duration(rest) if rest else timedelta(0))
+    except ValueError:
+        raise ValueError(
+            f"invalid duration {text!r} (expected e.g. '90d', '2160h' or '1d12h')"
+        ) from None
+    if total.total_seconds() > MAX_SECONDS:
+        raise ValueError(f"duration {text!r} is longer than 100 years")
+    return total
 
 
 def longest_deadline(ops: Operations) -> timedelta:
