@@ -112,6 +112,9 @@ class FaultProxy:
         #: None. Applies while `enabled`.
         self.force: Callable[[str], str | None] | None = None
         self.counts: Counter[str] = Counter()
+        #: How long a request `force` names "hang" waits before it is forwarded (or until
+        #: the proxy stops): an API server that stopped answering (SIGSTOP).
+        self.hang_seconds = 60.0
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -228,6 +231,8 @@ class FaultProxy:
                 return
             if fault == "delay":
                 time.sleep(seconds)
+            if fault == "hang":  # forced only: an API server that stopped answering
+                self._stop.wait(self.hang_seconds)
             upstream = self._connect()
             try:
                 upstream.sendall(head + body)

@@ -125,22 +125,41 @@ class StatusWriter:
         """True if the status was written; False if dropped (stale, deleted, other object)."""
         return self.kube.run(self.write_async(row))
 
-    def write_many(self, rows: Iterable[StatusRow]) -> list[bool | BaseException]:
-        """Write all, a few at a time; per row, whether it was written or the error."""
-        return self.kube.run(self._write_many(list(rows)))
+    def write_many(
+        self, rows: Iterable[StatusRow], budget: float | None = None
+    ) -> list[bool | BaseException | None]:
+        """Write these statuses, IN_FLIGHT at a time: for each, whether it was written, the
+        error of the write, or None when it had not finished within `budget` seconds (it is
+        cancelled, and written at a later call)."""
+        return self.kube.run(self._write_many(list(rows), budget))
 
-    async def _write_many(self, rows: Sequence[StatusRow]) -> list[bool | BaseException]:
+    async def _write_many(
+        self, rows: Sequence[StatusRow], budget: float | None
+    ) -> list[bool | BaseException | None]:
         gate = asyncio.Semaphore(IN_FLIGHT)
 
         async def one(row: StatusRow) -> bool:
             async with gate:
                 return await self.write_async(row)
 
-        results = await asyncio.gather(*(one(r) for r in rows), return_exceptions=True)
-        for r in results:
-            if isinstance(r, BaseException) and not isinstance(r, Exception):
-                raise r
-        return list(results)
+        tasks = [asyncio.ensure_future(one(r)) for r in rows]
+        if not tasks:
+            return []
+        _, pending = await asyncio.wait(tasks, timeout=budget)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+        out: list[bool | BaseException | None] = []
+        for task in tasks:
+            if task.cancelled():
+                out.append(None)
+                continue
+            error = task.exception()
+            if error is not None and not isinstance(error, Exception):
+                raise error
+            out.append(error if error is not None else task.result())
+        return out
 
     async def write_async(self, row: StatusRow) -> bool:
         if row.deleted:

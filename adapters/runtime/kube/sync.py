@@ -4,6 +4,7 @@ the Workflows through a KubeTarget, wired by adapters/bootstrap.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Callable
@@ -34,6 +35,11 @@ STATUS_WAITS_FOR_DISPATCH = timedelta(seconds=5)
 #: The longest status writes wait for a dispatcher that keeps moving but never catches up (more
 #: fires than the API server takes, for minutes): statuses are then at most this stale.
 STATUS_WAITS_AT_MOST = timedelta(seconds=60)
+#: The longest a turn spends writing statuses: those not written by then are written at a
+#: later turn. A hung API server (every write waiting out its request timeout and retries)
+#: held the loop for most of a minute, and the ticks due meanwhile were decided too late
+#: (DeadlineExceeded for 200 CronWorkflows while the store answered).
+STATUS_WRITES_AT_MOST = 3.0
 
 
 class KubeSync:
@@ -149,8 +155,12 @@ class KubeSync:
         ]
         if not rows:
             return 0
-        written, failure = 0, None
-        for row, result in zip(rows, self.status.write_many(rows), strict=True):
+        written, failure, late = 0, None, 0
+        results = self.status.write_many(rows, STATUS_WRITES_AT_MOST)
+        for row, result in zip(rows, results, strict=True):
+            if result is None:
+                late += 1  # not done within the budget: written at a later turn
+                continue
             if isinstance(result, BaseException):
                 failure = failure or result
                 continue
@@ -158,7 +168,15 @@ class KubeSync:
             self._written[row.cron_id] = row.version
         if failure is not None:
             raise failure
-        self._statuses_at = position
+        if late == len(rows):
+            # Nothing answered in time: the API server hangs. The turn goes on (the
+            # scheduler decides on the store alone); the run watcher backs off.
+            raise TimeoutError(
+                f"no status write finished within {STATUS_WRITES_AT_MOST:g}s: the API server"
+                " does not answer in time"
+            )
+        if not late:
+            self._statuses_at = position
         return written
 
     def write_rejected(self) -> int:
@@ -177,7 +195,9 @@ class KubeSync:
                 continue
             condition = {"type": "SpecError", "status": "True", "message": message}
             try:
-                kube.run(kube.patch(namespace, CWF, name, {"status": {"conditions": [condition]}}))
+                body = {"status": {"conditions": [condition]}}
+                patch = kube.patch(namespace, CWF, name, body)
+                kube.run(asyncio.wait_for(patch, STATUS_WRITES_AT_MOST))
             except ApiError as e:
                 if e.status != 404:  # gone since: its DELETED event drops it from `rejected`
                     raise
