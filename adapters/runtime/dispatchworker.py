@@ -10,7 +10,7 @@ from typing import Any
 from cronsource.adapters.clock import Clock
 from cronsource.adapters.runtime.projector import Projector
 from cronsource.adapters.runtime.settings import TURN_BUDGET
-from cronsource.adapters.runtime.supervisor import Supervisor
+from cronsource.adapters.runtime.supervisor import DISPATCH_MAX_BACKOFF, Supervisor
 
 
 class DispatchWorker:
@@ -44,7 +44,9 @@ class DispatchWorker:
         #: Called when a step finds nothing more to dispatch after one that did: the loop's
         #: read model may be waiting for that (adapters/runtime/dispatchfirst.py).
         self.on_caught_up: Callable[[], None] | None = None
-        self.supervisor = Supervisor("dispatch", clock, store_probe)
+        self.supervisor = Supervisor(
+            "dispatch", clock, store_probe, max_backoff=DISPATCH_MAX_BACKOFF
+        )
         #: (fires, instant): a burst a moment away that the target is still getting ready
         #: for (`expect`, from the loop's thread); None when it is ready or none is expected.
         self._expected: tuple[int, datetime] | None = None

@@ -25,6 +25,11 @@ PROBE_SECONDS = 1.0
 #: Longest backoff: how long a step that keeps failing waits before it tries again, unless
 #: the probe sees the fault clear first.
 MAX_BACKOFF = 30.0
+#: Longest backoff of the dispatch (the creates of Workflows): a fire waits for it within its
+#: starting deadline (30 s when unset), and doubling to MAX_BACKOFF put the first retry after
+#: an API server outage of half a minute past that deadline (every run of the tick lost while
+#: the server had been answering for 12 s). A failed create costs the server one request.
+DISPATCH_MAX_BACKOFF = 5.0
 
 
 @dataclass
@@ -36,6 +41,8 @@ class Supervisor:
     #: None if the store takes writes, else why not (see the module docstring); None: no probe.
     probe: Callable[[], str | None] | None = None
     backoff: float = 0.0
+    #: The longest backoff (MAX_BACKOFF, or DISPATCH_MAX_BACKOFF for the dispatch).
+    max_backoff: float = MAX_BACKOFF
     failures: int = 0
     last_error: str = ""
     #: When a failed step may run again; None while nothing failed. (Not 0.0: a virtual
@@ -92,7 +99,7 @@ class Supervisor:
         except Exception as e:
             self.failures += 1
             self.streak += 1
-            self.backoff = min(MAX_BACKOFF, max(0.5, self.backoff * 2))
+            self.backoff = min(self.max_backoff, max(0.5, self.backoff * 2))
             self.retry_at = self.clock.monotonic() + self.backoff
             # Only a fault the probe sees may be seen to clear: a step that fails while the
             # probe passes (it cannot see this fault) keeps its backoff.

@@ -69,3 +69,37 @@ def test_a_supervisor_runs_its_step_when_the_clock_was_set_back_before_its_start
     clock.wait(sup.backoff)
     sup.run(lambda: ran.append(3))
     assert ran == [1, 3] and sup.retry_at is None
+
+
+def test_the_dispatch_backs_off_at_most_five_seconds_the_others_thirty() -> None:
+    """A fire waits for the dispatch's retry within its starting deadline (30 s unset): with
+    the backoff doubling to 30 s, the first retry after an API server outage of half a minute
+    came past that deadline, and every run of the tick was lost though the server had been
+    answering for 12 s."""
+    from cronsource.adapters.runtime.supervisor import DISPATCH_MAX_BACKOFF, Supervisor
+
+    def fail() -> None:
+        raise RuntimeError("503")
+
+    clock = VirtualClock(T0)
+    dispatch = Supervisor("dispatch", clock, max_backoff=DISPATCH_MAX_BACKOFF)
+    other = Supervisor("scheduler", clock)
+    for _ in range(12):
+        for sup in (dispatch, other):
+            sup.run(fail)
+        clock.wait(max(dispatch.backoff, other.backoff))
+    assert (dispatch.backoff, other.backoff) == (5.0, 30.0)
+    # `run`'s dispatch thread is supervised so (simulate's dispatch too: tests/scenarios).
+    import threading
+
+    from cronsource.adapters.runtime.dispatchworker import DispatchWorker
+
+    worker = DispatchWorker(
+        None,  # type: ignore[arg-type]
+        clock,
+        threading.Event(),
+        poll_seconds=1.0,
+        runs_projections=lambda: False,
+        store_probe=lambda: None,
+    )
+    assert worker.supervisor.max_backoff == DISPATCH_MAX_BACKOFF

@@ -71,18 +71,18 @@ def test_a_refusal_shorter_than_the_deadline_is_retried_and_the_workflow_created
     # Given the API server answers 503 to every create from 10:04:30 for 90 s
     # When the 10:05 tick fires (startingDeadlineSeconds 120)
     result = run(fails("2026-05-04T10:04:30Z", "90s"))
-    # Then it is retried with the dispatch's backoff (0, 0.5, 1.5, 3.5, 7.5, 15.5, 31.5,
-    # 61.5 s) and created at the first retry after the window, 10:06:01.5
+    # Then it is retried with the dispatch's backoff (0, 0.5, 1.5, 3.5, 7.5 s, then every 5 s:
+    # DISPATCH_MAX_BACKOFF) and created at the first retry after the window, 10:06:02.5
     (wf,) = result["workflows"]
     assert (wf["scheduledTime"], wf["createdAt"]) == (
         "2026-05-04T10:05:00Z",
-        "2026-05-04T10:06:01Z",
+        "2026-05-04T10:06:02Z",
     )
     (failed,) = of(result, "SubmissionFailed")
     assert failed["reason"] == "TransientSubmissionError" and failed["attempts"] == 1
     assert failed["message"].startswith("503 Service Unavailable (attempt 1; retried until")
     (recovered,) = of(result, "SubmissionRecovered")
-    assert (recovered["attempts"], recovered["at"]) == (8, "2026-05-04T10:06:01Z")
+    assert (recovered["attempts"], recovered["at"]) == (16, "2026-05-04T10:06:02Z")
     assert result["cronWorkflows"][0]["status"]["conditions"] == []
 
 
@@ -94,7 +94,7 @@ def test_a_refusal_past_the_deadline_is_given_up_with_its_attempts() -> None:
     first, given_up = of(result, "SubmissionFailed")
     assert (first["reason"], first["transient"]) == ("TransientSubmissionError", True)
     assert given_up["reason"] == "SubmissionRetriesExhausted" and not given_up["transient"]
-    assert given_up["attempts"] == 9 and given_up["at"] == "2026-05-04T10:07:01Z"
+    assert given_up["attempts"] == 27 and given_up["at"] == "2026-05-04T10:07:02Z"
     assert "given up after its starting deadline of 2m" in given_up["message"]
     status = result["cronWorkflows"][0]["status"]
     assert [c["type"] for c in status["conditions"]] == ["TransientSubmissionError"]
@@ -108,11 +108,11 @@ def test_a_refusal_past_the_deadline_is_given_up_with_its_attempts() -> None:
         pytest.param(403, "SubmissionError", 1, id="403"),
         pytest.param(404, "SubmissionError", 1, id="404 no such namespace"),
         pytest.param(422, "SubmissionError", 1, id="422"),
-        pytest.param(429, "SubmissionRetriesExhausted", 9, id="429"),
-        pytest.param("500", "SubmissionRetriesExhausted", 9, id="500"),
-        pytest.param(504, "SubmissionRetriesExhausted", 9, id="504"),
-        pytest.param("timeout", "SubmissionRetriesExhausted", 9, id="timeout"),
-        pytest.param("reset", "SubmissionRetriesExhausted", 9, id="reset"),
+        pytest.param(429, "SubmissionRetriesExhausted", 27, id="429"),
+        pytest.param("500", "SubmissionRetriesExhausted", 27, id="500"),
+        pytest.param(504, "SubmissionRetriesExhausted", 27, id="504"),
+        pytest.param("timeout", "SubmissionRetriesExhausted", 27, id="timeout"),
+        pytest.param("reset", "SubmissionRetriesExhausted", 27, id="reset"),
     ],
 )
 def test_a_refusal_for_good_is_not_retried_and_a_transient_one_is(

@@ -40,7 +40,7 @@ from cronsource.adapters.infrastructure.shards import SoleOwner
 from cronsource.adapters.infrastructure.store.config import StoreConfig
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.loop import SchedulerLoop
-from cronsource.adapters.runtime.supervisor import Supervisor
+from cronsource.adapters.runtime.supervisor import DISPATCH_MAX_BACKOFF, Supervisor
 from cronsource.domain.calendars import calendar_spec, is_calendar_document
 from cronsource.domain.durations import parse_duration
 from cronsource.domain.manifest import parse_manifest, scheduling_options
@@ -100,7 +100,8 @@ class _DispatchingLoop(SchedulerLoop):
 
     In `run` the dispatcher has a thread and a supervisor of its own (DispatchWorker): a
     create the target refuses (`targetFails`) backs off the dispatch alone, 0.5 s doubling
-    to 30 s (adapters/runtime/supervisor.py), while the read model goes on projecting. Here
+    to 5 s (DISPATCH_MAX_BACKOFF, adapters/runtime/supervisor.py), while the read model goes
+    on projecting. Here
     the dispatcher follows in the projection's own catch-up, where it always did (one read
     of the log for both), under that `dispatch` supervisor; while it backs off the read
     model projects alone, and the simulation's clock jumps to its retry (`retry_in`).
@@ -111,7 +112,9 @@ class _DispatchingLoop(SchedulerLoop):
         self, *args: Any, after_projection: Callable[[int | None], None], **kwargs: Any
     ) -> None:
         super().__init__(*args, **kwargs)
-        self.supervise_dispatch = Supervisor("dispatch", self.clock, self.write_probe.check)
+        self.supervise_dispatch = Supervisor(
+            "dispatch", self.clock, self.write_probe.check, max_backoff=DISPATCH_MAX_BACKOFF
+        )
         self.after_projection = after_projection
         #: A failure of the dispatch that the simulated target did not cause: a bug.
         self.dispatch_bug: BaseException | None = None
