@@ -1380,9 +1380,10 @@ class CronWorkflow(Aggregate):
         return True
 
     def submission_recovered(self, workflow: str, attempts: int, at: datetime) -> bool:
-        """A Workflow was created after transient failures were recorded (of this fire, or
-        of an earlier one given up): the `TransientSubmissionError` condition clears, as
-        Argo clears it at the next successful submission (PR #16233). Nothing is recorded
+        """A Workflow was created after failures were recorded (transient ones of this fire,
+        or an earlier fire given up or refused): the `TransientSubmissionError` or
+        `SubmissionError` condition clears, as Argo clears both at the next successful
+        submission (PR #16233, operator.go `run`). Nothing is recorded
         when no trouble is shown, so every successful create may call it."""
         trouble = self.submission_trouble
         if trouble is None or (
@@ -1704,7 +1705,10 @@ class CronWorkflow(Aggregate):
         if not transient:
             self.active.pop(workflow_name, None)
             self.backfill_running.discard(workflow_name)
-        if reason in (SUBMISSION_RETRYING, SUBMISSION_EXHAUSTED):
+        # Every reason shows on the status until a later create succeeds: a refusal for
+        # good too, as Argo's SubmissionError condition (operator.go reportCronWorkflowError;
+        # it showed only as a Warning Event).
+        if reason in (SUBMISSION_RETRYING, SUBMISSION_EXHAUSTED, SUBMISSION_REFUSED):
             self.submission_trouble = {
                 "workflow": workflow_name,
                 "message": message,

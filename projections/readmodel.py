@@ -193,7 +193,17 @@ def status_of(agg: CronWorkflow) -> dict[str, Any]:
             }
         )
     trouble = getattr(agg, "submission_trouble", None)
-    if trouble is not None:
+    if trouble is not None and trouble.get("reason") == "SubmissionError":
+        if not any(c["type"] == "SubmissionError" for c in conditions):
+            # Argo's words (operator.go `run`: "Failed to submit Workflow: %v").
+            conditions.append(
+                {
+                    "type": "SubmissionError",
+                    "status": "True",
+                    "message": f"Failed to submit Workflow: {trouble['message']}",
+                }
+            )
+    elif trouble is not None:
         conditions.append(transient_condition(trouble))
     if agg.failure_pause is not None:
         conditions.append(paused_condition(agg.failure_pause))

@@ -400,3 +400,19 @@ def test_the_table_shows_the_events_when_asked(tmp_path: Any) -> None:
     assert "Kubernetes Events" not in CliRunner().invoke(cli, base).output
     names = CliRunner().invoke(cli, [*base, "--kube-events", "--name", "other", "-o", "json"])
     assert json.loads(names.output)["kubeEvents"] == []  # --name filters them too
+
+
+def test_a_refusal_for_good_shows_argos_submission_error_until_a_create_succeeds() -> None:
+    """Argo's controller sets SubmissionError ("Failed to submit Workflow: ...") when a
+    submission is refused, and removes it at the next that succeeds; it showed only as an
+    Event here, and `.status.conditions` stayed empty."""
+    crons = [cron(schedule="*/5 10 * * *", startingDeadlineSeconds=120)]
+    refused = run(fails("2026-05-04T10:04:30Z", "1m", 403), crons=crons, end="2026-05-04T10:06:00Z")
+    [cond] = refused["cronWorkflows"][0]["status"]["conditions"]
+    assert cond["type"] == "SubmissionError" and cond["status"] == "True"
+    assert cond["message"] == (
+        "Failed to submit Workflow: workflow default/report-1777889100 refused (403 Forbidden)"
+    )
+    later = run(fails("2026-05-04T10:04:30Z", "1m", 403), crons=crons, end="2026-05-04T10:11:00Z")
+    assert later["cronWorkflows"][0]["status"]["conditions"] == []
+    assert [w["name"] for w in later["workflows"]] == ["report-1777889400"]
