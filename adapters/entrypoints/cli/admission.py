@@ -83,6 +83,17 @@ def admit(
     return [m for _, m in got.manifests]
 
 
+def objects_of(files: Sequence[str]) -> tuple[list[CronWorkflowManifest], list[CalendarSpec]]:
+    """The CronWorkflows and calendars of `apply -f` and `delete -f` files, admitted in the
+    `-n` namespace (one naming another is refused, as kubectl refuses it)."""
+    obj = _obj()
+    calendars: list[CalendarSpec] = []
+    manifests = admit(files, obj.namespace, with_calendars=calendars)
+    if obj.namespace is not None:
+        same_namespace(obj.namespace, [m.metadata for m in manifests] + calendars)
+    return manifests, calendars
+
+
 def same_namespace(namespace: str, objects: Sequence[Any]) -> None:
     """`-n` names the namespace of a file's objects that name none; one that names another
     is refused before anything is applied, as `kubectl apply -n` refuses it (its message):
@@ -133,10 +144,7 @@ def apply(files: tuple[str, ...], force: bool) -> None:
     since the last apply while the file's value for it is unchanged; --force-conflicts
     takes the file's values. An unchanged file changes nothing and says `unchanged`."""
     obj = _obj()
-    calendars: list[CalendarSpec] = []
-    manifests = admit(files, obj.namespace, with_calendars=calendars)
-    if obj.namespace is not None:
-        same_namespace(obj.namespace, [m.metadata for m in manifests] + calendars)
+    manifests, calendars = objects_of(files)
     machine = obj.output in ("json", "yaml")
     items: list[dict[str, Any]] = []
 

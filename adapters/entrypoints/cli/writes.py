@@ -24,7 +24,6 @@ from cronsource.adapters.entrypoints.cli.context import (
 from cronsource.adapters.entrypoints.cli.output import View, emit, no_resources, one_or_list
 from cronsource.adapters.entrypoints.cli.reads import selected
 from cronsource.adapters.entrypoints.cli.registry import cli, name_argument
-from cronsource.domain.calendars import CalendarSpec
 from cronsource.domain.cronworkflow import manual_workflow_name
 from cronsource.domain.service import NotFound
 
@@ -175,13 +174,10 @@ def _delete_files(files: tuple[str, ...]) -> None:
     """`delete -f`: each CronWorkflow and calendar the files hold, by namespace and name, in
     file order; one that is not there is an `error:` line and exit 1 after the others, as
     `kubectl delete -f` says NotFound and goes on."""
-    from cronsource.adapters.entrypoints.cli.admission import admit, same_namespace
+    from cronsource.adapters.entrypoints.cli.admission import objects_of
 
     obj = _obj()
-    calendars: list[CalendarSpec] = []
-    manifests = admit(files, obj.namespace, with_calendars=calendars)
-    if obj.namespace is not None:
-        same_namespace(obj.namespace, [m.metadata for m in manifests] + calendars)
+    manifests, calendars = objects_of(files)
     machine = obj.output in ("json", "yaml")
     items: list[dict[str, Any]] = []
     missing = 0
