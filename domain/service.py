@@ -87,13 +87,16 @@ class StaleVersion(RuntimeError):
         self.current = current
 
 
-def _check_calendar_version(cal: Calendar | None, expected: int | None) -> None:
-    """StaleVersion unless the live calendar is at `expected` (None: no precondition)."""
-    if expected is None:
-        return
-    current = None if cal is None or cal.deleted else cal.version
-    if current != expected:
-        raise StaleVersion(expected, current)
+def _live_version(obj: CronWorkflow | Calendar | None) -> int | None:
+    """The version StaleVersion names as current: None when nothing live is there."""
+    return None if obj is None or obj.deleted else obj.version
+
+
+def _check_version(obj: CronWorkflow | Calendar | None, expected: int | None) -> None:
+    """StaleVersion unless `obj` is live at `expected` (None: no precondition), the If-Match
+    check of every command, calendars' included."""
+    if expected is not None and _live_version(obj) != expected:
+        raise StaleVersion(expected, _live_version(obj))
 
 
 @dataclass
@@ -374,7 +377,7 @@ class CronService(Application[UUID]):
 
         def attempt() -> tuple[int, str]:
             cal = self.calendar(spec.namespace, spec.name)
-            _check_calendar_version(cal, expected)
+            _check_version(cal, expected)
             if cal is None:
                 cal = Calendar(spec.namespace, spec.name, spec.dates, spec.rrule, at, timestamp=at)
                 self.save(cal)
@@ -401,7 +404,7 @@ class CronService(Application[UUID]):
             cal = self.calendar(namespace, name)
             if cal is None or cal.deleted:
                 raise NotFound(f"calendar {namespace}/{name} not found")
-            _check_calendar_version(cal, expected)
+            _check_version(cal, expected)
             cal.delete(at)
             self.save(cal)
             self._keep_calendar(cal)
@@ -891,8 +894,7 @@ class CronService(Application[UUID]):
 
         def attempt() -> T:
             agg = self.load(cron_id)
-            if expected_version is not None and agg.version != expected_version:
-                raise StaleVersion(expected_version, None if agg.deleted else agg.version)
+            _check_version(agg, expected_version)
             result = do(agg)
             self.save(agg)
             return result
@@ -904,7 +906,7 @@ class CronService(Application[UUID]):
         except IntegrityError:
             self.forget([cron_id])
             now = self.load(cron_id)
-            raise StaleVersion(expected_version, None if now.deleted else now.version) from None
+            raise StaleVersion(expected_version, _live_version(now)) from None
 
     def suspend(self, cron_id: UUID, at: datetime, by: str = "", note: str = "") -> None:
         self.command(cron_id, lambda a: a.suspend(at, by, note))
@@ -1192,9 +1194,7 @@ class CronService(Application[UUID]):
         )
         if dry_run or not plan.runs:
             if expected is not None:
-                agg = self.load(cron_id)
-                if agg.version != expected:
-                    raise StaleVersion(expected, None if agg.deleted else agg.version)
+                _check_version(self.load(cron_id), expected)
             return plan
         todo = list(plan.fire)
         chunks = [todo[i : i + batch] for i in range(0, len(todo), batch)] or [[]]
