@@ -100,18 +100,19 @@ def resource_version(doc: Any, if_match: int | None) -> int | None:
     meta = doc.get("metadata") if isinstance(doc, dict) else None
     if not isinstance(meta, dict) or meta.get("resourceVersion") in (None, ""):
         return if_match
-    given = meta.pop("resourceVersion")
+    return _body_version(meta.pop("resourceVersion"), "metadata.resourceVersion", if_match)
+
+
+def _body_version(given: Any, field: str, if_match: int | None) -> int:
+    """A version a body gives in `field` (a resourceVersion, as the ETag says it), which
+    must agree with If-Match when both are given: a FieldError naming the field otherwise."""
     text = str(given)
     if isinstance(given, bool) or not text.isdigit() or len(text) > 18:
-        raise FieldError(
-            "metadata.resourceVersion", f"{given!r} is not a version (use the ETag value)", "body"
-        )
+        raise FieldError(field, f"{given!r} is not a version (use the ETag value)", "body")
     version = int(text)
     if if_match is not None and if_match != version:
         raise FieldError(
-            "metadata.resourceVersion",
-            f"{version} disagrees with If-Match {if_match}; give one of them",
-            "body",
+            field, f"{version} disagrees with If-Match {if_match}; give one of them", "body"
         )
     return version
 
@@ -146,19 +147,7 @@ def delete_precondition(doc: Any, if_match: int | None) -> int | None:
             raise FieldError(
                 f"preconditions.{key}", "not supported: use preconditions.resourceVersion", "body"
             )
-    given = pre.get("resourceVersion")
-    text = str(given)
-    if isinstance(given, bool) or not text.isdigit() or len(text) > 18:
-        raise FieldError(
-            "preconditions.resourceVersion", f"{given!r} is not a version (use the ETag)", "body"
-        )
-    if if_match is not None and if_match != int(text):
-        raise FieldError(
-            "preconditions.resourceVersion",
-            f"{text} disagrees with If-Match {if_match}; give one of them",
-            "body",
-        )
-    return int(text)
+    return _body_version(pre.get("resourceVersion"), "preconditions.resourceVersion", if_match)
 
 
 def admit_calendar(doc: Any, namespace: str) -> CalendarSpec:
