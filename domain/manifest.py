@@ -55,6 +55,9 @@ from cronsource.domain.schedule import (
 from cronsource.domain.whentemplate import unknown_when_names, validate_when
 from cronsource.domain.workflowspec import json_type, workflow_spec_problem
 
+#: Finished Workflows kept when the history limits are unset (or negative): Argo's defaults.
+KEPT_SUCCEEDED = 3
+KEPT_FAILED = 1
 #: Longest CronWorkflow name: `<name>-<10-digit unix seconds>` must fit Kubernetes' 63.
 MAX_NAME_LENGTH = 52
 
@@ -328,12 +331,12 @@ class CronWorkflowSpec(_Model):
         """Finished successful Workflows kept: Argo's enforceHistoryLimit keeps its default
         (3) for an unset or negative limit, and its CRD has no minimum, so a negative one is
         stored as written (`get -o yaml` shows what was applied) and read as unset."""
-        return _limit(self.successful_jobs_history_limit, 3)
+        return _limit(self.successful_jobs_history_limit, KEPT_SUCCEEDED)
 
     @property
     def kept_failed(self) -> int:
         """Finished failed Workflows kept: 1 for an unset or negative limit, as Argo."""
-        return _limit(self.failed_jobs_history_limit, 1)
+        return _limit(self.failed_jobs_history_limit, KEPT_FAILED)
 
     @field_validator("schedule")
     @classmethod
@@ -539,8 +542,8 @@ def manifest_warnings(m: CronWorkflowManifest) -> list[str]:
     spec = m.spec
     out = name_warnings(m)
     for field, v, default in (
-        ("successfulJobsHistoryLimit", spec.successful_jobs_history_limit, 3),
-        ("failedJobsHistoryLimit", spec.failed_jobs_history_limit, 1),
+        ("successfulJobsHistoryLimit", spec.successful_jobs_history_limit, KEPT_SUCCEEDED),
+        ("failedJobsHistoryLimit", spec.failed_jobs_history_limit, KEPT_FAILED),
     ):
         if v is not None and v < 0:
             out.append(

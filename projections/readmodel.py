@@ -193,18 +193,10 @@ def status_of(agg: CronWorkflow) -> dict[str, Any]:
             }
         )
     trouble = getattr(agg, "submission_trouble", None)
-    if trouble is not None and trouble.get("reason") == "SubmissionError":
-        if not any(c["type"] == "SubmissionError" for c in conditions):
-            # Argo's words (operator.go `run`: "Failed to submit Workflow: %v").
-            conditions.append(
-                {
-                    "type": "SubmissionError",
-                    "status": "True",
-                    "message": f"Failed to submit Workflow: {trouble['message']}",
-                }
-            )
-    elif trouble is not None:
-        conditions.append(transient_condition(trouble))
+    if trouble is not None:
+        shown = trouble_condition(trouble)
+        if all(c["type"] != shown["type"] for c in conditions):  # not_started's goes first
+            conditions.append(shown)
     if agg.failure_pause is not None:
         conditions.append(paused_condition(agg.failure_pause))
     conditions += _adopted_conditions(agg, {c["type"] for c in conditions})
@@ -235,10 +227,17 @@ def status_of(agg: CronWorkflow) -> dict[str, Any]:
 TRANSIENT_CONDITION = "TransientSubmissionError"
 
 
-def transient_condition(trouble: dict[str, Any]) -> dict[str, Any]:
-    """The TransientSubmissionError condition of a fire whose create met transient errors:
-    set at its first, kept when it is given up at its deadline, cleared by the next create
-    that succeeds (SubmissionRecovered)."""
+def trouble_condition(trouble: dict[str, Any]) -> dict[str, Any]:
+    """The condition of a fire whose create failed, until the next create that succeeds
+    (SubmissionRecovered): Argo's SubmissionError for a refusal for good ("Failed to submit
+    Workflow: %v", operator.go `run`); TransientSubmissionError for transient errors, set at
+    the first and kept when the fire is given up at its deadline."""
+    if trouble.get("reason") == "SubmissionError":
+        return {
+            "type": "SubmissionError",
+            "status": "True",
+            "message": f"Failed to submit Workflow: {trouble['message']}",
+        }
     attempts = int(trouble.get("attempts") or 1)
     if trouble.get("reason") == "SubmissionRetriesExhausted":
         state = "given up"
