@@ -4,6 +4,7 @@ stops on SIGINT."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -113,3 +114,9 @@ def test_a_cli_change_to_a_cronworkflow_from_a_cluster_warns_it_is_the_stores_al
     assert "warning: default/synced comes from a Kubernetes cluster (run --kube)" in warned.stderr
     quiet = cs("suspend", "local", store=store)
     assert quiet.returncode == 0 and "Kubernetes" not in quiet.stderr
+    # `delete -f` says it as `delete NAME` does.
+    f = tmp_path / "synced.json"
+    f.write_text(json.dumps(manifest("synced")))
+    deleted = cs("delete", "-f", str(f), store=store)
+    assert deleted.returncode == 0, deleted.stderr
+    assert "warning: default/synced comes from a Kubernetes cluster" in deleted.stderr

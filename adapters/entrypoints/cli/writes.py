@@ -26,6 +26,7 @@ from cronsource.adapters.entrypoints.cli.reads import selected
 from cronsource.adapters.entrypoints.cli.registry import cli, name_argument
 from cronsource.domain.cronworkflow import manual_workflow_name
 from cronsource.domain.service import NotFound
+from cronsource.projections.readmodel import StatusRow
 
 
 def _targets(ops: Operations, obj: Ctx, names: Sequence[str]) -> list[tuple[str, str]]:
@@ -93,17 +94,20 @@ def _each(
         sys.exit(1)
 
 
-def _from_cluster(ops: Operations, ns: str, name: str, what: str) -> None:
+def _from_cluster(row: StatusRow, what: str) -> StatusRow:
     """Warn when the CronWorkflow came from a Kubernetes cluster (`run --kube`, which gives
     it the object's uid): the change is the store's alone, and the object in the cluster (what
-    kubectl and argo show, and what the next edit or re-list reads) does not have it."""
-    if ops.status(ns, name).metadata.get("uid"):
+    kubectl and argo show, and what the next edit or re-list reads) does not have it. Returns
+    the row, for a caller that prints it."""
+    if row.metadata.get("uid"):
+        ns, name = row.namespace, row.name
         click.echo(
             f"warning: {ns}/{name} comes from a Kubernetes cluster (run --kube): {what} changes"
             " this store only, not the object in the cluster; change it there (kubectl, argo"
             " cron) to keep the two in step",
             err=True,
         )
+    return row
 
 
 @cli.command()
@@ -113,7 +117,7 @@ def suspend(names: tuple[str, ...]) -> None:
     """Suspend: no tick runs until resumed (several names, or -l)."""
 
     def do(ops: Operations, ns: str, name: str) -> Done:
-        _from_cluster(ops, ns, name, "suspend")
+        _from_cluster(ops.status(ns, name), "suspend")
         was_running, _ = ops.suspend(ns, name, by="cli")
         return Done(
             f"{KIND}/{name} {'suspended' if was_running else 'unchanged (already suspended)'}"
@@ -130,7 +134,7 @@ def resume(names: tuple[str, ...]) -> None:
     most one runs; a pause after failures counts again from zero."""
 
     def do(ops: Operations, ns: str, name: str) -> Done:
-        _from_cluster(ops, ns, name, "resume")
+        _from_cluster(ops.status(ns, name), "resume")
         was_held, _ = ops.resume(ns, name, by="cli")
         return Done(
             f"{KIND}/{name} {'resumed' if was_held else 'unchanged (not suspended or paused)'}"
@@ -162,9 +166,9 @@ def delete(names: tuple[str, ...], files: tuple[str, ...]) -> None:
     machine = _obj().output in ("json", "yaml")
 
     def do(ops: Operations, ns: str, name: str) -> Done:
-        _from_cluster(ops, ns, name, "delete")
-        last = ops.status(ns, name).as_object() if machine else None
+        row = _from_cluster(ops.status(ns, name), "delete")
         ops.delete(ns, name)
+        last = row.as_object() if machine else None
         return Done(f"{KIND}/{name} deleted", last)
 
     _each(names, do)
@@ -185,13 +189,13 @@ def _delete_files(files: tuple[str, ...]) -> None:
         for m in manifests:
             ns, name = m.metadata.namespace, m.metadata.name
             try:
-                last = ops.status(ns, name).as_object() if machine else None
+                row = _from_cluster(ops.status(ns, name), "delete")
                 ops.delete(ns, name)
             except NotFound as e:
                 click.echo(f"error: {e}", err=True)
                 missing += 1
                 continue
-            items += [last] if last is not None else []
+            items += [row.as_object()] if machine else []
             _said(obj, f"{KIND}/{name}", f"{KIND}/{name} deleted")
         for c in calendars:
             before = ops.calendars(c.namespace, [c.name]) if machine else []
