@@ -166,9 +166,9 @@ def _explain(
         )
     elif t <= agg.baseline:
         out["outcome"] = "NotScheduled"
-        out["explanation"] = f"{_not_scheduled_since(agg, t)}: the scheduler never runs ticks"
-        out["explanation"] += (
-            " before that; a backfill can (cronsource backfill, POST .../backfill)"
+        out["explanation"] = (
+            f"{_not_scheduled_since(agg, t)}: the scheduler never runs ticks before that;"
+            " a backfill can (cronsource backfill, POST .../backfill)"
         )
     elif t > agg.decided_until:
         out["outcome"] = "Pending"

@@ -16,7 +16,7 @@ from cronsource.adapters.entrypoints.cli.admission import admit, apply_all
 from cronsource.adapters.entrypoints.cli.context import KIND, _obj, fail, global_options, now
 from cronsource.adapters.entrypoints.cli.output import ago
 from cronsource.adapters.entrypoints.cli.registry import cli
-from cronsource.adapters.entrypoints.cli.store import longest_deadline, retain_option
+from cronsource.adapters.entrypoints.cli.store import retain_option, retain_refused
 from cronsource.adapters.infrastructure.store.check import StoreUnavailable, check_store, describe
 from cronsource.adapters.infrastructure.store.config import StoreConfig
 from cronsource.adapters.runtime.collector import pace_collector
@@ -165,7 +165,6 @@ def run_replica(
     from cronsource.adapters.infrastructure.localtarget import LocalTarget
     from cronsource.adapters.infrastructure.logs import configure_logging, replica_filter
     from cronsource.adapters.infrastructure.replica import BadReplicaName, replica_identity
-    from cronsource.adapters.runtime.retention import RetentionTooShort, check_retain
     from cronsource.domain.calendars import CalendarSpec
     from cronsource.domain.durations import parse_duration
 
@@ -282,12 +281,9 @@ def run_replica(
     except SystemExit:
         engine.close()
         raise
-    if retain_for is not None:
-        try:
-            check_retain(retain_for, longest_deadline(ops), retain)
-        except RetentionTooShort as e:
-            engine.close()
-            fail(str(e))
+    if retain_for is not None and (refused := retain_refused(ops, retain_for, str(retain))):
+        engine.close()
+        fail(refused)
     replica = bootstrap_replica(
         engine,
         role=role,

@@ -6,7 +6,7 @@ import click
 
 from cronsource.adapters.entrypoints.cli.context import _obj, fail, global_options
 from cronsource.adapters.entrypoints.cli.registry import cli
-from cronsource.adapters.entrypoints.cli.store import longest_deadline, retain_option
+from cronsource.adapters.entrypoints.cli.store import retain_option, retain_refused
 from cronsource.adapters.infrastructure.store.check import StoreUnavailable, check_store
 
 
@@ -40,14 +40,10 @@ def serve(host: str, port: int, token_file: str | None, retain: str | None, verb
         fail(str(e))
     if retain_for is not None:
         # As `run --retain` checks it: a window shorter than a deadline is refused here too.
-        from cronsource.adapters.runtime.retention import RetentionTooShort, check_retain
-
         with obj.operations() as ops:
-            deadline = longest_deadline(ops)
-        try:
-            check_retain(retain_for, deadline, retain)
-        except RetentionTooShort as e:
-            fail(str(e))
+            refused = retain_refused(ops, retain_for, str(retain))
+        if refused:
+            fail(refused)
     try:
         serve_http(
             obj.store,

@@ -186,10 +186,10 @@ def parse_retain(text: str) -> timedelta:
     days = re.fullmatch(r"(\d+)d(.*)", text)
     if days is None:
         return parse_duration(text)
-    # The bound of every other duration (at most 100 years): `9999999999d` overflowed
-    # timedelta, an OverflowError on the user's screen.
     count, rest = days.groups()
-    if len(count) > 6 or int(count) * 86400 > MAX_SECONDS:
+    # The bound of every other duration (at most 100 years), checked on the total below;
+    # a count too long even for timedelta (`9999999999d`, an OverflowError) is past it too.
+    if len(count) > 6:
         raise ValueError(f"duration {text!r} is longer than 100 years")
     try:
         total = timedelta(days=int(count)) + (parse_duration(rest) if rest else timedelta(0))
@@ -202,6 +202,15 @@ def parse_retain(text: str) -> timedelta:
     return total
 
 
-def longest_deadline(ops: Operations) -> timedelta:
-    """The longest startingDeadlineSeconds of the live CronWorkflows in the store."""
-    return timedelta(seconds=ops.engine.view.longest_deadline())
+def retain_refused(ops: Operations, retain: timedelta, shown: str) -> str | None:
+    """Why `--retain` (`shown` as the user wrote it) is refused for this store, `run` and
+    `serve` alike: shorter than the longest startingDeadlineSeconds of its CronWorkflows.
+    None when it is taken."""
+    from cronsource.adapters.runtime.retention import RetentionTooShort, check_retain
+
+    deadline = timedelta(seconds=ops.engine.view.longest_deadline())
+    try:
+        check_retain(retain, deadline, shown)
+    except RetentionTooShort as e:
+        return str(e)
+    return None
