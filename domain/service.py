@@ -338,6 +338,21 @@ class CronService(Application[UUID]):
         self.resolve_calendars([agg])
         return agg
 
+    def head_version(self, cron_id: UUID) -> int | None:
+        """The stream's latest version in this log (its newest event, or the snapshot that
+        stands for events retention removed); None when the log has no such stream. What a
+        status written elsewhere is held against: a sequence past it came from a log that is
+        not this one (adapters/infrastructure/kube/status.py)."""
+        versions = [
+            e.originator_version for e in self.recorder.select_events(cron_id, desc=True, limit=1)
+        ]
+        if self.snapshots is not None:
+            versions += [
+                s.originator_version
+                for s in self.snapshots.recorder.select_events(cron_id, desc=True, limit=1)
+            ]
+        return max(versions, default=None)
+
     # ------------------------------------------------------------------ calendars
 
     def calendar(self, namespace: str, name: str) -> Calendar | None:

@@ -8,6 +8,7 @@ label. The same writer against the real server: tests/integration/test_kube_cont
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -176,3 +177,31 @@ def test_resolved_schedules_edited_away_are_removed_from_the_map(
     CronWorkflowWatcher(kube, engine.service, namespace=NS).sync_once(T0 + timedelta(seconds=2))
     assert writer.write_aggregate(engine.service.load(cron_id))
     assert "resolvedSchedules" not in kube.user.get(NS, CWF, "job")["status"]
+
+
+def test_a_sequence_this_log_does_not_hold_is_overwritten(engine: Engine, kube: FakeKube) -> None:
+    """After a failover that lost the log's tail, or a new store that took the same object
+    (the stream's id comes from its uid), the object shows a sequence past the stream's head:
+    a status this log never had. Dropping writes below it froze the status until the log grew
+    past it; it is overwritten. A sequence the log holds (another replica's newer write) is
+    still dropped."""
+    cron_id = admitted(engine, kube)
+    fired(engine, cron_id)
+    row = status_row(engine.service.load(cron_id))
+    head = engine.service.head_version(cron_id)
+    assert head == row.version
+    writer = StatusWriter(kube, heads=engine.service.head_version)
+
+    def shows(sequence: int) -> None:
+        annotations = {ANNOTATION_SEQUENCE: str(sequence), ANNOTATION_STREAM: str(cron_id)}
+        kube.user.patch(NS, CWF, "job", {"metadata": {"annotations": annotations}})
+
+    shows(head + 500)  # written from the log before it lost its tail
+    assert writer.write(row)
+    obj = kube.user.get(NS, CWF, "job")
+    assert obj["metadata"]["annotations"][ANNOTATION_SEQUENCE] == str(row.version)
+    assert obj["status"]["lastScheduledTime"] == "2026-05-04T10:01:00Z"
+
+    shows(head)  # this log holds it: a newer write than `older`, kept
+    assert not writer.write(dataclasses.replace(row, version=row.version - 1))
+    assert not StatusWriter(kube).write(row)  # without the log to ask: dropped, as before

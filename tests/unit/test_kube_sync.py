@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from cronsource.adapters.infrastructure.kube import CWF, WF, Backoff, KubeTarget
+from cronsource.adapters.infrastructure.kube.status import ANNOTATION_SEQUENCE, ANNOTATION_STREAM
 from cronsource.adapters.runtime.engine import Engine
 from cronsource.adapters.runtime.kube import KubeSync
 from cronsource.adapters.runtime.kube.sync import STATUS_WAITS_AT_MOST, STATUS_WAITS_FOR_DISPATCH
@@ -95,6 +96,23 @@ def live() -> Iterator[FakeKube]:
     fake = FakeKube(watch_timeout=None)
     yield fake
     fake.close()
+
+
+def test_a_status_from_a_log_that_lost_its_tail_does_not_freeze_the_object(
+    engine: Engine, kube: FakeKube
+) -> None:
+    """The object shows a sequence of its stream that this log does not hold (written before
+    a failover lost the log's tail, or by a store this one replaced): the sync's writes go on."""
+    sync = KubeSync(engine, kube, namespace=NS)
+    cron_id = admitted(engine, kube)
+    ahead = {ANNOTATION_SEQUENCE: "999", ANNOTATION_STREAM: str(cron_id)}
+    kube.user.patch(NS, CWF, "job", {"metadata": {"annotations": ahead}})
+    engine.service.tick([cron_id], TICK)
+    engine.projector.catch_up(TICK)
+    assert sync.write_statuses(TICK) == 1
+    assert shown(kube, "job") == "2026-05-04T10:01:00Z"
+    shows = kube.user.get(NS, CWF, "job")["metadata"]["annotations"][ANNOTATION_SEQUENCE]
+    assert shows == str(engine.service.head_version(cron_id))
 
 
 def test_watches_run_as_tasks_and_poll_applies_what_they_saw(live: FakeKube) -> None:

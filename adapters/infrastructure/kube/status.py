@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
+from uuid import UUID
 
 from cronsource.adapters.infrastructure.kube.port import CWF, ApiError, KubeApi
 from cronsource.adapters.infrastructure.kube.seen import Seen, SeenMetadata, resolved_schedule_keys
@@ -109,8 +110,12 @@ class StatusWriter:
         max_conflicts: int = 10,
         seen: SeenMetadata | None = None,
         workflows: SeenMetadata | None = None,
+        heads: Callable[[UUID], int | None] | None = None,
     ):
         self.kube = kube
+        #: The stream's latest version in the log (`CronService.head_version`), asked when
+        #: the object shows a sequence not older than the write's: see `_from_this_log`.
+        self.heads = heads
         self.workflows = workflows  # the Workflows seen, for the uids of active runs
         self.backoff = backoff or Backoff()
         self.max_conflicts = max_conflicts
@@ -175,7 +180,10 @@ class StatusWriter:
             meta = seen.metadata
             shown = shown_sequence(row.cron_id, meta)
             other = bool(uid) and meta.get("uid") != uid  # another incarnation of the name
-            if other or (shown is not None and shown >= row.version):
+            stale = shown is not None and shown >= row.version
+            if stale and fresh and shown is not None and not await self._from_this_log(row, shown):
+                stale = False  # shown from a log that is not this one: overwritten
+            if other or stale:
                 if fresh:
                     return False
                 seen = None  # dropped only on what the API says, not on the watch's copy
@@ -197,6 +205,19 @@ class StatusWriter:
                 self.seen.saw(written)
             return True
         raise RuntimeError(f"status of {row.namespace}/{row.name}: too many conflicts")
+
+    async def _from_this_log(self, row: StatusRow, shown: int) -> bool:
+        """Whether the sequence the object shows is one this log holds. A status written from
+        a log that lost its tail (a failover, a restore from a backup) or from another store
+        that took the same object shows versions this log does not have yet, and the stream
+        is the same (its id comes from the object's uid): dropping every write below it froze
+        the object's status until the new log grew past it. Asked only on what the API says,
+        after reading it: a status another replica wrote from this log was committed to it
+        first, so the log's head seen now is at least its sequence."""
+        if self.heads is None:
+            return True
+        head = await asyncio.to_thread(self.heads, UUID(row.cron_id))
+        return head is None or shown <= head
 
     async def _read(self, row: StatusRow) -> Seen | None:
         """The object's metadata (and resolved-schedule keys) from the API; None when gone."""

@@ -86,7 +86,9 @@ class KubeSync:
             on_runs_adopted=self.runs.check,
         )
         self.calendars = CalendarWatcher(kube, engine.service, namespace, clock=clock)
-        self.status = StatusWriter(kube, seen=seen, workflows=workflows)
+        self.status = StatusWriter(
+            kube, seen=seen, workflows=workflows, heads=engine.service.head_version
+        )
         # Kubernetes Events on the CronWorkflows: from the audit log, and SuccessfulCreate
         # from the dispatcher; written off the hot path (adapters/runtime/kube/events.py).
         # The Events wait for the Workflows being created (`KubeTarget.quiet`).
