@@ -1373,6 +1373,7 @@ class CronWorkflow(Aggregate):
             transient=transient,
             reason=reason,
             attempts=attempts,
+            counted=not transient,
             timestamp=at,
         )
         if not transient:
@@ -1700,11 +1701,16 @@ class CronWorkflow(Aggregate):
         timestamp: datetime,
         reason: str = SUBMISSION_REFUSED,
         attempts: int = 1,
+        counted: bool = False,
     ) -> None:
-        # v2: `reason` and `attempts` (upcast below).
+        # v2: `reason` and `attempts`; v3: `counted` (upcast below).
         if not transient:
             self.active.pop(workflow_name, None)
             self.backfill_running.discard(workflow_name)
+        if counted:
+            # Argo's reportCronWorkflowError: a submission that failed is `failed` + 1, what a
+            # stopStrategy on `cronworkflow.failed` reads.
+            self.failed += 1
         # Every reason shows on the status until a later create succeeds: a refusal for
         # good too, as Argo's SubmissionError condition (operator.go reportCronWorkflowError;
         # it showed only as a Warning Event).
@@ -1878,6 +1884,12 @@ def _upcast_submission_failed_v1(state: dict[str, Any]) -> None:
     state["attempts"] = 1
 
 
+def _upcast_submission_failed_v2(state: dict[str, Any]) -> None:
+    """Before v3 a submission that failed for good was not counted in `failed`: a log keeps
+    the counts it showed (and a snapshot taken from it agrees with its replay)."""
+    state["counted"] = False
+
+
 # Version 2 of the decision events: ScheduleFired and ScheduleSkipped add `decided_by`, the
 # identity of the replica that decided (None for a manual run, a backfill, a command, or an
 # event written before it); ScheduleSkipped also records the `when` expression and the values
@@ -1890,9 +1902,11 @@ CronWorkflow.ScheduleSkipped.upcast_v1_v2 = staticmethod(_upcast_skip_v1)  # typ
 CronWorkflow.Stopped.class_version = 2  # type: ignore[attr-defined]
 CronWorkflow.Stopped.upcast_v1_v2 = staticmethod(_upcast_stop_without_values)  # type: ignore[attr-defined]
 # Version 2 of SubmissionFailed adds `reason` (refused, retried, retries exhausted) and
-# `attempts` (how many creates failed). Same topic; v1 events are upcast on load.
-CronWorkflow.SubmissionFailed.class_version = 2  # type: ignore[attr-defined]
+# `attempts` (how many creates failed); version 3 `counted`, whether it added 1 to `failed`.
+# Same topic; older events are upcast on load.
+CronWorkflow.SubmissionFailed.class_version = 3  # type: ignore[attr-defined]
 CronWorkflow.SubmissionFailed.upcast_v1_v2 = staticmethod(_upcast_submission_failed_v1)  # type: ignore[attr-defined]
+CronWorkflow.SubmissionFailed.upcast_v2_v3 = staticmethod(_upcast_submission_failed_v2)  # type: ignore[attr-defined]
 
 # A snapshot is read by processes that never took one: its topic must resolve from the start
 # (the library registers an explicit TOPIC only when a snapshot is first taken).

@@ -157,6 +157,52 @@ def test_a_refusal_for_good_is_not_retried(engine: Engine, target: FlakyTarget) 
     assert "TransientSubmissionError" not in conditions(engine)
 
 
+def failed_count(eng: Engine) -> int:
+    eng.projector.catch_up(None, dispatch=False)
+    (row,) = eng.view.statuses("ns")
+    return int(row.status["failed"])
+
+
+def test_a_fire_whose_workflow_is_not_created_for_good_counts_as_failed_as_in_argo(
+    engine: Engine, target: FlakyTarget
+) -> None:
+    """Argo's reportCronWorkflowError adds 1 to `status.failed` for a submission that failed,
+    what a stopStrategy on `cronworkflow.failed` reads: a refusal for good and retries given
+    up each count once; a transient failure retried until its create succeeds counts nothing.
+    With `failed >= 2` the CronWorkflow stops at its next tick, as Argo's does."""
+    cron_id = apply(
+        engine,
+        "refused",
+        startingDeadlineSeconds=30,
+        stopStrategy={"expression": "cronworkflow.failed >= 2"},
+    )
+    ticks = [T1 + timedelta(minutes=i) for i in range(4)]
+    names = [workflow_name("refused", t) for t in ticks]
+    target.fail[names[0]] = ApiError(503, "Service Unavailable")
+    engine.service.tick([cron_id], ticks[0])
+    assert isinstance(dispatch(engine, ticks[0]), ApiError)
+    assert failed_count(engine) == 0  # retried, not given up
+    del target.fail[names[0]]
+    assert dispatch(engine, ticks[0] + timedelta(seconds=10)) is None
+    assert failed_count(engine) == 0 and names[0] in target.made
+
+    target.fail[names[1]] = PermanentSubmissionError("workflow ns/x refused (403 Forbidden)")
+    engine.service.tick([cron_id], ticks[1])
+    assert dispatch(engine, ticks[1]) is None
+    assert failed_count(engine) == 1
+
+    target.fail[names[2]] = ApiError(503, "Service Unavailable")
+    engine.service.tick([cron_id], ticks[2])
+    assert isinstance(dispatch(engine, ticks[2]), ApiError)
+    assert dispatch(engine, ticks[2] + timedelta(seconds=30)) is None  # past it: given up
+    assert failed_count(engine) == 2
+
+    engine.service.tick([cron_id], ticks[3])
+    agg = engine.service.load(cron_id)
+    assert agg.stopped and agg.failed == 2
+    assert event_type(list(engine.service.events.get(cron_id))[-2]) == "Stopped"
+
+
 def test_a_fire_without_a_deadline_is_retried_for_a_bounded_time(
     engine: Engine, target: FlakyTarget
 ) -> None:
@@ -202,7 +248,7 @@ def test_a_version_1_submission_failed_reads_with_a_reason_and_one_attempt(
     svc = engine.service
     agg = svc.repository.get(cron_id)
     cls = CronWorkflow.SubmissionFailed  # type: ignore[attr-defined]
-    assert cls.class_version == 2
+    assert cls.class_version == 3
     for transient, reason in ((False, "SubmissionError"), (True, "TransientSubmissionError")):
         ev = cls(
             originator_id=cron_id,
@@ -214,11 +260,13 @@ def test_a_version_1_submission_failed_reads_with_a_reason_and_one_attempt(
             transient=transient,
             reason="",
             attempts=0,
+            counted=True,
         )
         stored = svc.mapper.to_stored_event(ev)
         state = json.loads(stored.state)
         state.pop("reason", None)
         state.pop("attempts", None)
+        state.pop("counted", None)
         state.pop("class_version", None)  # what version 1 stored
         v1 = StoredEvent(
             stored.originator_id,
@@ -227,4 +275,4 @@ def test_a_version_1_submission_failed_reads_with_a_reason_and_one_attempt(
             json.dumps(state).encode(),
         )
         got = svc.mapper.to_domain_event(v1)
-        assert (got.reason, got.attempts) == (reason, 1)
+        assert (got.reason, got.attempts, got.counted) == (reason, 1, False)
