@@ -1129,7 +1129,9 @@ class CronWorkflow(Aggregate):
                 spec=spec,
                 labels=labels,
                 annotations=annotations,
-                generation=generation or self.generation + 1,
+                # The API server moves it on a change of anything but metadata and status:
+                # a change of labels or annotations alone keeps it.
+                generation=generation or self.generation + int(spec != self.spec),
                 reset_baseline=reset,
                 last_applied=last_applied,
                 timestamp=at,

@@ -119,10 +119,18 @@ def identity_kept(live: dict[str, Any], patched: dict[str, Any]) -> None:
 def server_fields_dropped(live: dict[str, Any], patched: dict[str, Any]) -> dict[str, Any]:
     """The patched object without `metadata.generation`: the server moves it on a spec
     change, which a value copied from the live object would stop, and a client's own value
-    is ignored (documents.from_client), as the API server ignores it."""
+    is ignored (documents.from_client), as the API server ignores it.
+
+    And with `spec.suspend: false` where the patch removed it (a merge patch's null, a JSON
+    patch's remove): a field the object no longer has is unset, which Argo reads as false.
+    A document that does not name `suspend` keeps the live suspension (a file applied, a
+    PUT), so without this the removal changed the spec and left it suspended."""
     after = patched.get("metadata")
     if isinstance(after, dict):
         after.pop("generation", None)
+    spec, was = patched.get("spec"), live.get("spec") or {}
+    if isinstance(spec, dict) and "suspend" in was and "suspend" not in spec:
+        spec["suspend"] = False
     return patched
 
 

@@ -527,7 +527,7 @@ def test_cronworkflows_show_each_ones_current_state(store: Store, history: Histo
             "next_scheduled_time": None,
             "active_count": 0,
             "succeeded": 0,
-            "failed": 0,
+            "failed": 1,  # the submission that failed, as Argo counts it
         },
     ]
 

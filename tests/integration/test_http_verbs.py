@@ -183,6 +183,43 @@ def test_a_merge_patch_with_a_current_resource_version_applies(
 
 
 @pytest.mark.parametrize(
+    ("kind", "removal"),
+    [
+        pytest.param(MERGE, {"spec": {"suspend": None}}, id="merge patch null"),
+        pytest.param(JSON_PATCH, [{"op": "remove", "path": "/spec/suspend"}], id="JSON remove"),
+    ],
+)
+def test_a_patch_that_removes_spec_suspend_resumes_as_an_unset_field_is_false(
+    api: Api, etl: dict[str, Any], kind: str, removal: Any
+) -> None:
+    """A field removed is unset, which Argo reads as false: the CronWorkflow resumes, the
+    spec changed (generation + 1). It stayed suspended, with a SpecUpdated recorded."""
+    assert api.patch("etl", {"spec": {"suspend": True}}, MERGE).json()["spec"]["suspend"]
+    suspended = api.http.get(f"{CW}/etl").json()
+    r = api.patch("etl", removal, kind)
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert got["spec"]["suspend"] is False
+    assert got["metadata"]["generation"] == suspended["metadata"]["generation"] + 1
+    assert got["status"]["nextScheduledTime"] is not None
+    types = [e["type"] for e in api.http.get(f"{CW}/etl/history").json()["items"]]
+    assert types[-1] == "Resumed"
+
+
+def test_a_patch_of_labels_alone_keeps_the_generation(api: Api, etl: dict[str, Any]) -> None:
+    """The API server moves `metadata.generation` on a change of anything but metadata and
+    status; a change of labels or annotations alone keeps it."""
+    r = api.patch(
+        "etl", {"metadata": {"labels": {"team": "ops"}, "annotations": {"a": "b"}}}, MERGE
+    )
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert got["metadata"]["labels"] == {"team": "ops"}
+    assert got["metadata"]["generation"] == etl["metadata"]["generation"]
+    assert got["metadata"]["resourceVersion"] != etl["metadata"]["resourceVersion"]
+
+
+@pytest.mark.parametrize(
     ("patch", "status", "field"),
     [
         pytest.param({"metadata": {"name": "other"}}, 422, "metadata.name", id="renames"),
