@@ -19,6 +19,7 @@ from cronsource.domain.backfill import HistoryRemoved
 from tests.faults.harness import cronsource_bin
 from tests.http_helpers import manifest as manifest_document
 from tests.instants import T0
+from tests.probe_helpers import fill
 from tests.unit.test_retention import (  # noqa: F401 (collected here by pytest)
     RETAIN,
     hours,
@@ -103,6 +104,40 @@ def test_export_writes_json_lines_and_gzip(engine: Engine, store_url: str, tmp_p
             lines = [json.loads(line) for line in f]
         assert [line["position"] for line in lines] == want
         assert {"cronWorkflow", "type", "at", "version"} <= set(lines[0])
+
+
+@pytest.mark.stores("sqlite")
+def test_an_export_that_fails_leaves_the_earlier_export_whole(
+    engine: Engine, store_url: str, tmp_path: Path, small_disk: Path
+) -> None:
+    """An export is written beside its file and renamed over it when complete: one that fails
+    (here the disk fills) leaves the earlier export as it was, which may hold events retention
+    has removed since, and no part of its own. It used to truncate the earlier file first."""
+    svc = engine.service
+    cron_id, _ = svc.apply(manifest("kept"), T0)
+    end = hours(engine, cron_id, 48)
+    engine.close()
+    path = small_disk / "audit.jsonl"
+
+    def export(before: Any) -> "subprocess.CompletedProcess[str]":
+        return subprocess.run(
+            [cronsource_bin(), "--store", store_url, "export", "--before", before.isoformat()]
+            + ["-o", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    first = export(end - timedelta(hours=40))
+    assert first.returncode == 0, first.stderr
+    earlier = path.read_bytes()
+    assert earlier.count(b"\n") >= 3
+    fill(small_disk)
+    failed = export(end)
+    assert failed.returncode == 1
+    assert failed.stderr.strip() == f"error: --output-file {path}: No space left on device"
+    assert path.read_bytes() == earlier
+    assert sorted(p.name for p in small_disk.iterdir()) == ["audit.jsonl", "filler"]
 
 
 @pytest.mark.parametrize(

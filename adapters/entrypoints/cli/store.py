@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
+import tempfile
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import click
@@ -92,13 +95,17 @@ def export_cmd(before: str, output_file: str) -> None:
             # window's start reads as the whole record before --before.
             click.echo(f"note: {removed_before(kept_from)}", err=True)
         out: Any
+        aside: Path | None = None  # the file written, renamed over `output_file` when complete
         try:
             if output_file == "-":
                 out = sys.stdout
-            elif output_file.endswith(".gz"):
-                out = gzip.open(output_file, "wt", encoding="utf-8")
             else:
-                out = open(output_file, "w", encoding="utf-8")  # noqa: SIM115 (closed below)
+                aside = _aside(Path(output_file))
+                target = str(aside or output_file)
+                if output_file.endswith(".gz"):
+                    out = gzip.open(target, "wt", encoding="utf-8")
+                else:
+                    out = open(target, "w", encoding="utf-8")  # noqa: SIM115 (closed below)
         except OSError as e:  # a missing directory, no permission: the flag, not a traceback
             fail(f"--output-file {output_file}: {e.strerror or e}")
         try:
@@ -114,12 +121,17 @@ def export_cmd(before: str, output_file: str) -> None:
                 after = rows[-1].notification_id
             if out is not sys.stdout:
                 out.close()
+            if aside is not None:
+                _put_in_place(aside, Path(output_file))
+                aside = None
         except OSError as e:  # the disk full, a file that takes no writes: name the file
             fail(f"--output-file {output_file}: {e.strerror or e}")
         finally:
             if out is not sys.stdout:
                 with contextlib.suppress(OSError):
                     out.close()
+            if aside is not None:
+                aside.unlink(missing_ok=True)
         if output_file == "-":
             with contextlib.suppress(OSError):
                 sys.stdout.flush()  # a reader that left after the last write is found here
@@ -128,6 +140,36 @@ def export_cmd(before: str, output_file: str) -> None:
                 # N": what went into the pipe was not all read.
                 return
     click.echo(f"exported {written} event(s) before {rfc3339(until)}", err=True)
+
+
+def _aside(path: Path) -> Path | None:
+    """Where an export to `path` is written until it is complete: a new file beside it, so
+    an export that fails (a full disk, the store gone) leaves neither a truncated earlier
+    export, which may hold events retention has removed since, nor a part that reads as a
+    whole record. None for what is not a regular file (a pipe, /dev/stdout): written as it
+    is."""
+    if path.exists() and not path.is_file():
+        return None
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    os.close(fd)
+    return Path(name)
+
+
+def _put_in_place(aside: Path, path: Path) -> None:
+    """The complete export, on disk (fsync) before it replaces `path` in one rename."""
+    fd = os.open(aside, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.chmod(aside, 0o644 & ~_umask())
+    os.replace(aside, path)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 @cli.command(name="check")
