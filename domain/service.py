@@ -664,6 +664,38 @@ class CronService(Application[UUID]):
             self.snapshot_versions[a.id] = a.version
         return True
 
+    def snapshot_to_cover(self, aggs: Sequence[CronWorkflow]) -> None:
+        """Snapshots that make these streams' old events removable (retention covers an event
+        by a stream's second latest snapshot, the one a load falls back to). A stream with
+        events after its latest snapshot gets one as it is now. One whose latest snapshot is
+        of its last version already (idle since), and a deleted one (it changes no more),
+        get one of the version before the last too. Taking that same last version again was
+        refused as a duplicate: such a stream kept its whole history for ever, and the
+        refusal cost every other snapshot of the batch."""
+        snapshots = self.snapshots
+        if snapshots is None or not aggs:
+            return
+        latest_many = getattr(snapshots.recorder, "select_latest_many", None)
+        stored = latest_many(dict.fromkeys(a.id for a in aggs)) if latest_many else {}
+        shown = {i: s.originator_version for i, s in stored.items()}
+        fresh = [a for a in aggs if a.version > shown.get(a.id, 0)]
+        last_but_one = {
+            a.id: a.version - 1
+            for a in aggs
+            if a.version > 1
+            and (a.version == shown.get(a.id) or (a.deleted and shown.get(a.id, 0) < a.version - 1))
+        }
+        before = [
+            a for a in self.load_many(last_but_one).values() if a.version == last_but_one[a.id]
+        ]
+        if fresh:
+            self.take_snapshots(fresh)
+        if before:
+            try:
+                snapshots.put([CronWorkflowSnapshot.take(a) for a in before])
+            except Exception as e:
+                log.warning("snapshots of %d CronWorkflow(s) not stored: %s", len(before), e)
+
     def snapshot_tails(self, aggs: Sequence[CronWorkflow]) -> int:
         """Snapshot those of `aggs` (copies as saved, no pending events) that have events
         after their latest snapshot: a replica that stops this way leaves the next start-up

@@ -8,7 +8,8 @@ nothing needs any more:
 - a snapshot covers them: the stream's second latest (a stream is loaded from its latest
   snapshot and the events after it; when the latest cannot be read, from the one before it),
   so the events at or below it serve no load; a stream with old events and no snapshot
-  covering them gets one first;
+  covering them gets one first (of the version before its last when the last has one: a
+  deleted or idle stream keeps its last event and two snapshots, not its history);
 - every follower of the log has passed them (the read model and the dispatcher: their
   positions), so nothing still has to project or dispatch them;
 - they are not their stream's last event (the last version is what every append checks);
@@ -125,12 +126,13 @@ class Retention:
         while self._after < upto and more_time():
             n, last, uncovered = recorder.remove_covered(table, self._after, upto, keep, BATCH)
             if uncovered:
-                # Old events no snapshot covers yet: snapshot those streams as they are
-                # now, and the same range again removes them.
+                # Old events no snapshot covers yet: snapshot those streams (as they are
+                # now, or at the version before when that is snapshotted already: a deleted
+                # stream), and the same range again removes them.
                 aggs = engine.service.load_many(dict.fromkeys(uncovered))
                 # A calendar's stream has no snapshot and is kept whole: each version is
                 # what some skip names, and a calendar changes rarely.
-                engine.service.take_snapshots(
+                engine.service.snapshot_to_cover(
                     [a for a in aggs.values() if isinstance(a, CronWorkflow)]
                 )
                 n2, _, _ = recorder.remove_covered(table, self._after, last, keep, BATCH)

@@ -27,6 +27,7 @@ from tests.unit.test_retention import (  # noqa: F401 (collected here by pytest)
     retain,
     target,
     test_a_cronworkflow_whose_audit_retention_removed_still_exists_for_history,
+    test_a_deleted_or_idle_stream_keeps_only_its_last_event_and_passes_warn_of_nothing,
     test_a_deadline_applied_after_start_widens_the_window_it_needs,
     test_after_retention_a_latest_snapshot_that_cannot_be_read_falls_back_to_the_one_before,
     test_an_active_runs_fire_and_a_pending_backfill_are_kept_whatever_their_age,

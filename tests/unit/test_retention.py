@@ -9,6 +9,7 @@ backfill say when a time is before the window; `--retain` too short is refused i
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -231,6 +232,55 @@ def test_after_retention_a_latest_snapshot_that_cannot_be_read_falls_back_to_the
     svc.forget()
     assert svc.load(cron_id).snapshot_state() == before
     assert svc.load_many({cron_id: None})[cron_id].snapshot_state() == before
+
+
+@pytest.mark.stores("sqlite", "postgres")
+def test_a_deleted_or_idle_stream_keeps_only_its_last_event_and_passes_warn_of_nothing(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A deleted stream's latest snapshot is of its last version, and so was every snapshot
+    retention took to cover it: refused as a duplicate, it kept its whole history for ever
+    (a fleet that churns grew without bound), and the refusal cost the other streams of the
+    batch their snapshots. It keeps its last event now, loads as it was (also from the
+    snapshot before, when the latest cannot be read), and its name is created again."""
+    svc = engine.service
+    gone, _ = svc.apply(manifest("gone"), T0)
+    idle, _ = svc.apply(manifest("idle"), T0)
+    live, _ = svc.apply(manifest("live"), T0)
+    t = T0
+    for k in range(1, 24 * 5):
+        t = T0 + timedelta(hours=k, seconds=1)
+        svc.tick([live] + ([gone, idle] if k < 30 else []), t)
+        engine.projector.catch_up(t)
+        for cron_id in (live, gone, idle):
+            for run in list(svc.load(cron_id).active):
+                svc.run_completed(cron_id, run, "Succeeded", t, t)
+        if k == 30:
+            svc.delete(gone, t)
+            svc.suspend(idle, t)
+    engine.projector.catch_up(t)
+    states = {c: svc.load(c).snapshot_state() for c in (gone, idle, live)}
+    last = {c: versions(engine, c)[-1] for c in (gone, idle)}
+    live_events = len(versions(engine, live))
+    caplog.set_level(logging.WARNING, logger="cronsource")
+    assert retain(engine, t) > 0
+    assert versions(engine, gone) == [last[gone]]
+    assert len(versions(engine, live)) < live_events / 2  # not held back by the others
+    # The idle one's snapshot as it is now was taken by this pass; the next (a day later,
+    # from the start of the log again) takes the one before it, and none refuses anything.
+    assert retain(engine, t + timedelta(days=1)) > 0
+    assert versions(engine, idle) == [last[idle]]
+    retain(engine, t + timedelta(days=2))  # the live one's events, older now
+    assert [versions(engine, c) for c in (gone, idle)] == [[last[gone]], [last[idle]]]
+    assert [r.getMessage() for r in caplog.records] == []
+    svc.forget()
+    assert {c: svc.load(c).snapshot_state() for c in states} == states
+    assert svc.snapshots is not None
+    recorder: Any = svc.snapshots.recorder
+    snaps = [s.originator_version for s in recorder.select_events(gone)]
+    assert snaps == [last[gone] - 1, last[gone]]
+    again, _ = svc.apply(manifest("gone"), t + timedelta(days=2))
+    assert again != gone and svc.load(again).incarnation == 1
 
 
 @pytest.mark.parametrize(
