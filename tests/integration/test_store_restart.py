@@ -30,7 +30,7 @@ def test_the_first_requests_after_a_restart_are_answered() -> None:
         migrate(config)
         engine = bootstrap(config)
         try:
-            client = TestClient(create_app(engine))
+            client = TestClient(create_app(engine), base_url="http://127.0.0.1")
             assert client.post(CW, json=manifest("a")).status_code == 201
             for _ in range(3):  # several connections in both pools, idle between requests
                 assert client.get(CW).status_code == 200

@@ -320,6 +320,32 @@ def test_the_token_dependency_guards_the_api_and_metrics_not_the_probes(
     assert anonymous.get("/healthz").status_code == 200
 
 
+def test_without_a_token_a_request_a_web_page_sent_is_refused_and_changes_nothing(
+    engine: Engine, clock: VirtualClock
+) -> None:
+    """A server without a token binds to loopback, where a browser on the same machine still
+    reaches it: a page's form POSTs a command cross-origin with no preflight (an empty body
+    suspended and triggered), and a name re-pointed at 127.0.0.1 (DNS rebinding) reads the
+    API as its own origin. Both are 403; a loopback client, and the status page itself, are
+    answered."""
+    app = create_app(engine, ServeSettings(), clock)
+    local = TestClient(app, base_url="http://127.0.0.1:8080", raise_server_exceptions=False)
+    created(local)
+    suspend = f"{CW}/hourly/suspend"
+    evil = {"Origin": "http://evil.example", "Content-Type": "text/plain"}
+    r = local.post(suspend, headers=evil)
+    assert "evil.example" in problem_of(r, 403)["detail"]
+    r = local.post(f"{CW}/hourly/trigger", headers={"Origin": "null"})
+    problem_of(r, 403)
+    rebound = TestClient(app, base_url="http://attacker.example:8080")
+    assert "attacker.example" in problem_of(rebound.get(CW), 403)["detail"]
+    assert local.get(f"{CW}/hourly").json()["spec"].get("suspend") is not True
+    same_page = {"Origin": "http://127.0.0.1:8080"}
+    assert local.post(suspend, headers=same_page).status_code == 200
+    for base in ("http://localhost:8080", "http://[::1]:8080"):
+        assert TestClient(app, base_url=base).get(CW).status_code == 200, base
+
+
 def test_the_clock_given_to_the_app_is_the_one_handlers_read(
     engine: Engine, clock: VirtualClock
 ) -> None:

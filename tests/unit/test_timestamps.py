@@ -103,7 +103,7 @@ _YEAR_9999 = "9999-12-31T23:00:00Z"
 def test_http_api_refuses_a_year_9999_query_or_body_time_naming_the_field() -> None:
     engine = bootstrap("memory:")
     try:
-        with TestClient(create_app(engine, ServeSettings())) as http:
+        with TestClient(create_app(engine, ServeSettings()), base_url="http://127.0.0.1") as http:
             events = http.get("/api/v1/events", params={"since": _YEAR_9999})
             assert events.status_code == 422
             [error] = events.json()["errors"]
@@ -210,7 +210,7 @@ def test_the_http_api_reads_a_date_alone_in_the_cronworkflows_zone() -> None:
     }
     try:
         Operations(engine).apply(parse_manifest(doc))
-        with TestClient(create_app(engine, ServeSettings())) as http:
+        with TestClient(create_app(engine, ServeSettings()), base_url="http://127.0.0.1") as http:
             base = "/api/v1/namespaces/default/cronworkflows/hello"
             plan = http.post(
                 base + "/backfill",

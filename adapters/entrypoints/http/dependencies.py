@@ -19,7 +19,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from cronsource.adapters.application.operations import Operations
 from cronsource.adapters.clock import Clock as RuntimeClock
 from cronsource.adapters.entrypoints.http.problems import INVALID, ApiError
-from cronsource.adapters.entrypoints.http.settings import ServeSettings
+from cronsource.adapters.entrypoints.http.settings import ServeSettings, is_loopback
 from cronsource.adapters.infrastructure.readside.queries import Queries as ReadQueries
 from cronsource.adapters.observability.integrity import IntegrityCheck
 from cronsource.adapters.observability.metrics import Metrics
@@ -69,10 +69,12 @@ MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 Integrity = Annotated[IntegrityCheck, Depends(get_integrity)]
 
 
-async def require_token(settings: Settings, creds: BearerCredentials) -> None:
+async def require_token(request: Request, settings: Settings, creds: BearerCredentials) -> None:
     """401 unless the request carries the server's bearer token (when it has one); compared
-    in constant time."""
+    in constant time. Without a token (a server bound to loopback), 403 for a request a
+    browser sent on a web page's behalf (`_loopback_request`)."""
     if settings.token is None:
+        _loopback_request(request)
         return
     given = creds.credentials if creds is not None else ""
     if not hmac.compare_digest(given.encode(), settings.token.encode()):
@@ -81,6 +83,39 @@ async def require_token(settings: Settings, creds: BearerCredentials) -> None:
             "Unauthorized",
             "a valid bearer token is required",
             headers={"WWW-Authenticate": 'Bearer realm="cronsource"'},
+        )
+
+
+def _hostname(value: str) -> str:
+    """The host of a `Host` header or of an origin URL, without scheme, port or brackets."""
+    host = value.split("://", 1)[-1].split("/", 1)[0]
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _loopback_request(request: Request) -> None:
+    """Without a token only loopback can reach the server, but a browser on the same machine
+    can be made to: a web page's form or fetch POSTs a command cross-origin without a
+    preflight (an empty body suspended and triggered CronWorkflows), and a page whose name
+    an attacker re-points at 127.0.0.1 (DNS rebinding) reads the API as its own origin. So
+    the `Host` must name loopback (what a client of 127.0.0.1 or localhost sends; a name that
+    resolved there does not), and an `Origin`, when a browser sends one, too."""
+    host = _hostname(request.headers.get("host", ""))
+    origin = request.headers.get("origin")
+    if not is_loopback(host):
+        raise ApiError(
+            403,
+            "Forbidden",
+            f"Host {host!r}: without a token this server answers only requests to a loopback"
+            " address (127.0.0.1, ::1 or localhost)",
+        )
+    if origin is not None and not is_loopback(_hostname(origin)):
+        raise ApiError(
+            403,
+            "Forbidden",
+            f"Origin {origin!r}: a request from a web page of another site is refused (without"
+            " a token, only loopback pages may call this server)",
         )
 
 
