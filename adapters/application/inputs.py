@@ -124,12 +124,13 @@ def event_filter(
 
 
 def through_second(until: datetime | None) -> datetime | None:
-    """An audit query's end, `until` given to the second, as the end of that second: events
-    are shown to the second, and one shown at T (stored at T and a half) is at T for whoever
-    copies T into `--until`; it was left out."""
-    if until is None or until.microsecond:
+    """An audit query's end as the end of its second: events are shown to the second, and
+    one shown at T (stored at T and a half) is at T for whoever copies T into `--until`; it
+    was left out. A fraction counts the same (T.5 is the second T): taken as it was, it cut
+    that second's later events, and gave fewer than T itself."""
+    if until is None:
         return until
-    return until + timedelta(seconds=1) - timedelta(microseconds=1)
+    return until.replace(microsecond=0) + timedelta(seconds=1) - timedelta(microseconds=1)
 
 
 def check_range(since: datetime | None, until: datetime | None) -> None:

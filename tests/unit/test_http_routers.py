@@ -346,6 +346,25 @@ def test_without_a_token_a_request_a_web_page_sent_is_refused_and_changes_nothin
         assert TestClient(app, base_url=base).get(CW).status_code == 200, base
 
 
+def test_until_counts_its_whole_second_with_or_without_a_fraction(
+    client: TestClient, clock: VirtualClock
+) -> None:
+    """Events are shown to the second, so `until=T` counts T's whole second; `until=T.5` cut
+    the events later in that second and answered fewer than `until=T`, an earlier instant."""
+    clock.set(T0 + timedelta(milliseconds=200))
+    created(client)
+    clock.set(T0 + timedelta(milliseconds=900))
+    assert client.post(f"{CW}/hourly/suspend").status_code == 200
+    at = T0.strftime("%Y-%m-%dT%H:%M:%S")
+    counts = {
+        until: len(client.get(f"{CW}/hourly/history", params={"until": until}).json()["items"])
+        for until in (f"{at}Z", f"{at}.5Z", f"{at}.999Z")
+    }
+    assert counts == {f"{at}Z": 2, f"{at}.5Z": 2, f"{at}.999Z": 2}
+    events = client.get("/api/v1/events", params={"until": f"{at}.1Z"}).json()["items"]
+    assert len(events) == 2
+
+
 def test_the_clock_given_to_the_app_is_the_one_handlers_read(
     engine: Engine, clock: VirtualClock
 ) -> None:
