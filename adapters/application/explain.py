@@ -75,6 +75,8 @@ def _explain(
     or Unknown (no live CronWorkflow to ask, or a schedule that has changed since), or
     Removed (`t` is before `kept_from`: retention removed what was decided then).
     """
+    if decisions and agg is not None and _between_skipped_ticks(agg, then, t, decisions):
+        decisions = []  # judged below as any time without a decision: NotATick
     out: dict[str, Any] = {
         "at": rfc3339_exact(t),
         "decisions": [event_object(r) for r in decisions],
@@ -197,6 +199,19 @@ def _explain(
         out["outcome"] = "Unknown"
         out["explanation"] = "no decision is recorded for this tick"
     return out
+
+
+def _between_skipped_ticks(
+    agg: CronWorkflow, then: CronWorkflow | None, t: datetime, decisions: list[AuditRow]
+) -> bool:
+    """Whether the only decisions found are ranges of skipped ticks (one ScheduleSkipped for a
+    suspension's, a deadline's many) that `t` lies inside without being one of their ticks:
+    `why` said Skipped for 01:05 of a `*/10` schedule while suspended, and NotATick beside a
+    fire. The schedule in force then judges (`then`, for a time before the last change)."""
+    if any(r.type != "ScheduleSkipped" or r.scheduled_time == t for r in decisions):
+        return False
+    judge = then if then is not None and t <= agg.baseline else agg
+    return bool(judge.schedule.next_after(t - SMALLEST_STEP) != t)
 
 
 def _not_scheduled_since(agg: CronWorkflow, t: datetime) -> str:

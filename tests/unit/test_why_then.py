@@ -52,3 +52,31 @@ def test_why_reads_a_time_before_a_schedule_change_by_the_schedule_then(tmp_path
         )
     finally:
         engine.close()
+
+
+def test_why_at_a_time_inside_a_range_of_skipped_ticks_that_is_none_of_them(
+    tmp_path: Path,
+) -> None:
+    """A suspension's ticks are one ScheduleSkipped range: a time inside it that is not a tick
+    (01:05 of a `*/10` schedule) has no tick to skip, as beside a fire: NotATick, not
+    Skipped. Its ticks, first, inner and last, are Skipped."""
+    engine = bootstrap(f"sqlite:///{tmp_path / 'c.db'}", create_tables=True)
+    try:
+        svc = engine.service
+        cron_id, _ = svc.apply(parse_manifest(manifest("etl", "*/10 * * * *")), T0)
+        svc.suspend(cron_id, T0 + timedelta(minutes=1))
+        resumed = T0 + timedelta(hours=1, minutes=1)
+        svc.resume(cron_id, resumed)
+        svc.tick([cron_id], resumed)  # 10:10..11:00 skipped (Suspended), one range
+        engine.projector.catch_up(resumed)
+        ops = Operations(engine)
+        between = ops.why("default", "etl", T0 + timedelta(minutes=25))
+        assert (between["outcome"], between["decisions"]) == ("NotATick", [])
+        assert between["nextTick"].startswith(
+            (T0 + timedelta(minutes=30)).strftime("%Y-%m-%dT%H:%M")
+        )
+        for minutes in (10, 30, 60):
+            tick = ops.why("default", "etl", T0 + timedelta(minutes=minutes))
+            assert (tick["outcome"], tick["reason"]) == ("Skipped", "Suspended"), minutes
+    finally:
+        engine.close()
