@@ -55,12 +55,16 @@ def next_fire_times(agg: CronWorkflow, now: datetime, count: int) -> list[dict[s
     the CronWorkflow's zone and in UTC; the same as `cronsource next`. A tick that DST moved
     out of a gap, or the one run of a repeated wall time, carries `dst` (DstShift.as_dict);
     one a calendar excludes carries `excluded` (reason, message, calendar, version, date):
-    it is listed, and does not run."""
+    it is listed, and does not run. Fewer than `count` when the rest would fall past the
+    calendar's end (year 9999), where a long `@every` gets within its bound of 1,000."""
     zone = ZoneInfo(local_zone(agg.spec))
     t = max(now, agg.decided_until)
     out = []
     for _ in range(count):
-        t = agg.schedule.next_after(t)
+        try:
+            t = agg.schedule.next_after(t)
+        except OverflowError:
+            break  # past year 9999 (`@every 876000h`, 80 times): no tick there to list
         item: dict[str, Any] = {"local": t.astimezone(zone).isoformat(), "utc": rfc3339(t)}
         shift = agg.schedule.dst_shift(t)
         if shift is not None:

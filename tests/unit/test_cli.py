@@ -237,6 +237,17 @@ def test_next_prints_local_and_utc_times(run):
     assert all(t["local"][11:16] in ("02:30", "03:00") and t["utc"].endswith("Z") for t in times)
 
 
+def test_next_of_a_long_every_stops_at_the_calendars_end(run):
+    """`@every 876000h` (100 years, the longest taken) asked for 1,000 times: the times
+    before year 9999, not `error: OverflowError: date value out of range`."""
+    run("apply", "-f", write(run.tmp, "m.yaml", [manifest(schedules=["@every 876000h"])]))
+    res = run("next", "hello", "-c", "1000", "-o", "json")
+    assert res.exit_code == 0, res.output
+    times = json.loads(res.output)
+    assert 70 < len(times) < 80
+    assert times[-1]["utc"] < "9999-12-31"
+
+
 def test_bad_store_url_is_a_clear_error(tmp_path):
     res = CliRunner().invoke(cli, ["--store", "mysql://x", "list"])
     assert res.exit_code == 1 and "mysql://x" in res.output
