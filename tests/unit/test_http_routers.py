@@ -365,6 +365,20 @@ def test_until_counts_its_whole_second_with_or_without_a_fraction(
     assert len(events) == 2
 
 
+def test_a_query_parameter_given_twice_is_refused_unless_it_repeats(client: TestClient) -> None:
+    """Starlette keeps the last of two values: `?labelSelector=a&labelSelector=b` dropped the
+    first filter and answered what it excludes. A 422 names it; `type` and `reason`, lists,
+    still repeat."""
+    created(client, "gold", labels={"tier": "gold"})
+    created(client, "plain")
+    r = client.get(CW, params=[("labelSelector", "tier=gold"), ("labelSelector", "x")])
+    assert "labelSelector: given more than once" in problem_of(r, 422)["detail"]
+    r = client.get("/api/v1/events", params=[("limit", "3"), ("limit", "1")])
+    problem_of(r, 422)
+    types = [("type", "CronWorkflowCreated"), ("type", "Suspended")]
+    assert len(client.get("/api/v1/events", params=types).json()["items"]) == 2
+
+
 def test_the_clock_given_to_the_app_is_the_one_handlers_read(
     engine: Engine, clock: VirtualClock
 ) -> None:

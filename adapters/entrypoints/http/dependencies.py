@@ -9,7 +9,7 @@ they only read attributes, and a sync provider would cost a threadpool hop per r
 from __future__ import annotations
 
 import hmac
-from typing import Annotated, cast
+from typing import Annotated, cast, get_args, get_origin
 
 from fastapi import Depends, Request
 from fastapi.dependencies.models import Dependant
@@ -123,14 +123,21 @@ def _loopback_request(request: Request) -> None:
 TOKEN = Depends(require_token)
 
 
-def _query_names(dependant: Dependant) -> set[str]:
-    names = {f.alias for f in dependant.query_params}
+def _query_names(dependant: Dependant) -> dict[str, bool]:
+    """The query parameters a route takes, each with whether it may repeat (a list)."""
+    names = {f.alias: _is_list(f.field_info.annotation) for f in dependant.query_params}
     for sub in dependant.dependencies:
-        names |= _query_names(sub)
+        names.update(_query_names(sub))
     return names
 
 
-_TAKEN: dict[int, frozenset[str]] = {}
+def _is_list(annotation: object) -> bool:
+    if get_origin(annotation) in (list, tuple, set):
+        return True
+    return any(_is_list(arg) for arg in get_args(annotation) if arg is not type(None))
+
+
+_TAKEN: dict[int, dict[str, bool]] = {}
 
 
 async def known_query_only(request: Request) -> None:
@@ -142,8 +149,14 @@ async def known_query_only(request: Request) -> None:
         return
     taken = _TAKEN.get(id(route))
     if taken is None:
-        taken = _TAKEN[id(route)] = frozenset(_query_names(route.dependant))
-    for key in request.query_params:
+        taken = _TAKEN[id(route)] = _query_names(route.dependant)
+    seen: set[str] = set()
+    for key, _ in request.query_params.multi_items():
+        if key in seen and not taken.get(key):
+            # Starlette keeps the last of them: `?labelSelector=a&labelSelector=b` dropped
+            # the first filter without a word, as an unknown parameter was dropped.
+            raise _refused(key, "given more than once; give it once")
+        seen.add(key)
         if key not in taken:
             said = (
                 "this server has no dry run: nothing was done"
@@ -151,14 +164,18 @@ async def known_query_only(request: Request) -> None:
                 else "not a parameter of this request"
             )
             takes = ", ".join(sorted(taken)) or "none"
-            message = f"{said} (it takes: {takes})"
-            raise ApiError(
-                422,
-                "Invalid request",
-                f"{key}: {message}",
-                type_=INVALID,
-                errors=[{"field": key, "in": "query", "message": message}],
-            )
+            raise _refused(key, f"{said} (it takes: {takes})")
+
+
+def _refused(key: str, message: str) -> ApiError:
+    """The 422 for query parameter `key`."""
+    return ApiError(
+        422,
+        "Invalid request",
+        f"{key}: {message}",
+        type_=INVALID,
+        errors=[{"field": key, "in": "query", "message": message}],
+    )
 
 
 #: The check of the query's parameters as a router dependency.
