@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 
 from cronsource.adapters.application.inputs import FieldError
+from cronsource.domain.objectlimits import label_problems
 from cronsource.projections.readmodel import StatusRow
 
 _KEY = r"[A-Za-z0-9]([A-Za-z0-9._/-]*[A-Za-z0-9])?"
@@ -56,18 +57,35 @@ def parse_label_selector(text: str | None) -> list[Requirement]:
             values = [v.strip() for v in m["values"].split(",")]
             if not all(re.fullmatch(_VALUE, v) for v in values):
                 raise FieldError("labelSelector", f"bad value in {part!r}")
-            out.append(Requirement(m["key"], m["op"], frozenset(values)))
+            if values == [""]:
+                # As the API server: `in ()` matched nothing, `notin ()` everything.
+                raise FieldError(
+                    "labelSelector", f"{part!r}: for 'in', 'notin' the values can't be empty"
+                )
+            req = Requirement(m["key"], m["op"], frozenset(values))
         elif m := _EQUALITY.fullmatch(part):
             op = "!=" if m["op"] == "!=" else "="
-            out.append(Requirement(m["key"], op, frozenset([m["value"]])))
+            req = Requirement(m["key"], op, frozenset([m["value"]]))
         elif m := _EXISTS.fullmatch(part):
-            out.append(Requirement(m["key"], "!exists" if m["neg"] else "exists"))
+            req = Requirement(m["key"], "!exists" if m["neg"] else "exists")
         else:
             raise FieldError(
                 "labelSelector",
                 f"cannot parse {part!r} (use key=value, key!=value, key in (a,b), key, !key)",
             )
+        out.append(_valid(req, part))
     return out
+
+
+def _valid(req: Requirement, part: str) -> Requirement:
+    """`req`, whose key is a label key and values label values, as the API server checks a
+    selector: `a/b/c=d` or a key of 70 characters matched nothing, and said nothing."""
+    problems = label_problems({req.key: ""}) or [
+        p for v in sorted(req.values) for p in label_problems({req.key: v})
+    ]
+    if problems:
+        raise FieldError("labelSelector", f"{part!r}: {problems[0]}")
+    return req
 
 
 def select(rows: list[StatusRow], selector: list[Requirement]) -> list[StatusRow]:
