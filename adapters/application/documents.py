@@ -198,6 +198,11 @@ class _BoundedComposer(Composer):
 
         def peek_event(self) -> Event: ...
 
+    #: The bounds of each document (`reset_budget`): MAX_EXPANDED_BYTES and
+    #: MAX_EXPANDED_NODES, more for a file of the user's own (`load_yaml`'s `file`).
+    max_bytes = MAX_EXPANDED_BYTES
+    max_nodes = MAX_EXPANDED_NODES
+
     def reset_budget(self) -> None:
         self._nodes = 0
         self._bytes = 0
@@ -206,11 +211,11 @@ class _BoundedComposer(Composer):
     def _count(self, nodes: int, size: int, mark: Any) -> None:
         self._nodes += nodes
         self._bytes += size
-        if self._bytes > MAX_EXPANDED_BYTES or self._nodes > MAX_EXPANDED_NODES:
+        if self._bytes > self.max_bytes or self._nodes > self.max_nodes:
             raise _Oversize(
                 f"the document expands past {self._bytes} bytes in {self._nodes} nodes by"
                 f" line {mark.line + 1} (aliases counted at every use); the limits are"
-                f" {MAX_EXPANDED_BYTES} bytes and {MAX_EXPANDED_NODES} nodes"
+                f" {self.max_bytes} bytes and {self.max_nodes} nodes"
             )
 
     def compose_node(self, parent: Node | None, index: Any) -> Node:
@@ -285,8 +290,14 @@ def _one_line(e: yaml.YAMLError) -> str:
     return " ".join(str(e).split())
 
 
-def load_yaml(data: bytes | str, source: str) -> list[Any]:
-    """The YAML documents of `data` (empty documents left out), or DocumentError."""
+def load_yaml(data: bytes | str, source: str, *, file: bool = False) -> list[Any]:
+    """The YAML documents of `data` (empty documents left out), or DocumentError.
+
+    `file`: a file the user reads in (`apply -f`, `lint`, `simulate`), where one document may
+    be a `kind: List` of thousands of objects (`kubectl get cronworkflows -A -o yaml`): its
+    bounds grow with its own size, a node per 4 bytes and its text once more, so that what
+    aliases add on top of what is written stays bounded as in an HTTP body, whose bounds
+    are those of one object (one worker's second of composing)."""
     _check_input_size(len(data), source)
     text = decode(data, source)
     docs: list[Any] = []
@@ -294,6 +305,9 @@ def load_yaml(data: bytes | str, source: str) -> list[Any]:
         loader = _Loader(text)
     except yaml.YAMLError as e:  # the pure-Python reader checks characters up front
         raise DocumentError(f"{source}: not valid YAML: {_one_line(e)}") from None
+    if file:
+        loader.max_bytes = MAX_EXPANDED_BYTES + len(text)
+        loader.max_nodes = MAX_EXPANDED_NODES + len(text) // 4
     try:
         while loader.check_node():
             loader.reset_budget()

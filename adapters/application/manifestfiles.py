@@ -141,7 +141,7 @@ def documents(path: str, stdin: BinaryIO) -> list[tuple[str, object]]:
     anything else is YAML (a stream of documents). DocumentError when unreadable."""
     data = read_bytes(path, stdin)
     label = "<stdin>" if path == STDIN else path
-    docs = [load_json(data, label)] if path.endswith(".json") else load_yaml(data, label)
+    docs = [load_json(data, label)] if path.endswith(".json") else load_yaml(data, label, file=True)
     if not docs:
         raise DocumentError(f"{label}: no documents")
     out: list[tuple[str, object]] = []

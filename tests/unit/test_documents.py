@@ -78,6 +78,27 @@ def test_the_alias_bomb_is_small_and_would_expand_past_the_object_limit() -> Non
         load_yaml(bomb, "b")
 
 
+def test_a_file_holds_a_kubectl_list_of_thousands_and_still_refuses_a_bomb() -> None:
+    """`kubectl get cronworkflows -A -o yaml` prints one `kind: List` document: 3,000 small
+    CronWorkflows passed 50,000 nodes, the bound of one object, and were refused as if
+    aliased. A file's bounds grow with its size; an HTTP body's stay those of one object,
+    and alias bombs are refused from both."""
+    item = (
+        "- apiVersion: argoproj.io/v1alpha1\n  kind: CronWorkflow\n"
+        "  metadata: {{name: cw-{i}, namespace: default, labels: {{team: a}}}}\n"
+        "  spec:\n    schedules: ['0 * * * *']\n    workflowSpec:\n      entrypoint: main\n"
+        "      templates:\n      - name: main\n        container: {{image: busybox}}\n"
+    )
+    text = "apiVersion: v1\nkind: List\nitems:\n" + "".join(item.format(i=i) for i in range(3000))
+    (doc,) = load_yaml(text, "list.yaml", file=True)
+    assert len(doc["items"]) == 3000
+    with pytest.raises(DocumentError, match="expands past"):
+        load_yaml(text, "body")
+    for bomb in (_bomb(), text + _bomb().replace("a:", "zz:", 1)):
+        with no_hang("load_yaml"), pytest.raises(DocumentError, match="expands past"):
+            load_yaml(bomb, "f.yaml", file=True)
+
+
 def test_a_few_legitimate_aliases_and_merge_keys_still_load() -> None:
     docs = load_yaml("base: &b {x: 1}\nuse: *b\nmerged:\n  <<: *b\n  y: 2\n", "t")
     assert docs == [{"base": {"x": 1}, "use": {"x": 1}, "merged": {"x": 1, "y": 2}}]

@@ -265,7 +265,7 @@ def _scenario_file(scenario: str) -> Any:
     from cronsource.adapters.entrypoints.simulate import ScenarioError, load_scenario
 
     try:
-        docs = load_yaml(read_input(scenario, 2), scenario)
+        docs = load_yaml(read_input(scenario, 2), scenario, file=True)
     except DocumentError as e:
         fail(str(e), 2)
     if len(docs) > 1:
