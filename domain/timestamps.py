@@ -25,6 +25,10 @@ TIME_MIN: Final = datetime(1970, 1, 1, tzinfo=UTC)
 TIME_MAX: Final = datetime(2200, 1, 1, tzinfo=UTC)
 _EXAMPLE: Final = "2026-05-04T10:00:00Z"
 _DATE: Final = re.compile(r"\d{4}-\d{2}-\d{2}")
+#: RFC 3339's date-time (section 5.6), its offset optional (`naive_is_utc`), its seconds too.
+_RFC3339: Final = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]|[+-]\d{2}:\d{2})?"
+)
 
 #: The rule of `user_time`, in the words `--help` and the docs use.
 TIME_RULE: Final = (
@@ -50,12 +54,15 @@ def parse_timestamp(
 ) -> datetime:
     """The aware UTC instant `value` names; TimestampError naming `field` and `value` else.
 
-    `value` is RFC 3339 with a `Z` or an offset (any ISO 8601 form Python's `fromisoformat`
-    reads is accepted too; surrounding blanks are ignored). Without an offset it is refused,
+    `value` is RFC 3339 with a `Z` or an offset (seconds may be left out, a space may stand
+    for the `T`; surrounding blanks are ignored). The other forms of ISO 8601 that Python's
+    `fromisoformat` reads (a week date `2026-W50-1`, the basic `20261207T100000Z`, an hour
+    alone, a comma before the fraction) are refused, as the API server refuses them: read,
+    they named an instant the user may not have meant. Without an offset it is refused,
     or read as UTC with `naive_is_utc` (the HTTP API and CLI have always done so). `bounded`
     (the default, for user input) keeps it within TIME_MIN..TIME_MAX.
     """
-    if not isinstance(value, str):
+    if not isinstance(value, str) or not _RFC3339.fullmatch(value.strip()):
         raise TimestampError(field, f"{value!r} is not an RFC 3339 time (e.g. {_EXAMPLE})")
     text = value.strip().replace("Z", "+00:00").replace("z", "+00:00")
     try:
@@ -128,6 +135,8 @@ def _zone_words(zone: str | None) -> str:
 
 def _no_offset(value: str) -> bool:
     """A text that reads as a date and time but names no offset."""
+    if not _RFC3339.fullmatch(value.strip()):
+        return False
     try:
         t = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:

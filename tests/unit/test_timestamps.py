@@ -182,6 +182,13 @@ def test_known_days_in_known_zones() -> None:
         ("2200-01-02", "(midnight in Europe/Berlin, 2200-01-01T23:00:00Z) must be between"),
         ("tomorrow", "is not an RFC 3339 time"),
         ("9999-12-31T23:00:00Z", "must be between 1970-01-01 and 2199-12-31"),
+        # ISO 8601 forms Python reads and RFC 3339 does not: each named an instant.
+        ("2026-W50-1T10:00:00Z", "is not an RFC 3339 time"),  # 2026-12-07, a week date
+        ("2026-W50-1", "is not an RFC 3339 time"),  # said "needs a time zone offset"
+        ("20261207T100000Z", "is not an RFC 3339 time"),
+        ("2026-12-07T10Z", "is not an RFC 3339 time"),
+        ("2026-12-07T10:00:00,5Z", "is not an RFC 3339 time"),
+        ("2026-12-07T10:00:00Z\x00", "is not an RFC 3339 time"),
     ],
 )
 def test_what_the_rule_refuses_is_one_line_naming_field_and_value(text: str, says: str) -> None:
