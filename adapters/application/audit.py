@@ -5,6 +5,7 @@ write it; the rules of its requests (times, types, reasons) are inputs.py's."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -80,6 +81,7 @@ class AuditReads:
         reasons: Sequence[str] = (),
         after: int = 0,
         limit: int = 100,
+        newest: bool = False,
     ) -> EventsPage:
         """One page of the audit log as a request gives it (times as RFC 3339 text, types and
         reasons by name, each checked: FieldError names the first that is wrong). With a
@@ -90,6 +92,10 @@ class AuditReads:
             else None
         )
         page = event_filter(namespace, name, since, until, types, reasons, after, limit, zone)
+        if newest:
+            # The status page's "newest first": the first page of a long history was its
+            # oldest thousand events.
+            page = dataclasses.replace(page, newest=True)
         rows = self.events(page)
         if name is not None and namespace is not None and not rows:
             if not self.ever_existed(namespace, name):
@@ -102,7 +108,7 @@ class AuditReads:
         )
         return EventsPage(
             items=[event_object(r) for r in rows],
-            next_after=rows[-1].notification_id if len(rows) == page.limit else None,
+            next_after=rows[-1].notification_id if len(rows) == page.limit and not newest else None,
             removed=removed,
         )
 

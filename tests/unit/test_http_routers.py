@@ -390,6 +390,26 @@ def test_a_query_parameter_given_twice_is_refused_unless_it_repeats(client: Test
     assert len(client.get("/api/v1/events", params=types).json()["items"]) == 2
 
 
+def test_newest_gives_the_latest_events_of_a_long_history_oldest_first(
+    client: TestClient, clock: VirtualClock
+) -> None:
+    """The status page shows a CronWorkflow's newest events: it read the first page of its
+    history, the oldest thousand, and showed version 1000 on top of one with 1085."""
+    created(client)
+    for k in range(12):
+        clock.set(T0 + timedelta(minutes=k + 1))
+        assert (
+            client.post(f"{CW}/hourly/{'suspend' if k % 2 == 0 else 'resume'}").status_code == 200
+        )
+    got = client.get(f"{CW}/hourly/history", params={"limit": 5, "newest": "true"}).json()
+    assert [e["version"] for e in got["items"]] == [9, 10, 11, 12, 13]
+    assert got["nextAfter"] is None
+    first = client.get(f"{CW}/hourly/history", params={"limit": 5}).json()
+    assert [e["version"] for e in first["items"]] == [1, 2, 3, 4, 5]
+    only = client.get("/api/v1/events", params={"limit": 2, "newest": "true", "type": "Suspended"})
+    assert [e["type"] for e in only.json()["items"]] == ["Suspended", "Suspended"]
+
+
 def test_the_clock_given_to_the_app_is_the_one_handlers_read(
     engine: Engine, clock: VirtualClock
 ) -> None:

@@ -49,6 +49,13 @@ IfNoneMatch = Annotated[str | None, Header(alias="If-None-Match")]
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=253)]
 After = Annotated[int, Query(ge=0, le=2**62, description="Log position: events after it (paging)")]
 Limit = Annotated[int, Query(ge=1, le=1000, description="Page size")]
+Newest = Annotated[
+    bool,
+    Query(
+        description="The newest `limit` events that match (after `after`), still oldest first;"
+        " `nextAfter` is null"
+    ),
+]
 Days = Annotated[float, Query(gt=0, le=90, description="How many days back")]
 Buckets = Annotated[int, Query(ge=1, le=2000, description="Cells per CronWorkflow")]
 Selector = Annotated[
@@ -72,6 +79,7 @@ class EventPage:
     reasons: list[str] | None
     after: int
     limit: int
+    newest: bool = False
 
 
 def event_page(
@@ -81,9 +89,10 @@ def event_page(
     reasons: Reasons = None,
     after: After = 0,
     limit: Limit = 100,
+    newest: Newest = False,
 ) -> EventPage:
-    return EventPage(since, until, types, reasons, after, limit)
+    return EventPage(since, until, types, reasons, after, limit, newest)
 
 
-#: The six query parameters /history and /events share, declared once.
+#: The seven query parameters /history and /events share, declared once.
 EventPageQuery = Annotated[EventPage, Depends(event_page)]

@@ -42,6 +42,8 @@ class EventFilter:
     reasons: tuple[str, ...] = ()
     after: int = 0
     limit: int = 100
+    #: The newest `limit` rows that match instead of the first (still returned oldest first).
+    newest: bool = False
 
 
 class Queries(Observations):
@@ -299,9 +301,10 @@ class Queries(Observations):
             if values:
                 sql += f" AND {column} IN (" + ", ".join("?" for _ in values) + ")"
                 args.extend(values)
-        sql += " ORDER BY notification_id LIMIT ?"
+        sql += f" ORDER BY notification_id{' DESC' if f.newest else ''} LIMIT ?"
         args.append(f.limit)
-        return [audit_from_row(r) for r in self._query(sql, args)]
+        rows = [audit_from_row(r) for r in self._query(sql, args)]
+        return rows[::-1] if f.newest else rows
 
     def decisions_at(self, namespace: str, name: str, t: datetime) -> list[AuditRow]:
         """The decisions recorded for the tick at `t`: a ScheduleFired for exactly `t`, or a

@@ -51,6 +51,7 @@ def events_page(
         reasons=page.reasons or (),
         after=page.after,
         limit=page.limit,
+        newest=page.newest,
     )
     if found.removed is not None:
         warn(response, [found.removed])

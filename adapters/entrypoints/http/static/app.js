@@ -281,7 +281,7 @@
     const buckets = days <= 1 ? 96 : days * 24;
     const [cw, next, wfs, tl, hist] = await Promise.all([
       api(base), api(base + "/next?count=5"), api(base + `/workflows?limit=${SHOWN}`),
-      api(base + `/timeline?days=${days}&buckets=${buckets}`), api(base + "/history?limit=1000"),
+      api(base + `/timeline?days=${days}&buckets=${buckets}`), api(base + `/history?limit=${SHOWN}&newest=true`),
     ]);
     const st = state(cw), zone = cw.spec.timezone || "UTC";
     $("#detail").dataset.name = r.ns + "/" + r.name;
