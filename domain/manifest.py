@@ -193,7 +193,10 @@ class ObjectMeta(_OpenMeta):
         if (k := v.get(ANNOTATION_MAX_CATCHUP)) is not None and (not k.isdigit() or int(k) < 1):
             raise ValueError(f"{ANNOTATION_MAX_CATCHUP} must be a whole number >= 1")
         if (d := v.get(ANNOTATION_RUN_DURATION)) is not None:
-            parse_duration(d)
+            try:
+                parse_duration(d)
+            except ValueError as e:  # which annotation, as the run phase's message says
+                raise ValueError(f"{ANNOTATION_RUN_DURATION}: {e}") from None
         if (ph := v.get(ANNOTATION_RUN_PHASE)) is not None and ph not in (
             "Succeeded",
             "Failed",

@@ -318,7 +318,7 @@ def _parse_body(body: str, expr: str) -> _CronRule | _EveryRule:
 
 def _parse_every(tokens: list[str], expr: str) -> _EveryRule:
     if len(tokens) != 2:
-        raise ScheduleError(f"@every takes one duration such as '1h30m', in {expr!r}")
+        raise ScheduleError(f"expected one duration after @every, such as '1h30m', in {expr!r}")
     try:
         period = parse_duration(tokens[1])
     except ValueError as e:

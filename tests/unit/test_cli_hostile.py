@@ -49,6 +49,19 @@ GOOD = (
             GOOD.replace("hello", "hello\\n").encode(), "DNS-1123", id="name with newline"
         ),
         pytest.param((GOOD + "metadata:\n  name: other\n").encode(), "duplicate key", id="dup key"),
+        pytest.param(
+            GOOD.replace("'0 * * * *'", "'@every 1h 2m'").encode(),
+            r"spec\.schedule: expected one duration after @every",
+            id="@every with two durations",  # was `spec.schedules[0].every takes ...:  `
+        ),
+        pytest.param(
+            GOOD.replace(
+                "name: hello",
+                "name: hello\n  annotations: {cronsource.io/simulate-run-duration: abc}",
+            ).encode(),
+            "cronsource.io/simulate-run-duration: invalid duration 'abc'",
+            id="run duration annotation",
+        ),
     ],
 )
 def test_lint_and_apply_refuse_with_one_line_and_no_traceback(
@@ -192,6 +205,7 @@ def test_simulate_bounds_its_work_not_its_span(tmp_path: Path) -> None:
     t0 = time.monotonic()
     r = CliRunner().invoke(cli, ["--store", "memory:", "simulate", str(tmp_path / "typo.yaml")])
     assert r.exit_code == 2 and "more than 1,000,000 ticks" in r.output, r.output
+    assert "by 2199-03-04T00:00:00Z;" in r.output  # as every time is shown, not +00:00
     assert time.monotonic() - t0 < 10  # counted, not run
 
 

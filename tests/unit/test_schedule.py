@@ -563,11 +563,11 @@ def test_every_and_cron_together_are_a_union() -> None:
         pytest.param("   ", "empty cron expression", id="blank"),
         pytest.param("garbage", "got 1", id="garbage"),
         pytest.param("a b c d e", "invalid minute value 'a'", id="five garbage fields"),
-        pytest.param("@every", "@every takes one duration", id="@every without duration"),
+        pytest.param("@every", "one duration after @every", id="@every without duration"),
         pytest.param("@every 0s", "must be greater than zero", id="@every zero"),
         pytest.param("@every -5m", "invalid @every duration", id="@every negative"),
         pytest.param("@every 5x", "invalid @every duration", id="@every bad unit"),
-        pytest.param("@every 1h 30m", "@every takes one duration", id="@every with a space"),
+        pytest.param("@every 1h 30m", "one duration after @every", id="@every with a space"),
     ],
 )
 def test_rejected_expressions(expr: str, message: str) -> None:

@@ -402,7 +402,7 @@ def simulate(
         from cronsource.adapters.entrypoints.simulate.scenario import MAX_TICKS
 
         click.echo(
-            f"simulating about {sc.ticks:,} ticks of {len(sc.cron_workflows):,}"
+            f"simulating about {sc.ticks:,} ticks of {sc.cron_workflow_count:,}"
             f" CronWorkflow(s) (simulate's bound: {MAX_TICKS:,} ticks); Ctrl-C stops it",
             err=True,
         )

@@ -181,6 +181,19 @@ class Scenario(BaseModel):
         """About how many ticks it holds (counted before it runs, at most MAX_TICKS)."""
         return self._ticks
 
+    @property
+    def cron_workflow_count(self) -> int:
+        """The CronWorkflows it holds: those given and those its `apply` actions add (the
+        progress line counted the first alone beside the ticks of both)."""
+        docs = list(self.cron_workflows) + [a.apply for a in self.actions if a.apply]
+        return len(
+            {
+                ((d.get("metadata") or {}).get("namespace") or "default", d["metadata"]["name"])
+                for d in docs
+                if not is_calendar_document(d)
+            }
+        )
+
     @field_validator("run_duration")
     @classmethod
     def _duration(cls, v: str) -> str:
@@ -363,9 +376,9 @@ def _bound_ticks(sc: Scenario) -> None:
             if sc.end_field == "end":
                 raise ScenarioError(
                     f"end: the scenario holds more than {MAX_TICKS:,} ticks by"
-                    f" {sc.end.isoformat()}; shorten it or use fewer, less frequent schedules"
+                    f" {rfc3339(sc.end)}; shorten it or use fewer, less frequent schedules"
                 )
-            n = len(sc.cron_workflows)
+            n = sc.cron_workflow_count
             raise ScenarioError(
                 f"{sc.end_field}: {n:,} CronWorkflow(s) hold more than {MAX_TICKS:,} ticks by"
                 f" {rfc3339(sc.end)}, simulate's bound on work (at most {MAX_TICKS:,});"
