@@ -313,8 +313,8 @@ class Cronsource:
         self._names(namespace, name)
         arguments.bounded("count", count, 1, arguments.MAX_COUNT)
         with self._calling():
-            timezone, items = self._ops.next_times(namespace, name, count)
-        return NextTimes.model_validate({"timezone": timezone, "items": items})
+            timezone, items, held = self._ops.next_times(namespace, name, count)
+        return NextTimes.model_validate({"timezone": timezone, "items": items, "heldBy": held})
 
     def history(
         self,

@@ -600,6 +600,12 @@ class CronWorkflow(Aggregate):
             or self.failure_pause is not None
         )
 
+    @property
+    def held_by(self) -> str | None:
+        """Why none of its ticks runs until a resume (or a new spec): Stopped, Suspended,
+        PausedAfterFailures or SpecError; None while it is live."""
+        return None if self.is_live else self._hold_reason()
+
     def _hold_reason(self) -> HoldReason | Literal["SpecError"]:
         """Why the ticks of a CronWorkflow that is not live wait: the skip reason they get
         when they are closed without running."""

@@ -195,6 +195,11 @@ class FireTime(BaseModel):
 class NextTimes(BaseModel):
     timezone: str
     items: list[FireTime]
+    heldBy: str | None = Field(
+        default=None,
+        description="Why none of these runs until a resume: Suspended, Stopped,"
+        " PausedAfterFailures or SpecError; null while the CronWorkflow is live",
+    )
 
 
 class SuspendRequest(_Model):

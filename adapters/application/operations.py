@@ -539,8 +539,9 @@ class Operations(AuditReads):
 
     def next_times(
         self, namespace: str, name: str, count: int, at: datetime | None = None
-    ) -> tuple[str, list[dict[str, Any]]]:
-        """(the CronWorkflow's zone, its next `count` fire times after `at` (now))."""
+    ) -> tuple[str, list[dict[str, Any]], str | None]:
+        """(the CronWorkflow's zone, its next `count` fire times after `at` (now), why none
+        of them runs until a resume: `held_by`, None while it is live)."""
         agg = self.find(namespace, name)
         items = next_fire_times(agg, at or self.clock.now(), count)
-        return local_zone(agg.spec), items
+        return local_zone(agg.spec), items, agg.held_by

@@ -248,6 +248,19 @@ def test_next_of_a_long_every_stops_at_the_calendars_end(run):
     assert times[-1]["utc"] < "9999-12-31"
 
 
+def test_next_of_a_suspended_cronworkflow_says_none_of_its_times_runs(run):
+    """`list` shows no next run for a suspended CronWorkflow and `get` a null
+    nextScheduledTime; `next` listed its times with "in 6h" and nothing else."""
+    run("apply", "-f", write(run.tmp, "m.yaml", [manifest()]))
+    assert "is held" not in run("next", "hello").output
+    run("suspend", "hello")
+    res = run("next", "hello", "-c", "2")
+    assert res.exit_code == 0
+    assert "note: default/hello is held (Suspended): none of these runs until it is resumed" in (
+        res.stderr
+    )
+
+
 def test_bad_store_url_is_a_clear_error(tmp_path):
     res = CliRunner().invoke(cli, ["--store", "mysql://x", "list"])
     assert res.exit_code == 1 and "mysql://x" in res.output

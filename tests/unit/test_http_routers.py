@@ -410,6 +410,14 @@ def test_newest_gives_the_latest_events_of_a_long_history_oldest_first(
     assert [e["type"] for e in only.json()["items"]] == ["Suspended", "Suspended"]
 
 
+def test_next_says_what_holds_a_cronworkflow_whose_times_do_not_run(client: TestClient) -> None:
+    created(client)
+    assert client.get(f"{CW}/hourly/next").json()["heldBy"] is None
+    assert client.post(f"{CW}/hourly/suspend").status_code == 200
+    held = client.get(f"{CW}/hourly/next").json()
+    assert held["heldBy"] == "Suspended" and len(held["items"]) == 5
+
+
 def test_the_clock_given_to_the_app_is_the_one_handlers_read(
     engine: Engine, clock: VirtualClock
 ) -> None:

@@ -396,9 +396,15 @@ def next_cmd(name: str, count: int) -> None:
     t0 = now()
     with obj.operations(must_exist=True) as ops:
         try:
-            tz, data = ops.next_times(obj.ns, name, count, t0)
+            tz, data, held = ops.next_times(obj.ns, name, count, t0)
         except NotFound as e:
             fail(str(e))
+    if held is not None:
+        # As `list` shows no next run for it: these are its schedule's times, not runs.
+        click.echo(
+            f"note: {obj.ns}/{name} is held ({held}): none of these runs until it is resumed",
+            err=True,
+        )
     rows = [
         [
             d["local"] + (f" ({d['dst']['note']})" if d.get("dst") else ""),

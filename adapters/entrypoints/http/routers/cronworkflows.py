@@ -332,5 +332,5 @@ def next_times(
     ops: Ops,
     count: Annotated[int, Query(ge=1, le=1000)] = 5,
 ) -> dict[str, Any]:
-    timezone, items = ops.next_times(namespace, name, count)
-    return {"timezone": timezone, "items": items}
+    timezone, items, held = ops.next_times(namespace, name, count)
+    return {"timezone": timezone, "items": items, "heldBy": held}
