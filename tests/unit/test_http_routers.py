@@ -418,6 +418,17 @@ def test_next_says_what_holds_a_cronworkflow_whose_times_do_not_run(client: Test
     assert held["heldBy"] == "Suspended" and len(held["items"]) == 5
 
 
+def test_head_is_answered_as_get_without_the_body(client: TestClient) -> None:
+    """RFC 9110: a server that answers GET answers HEAD; every route answered `curl -I`, and
+    the health checkers that ask with HEAD, with a 405."""
+    created(client)
+    for path in ("/healthz", "/readyz", "/metrics", "/", f"{CW}/hourly", CW):
+        got, head = client.get(path), client.head(path)
+        assert head.status_code == got.status_code == 200, path
+        assert head.content == b"" and head.headers["content-type"] == got.headers["content-type"]
+    assert client.head(f"{CW}/nope").status_code == 404
+
+
 def test_the_clock_given_to_the_app_is_the_one_handlers_read(
     engine: Engine, clock: VirtualClock
 ) -> None:

@@ -33,7 +33,7 @@ from fastapi_offline import FastAPIOffline
 from cronsource.adapters.application.operations import Operations
 from cronsource.adapters.clock import Clock
 from cronsource.adapters.entrypoints.http import problems
-from cronsource.adapters.entrypoints.http.middleware import BodyLimit, observe
+from cronsource.adapters.entrypoints.http.middleware import BodyLimit, HeadAsGet, observe
 from cronsource.adapters.entrypoints.http.problems import Problem
 from cronsource.adapters.entrypoints.http.routers import (
     audit,
@@ -88,6 +88,7 @@ def create_app(
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, timeout=settings.body_timeout)
     problems.install(app)
     app.middleware("http")(observe(metrics))
+    app.add_middleware(HeadAsGet)  # outermost: every route's GET answers HEAD
 
     app.include_router(cronworkflows.router)
     app.include_router(calendars.router)

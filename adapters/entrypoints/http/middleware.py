@@ -17,6 +17,29 @@ from cronsource.adapters.observability.metrics import Metrics
 _FIXED = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 
 
+class HeadAsGet:
+    """ASGI middleware: HEAD is answered as GET, without the body (RFC 9110 9.3.2: a server
+    that answers GET answers HEAD). FastAPI routes only the methods a route names, so every
+    `curl -I`, and the health checkers that ask with HEAD, got a 405."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def headers_only(message: Any) -> None:
+            if message["type"] == "http.response.body":
+                if message.get("more_body"):
+                    return
+                message = {"type": "http.response.body", "body": b"", "more_body": False}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, headers_only)
+
+
 class BodyLimit:
     """ASGI middleware: the whole request body is read here, at most `max_bytes` (413
     beyond, from Content-Length before reading when it is given) and within `timeout`
