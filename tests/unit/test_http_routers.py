@@ -8,7 +8,7 @@ The same API over real HTTP and PostgreSQL is pinned end to end by tests/integra
 from __future__ import annotations
 
 import sqlite3
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -293,6 +293,31 @@ def test_audit_router_answers_history_events_decision_and_timeline(
     cells = line["items"][0]["cells"]
     assert sum(c.get("fired", 0) for c in cells) == 1
     problem_of(client.get(f"{CW}/never/history"), 404)
+
+
+def test_the_timeline_places_a_skipped_ranges_ticks_where_they_are(
+    client: TestClient, engine: Engine, clock: VirtualClock
+) -> None:
+    """A suspension's 22 ticks of `*/10` (10:10..13:40) are one ScheduleSkipped range; spread
+    by share of time they put 7 in an hour, which has 6, and 4 in 13:00..13:40, which has 5.
+    They are placed by the schedule: 5, 6, 6 and 5 in the hours from 10:00."""
+    created(client, "tenth", schedules=["*/10 * * * *"])
+    cron_id = engine.service.find("default", "tenth").id
+    clock.set(T0 + timedelta(minutes=1))
+    assert client.post(f"{CW}/tenth/suspend").status_code == 200
+    resumed = T0 + timedelta(hours=3, minutes=41)
+    clock.set(resumed)
+    assert client.post(f"{CW}/tenth/resume").status_code == 200
+    engine.service.tick([cron_id], resumed)
+    line = client.get(f"{CW}/tenth/timeline", params={"days": 1, "buckets": 24}).json()
+    assert line["bucketSeconds"] == 3600
+    since = datetime.fromisoformat(line["since"].replace("Z", "+00:00"))
+    hours = {
+        since + timedelta(hours=i): c["skipped"]["Suspended"]
+        for i, c in enumerate(line["items"][0]["cells"])
+        if c.get("skipped")
+    }
+    assert hours == {T0 + timedelta(hours=h): k for h, k in enumerate([5, 6, 6, 5])}
 
 
 # ---------------------------------------------------------------------- operations, auth
