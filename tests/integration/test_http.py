@@ -484,6 +484,7 @@ def test_next_fire_times_in_the_zone_and_in_utc(api: Api) -> None:
             {"local": "2026-05-05T02:30:00-04:00", "utc": "2026-05-05T06:30:00Z"},
             {"local": "2026-05-06T02:30:00-04:00", "utc": "2026-05-06T06:30:00Z"},
         ],
+        "heldBy": None,
     }
 
 

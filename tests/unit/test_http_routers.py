@@ -320,6 +320,24 @@ def test_the_timeline_places_a_skipped_ranges_ticks_where_they_are(
     assert hours == {T0 + timedelta(hours=h): k for h, k in enumerate([5, 6, 6, 5])}
 
 
+def test_a_name_that_is_not_a_kubernetes_name_is_refused_in_words(client: TestClient) -> None:
+    """pydantic's `String should match pattern '^[a-z0-9]...'` named neither the value nor
+    the rule in words."""
+    body = problem_of(client.get(f"{CW}/Alpha"), 422)
+    assert body["errors"][0]["field"] == "name"
+    assert body["errors"][0]["message"] == (
+        "'Alpha' must be lowercase letters, digits, '-' or '.', starting and ending with a"
+        " letter or digit (a Kubernetes name)"
+    )
+    r = client.patch(
+        f"{CW}/x",
+        params={"fieldManager": "caf\u00e9"},
+        content=b"{}",
+        headers={"content-type": "application/apply-patch+yaml"},
+    )
+    assert "'caf\u00e9' must be printable ASCII" in problem_of(r, 422)["detail"]
+
+
 # ---------------------------------------------------------------------- operations, auth
 
 

@@ -264,14 +264,26 @@ async def _validation(request: Request, e: Exception) -> JSONResponse:
         field_ = ".".join(loc[1:]) or where
         if where == "header":
             field_ = field_.title()
-        errors.append(
-            {
-                "field": field_,
-                "in": where,
-                "message": str(err.get("msg", "invalid")).removeprefix("Value error, "),
-            }
-        )
+        errors.append({"field": field_, "in": where, "message": _message(err)})
     return _render(request, invalid(errors))
+
+
+def _message(err: Any) -> str:
+    """pydantic's message, but for a value that does not match a pattern: the value and
+    what it must be, in words (`name: String should match pattern '^[a-z0-9]...'` named
+    neither the value nor the rule a person reads)."""
+    if err.get("type") == "string_pattern_mismatch":
+        pattern = (err.get("ctx") or {}).get("pattern", "")
+        rule = (
+            "lowercase letters, digits, '-' or '.', starting and ending with a letter or digit"
+            " (a Kubernetes name)"
+            if pattern.startswith("^[a-z0-9]")
+            else "printable ASCII"
+            if pattern == "^[ -~]+$"
+            else f"text matching {pattern}"
+        )
+        return f"{err.get('input')!r} must be {rule}"
+    return str(err.get("msg", "invalid")).removeprefix("Value error, ")
 
 
 async def _http(request: Request, e: Exception) -> JSONResponse:
