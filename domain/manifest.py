@@ -167,6 +167,12 @@ class ObjectMeta(_OpenMeta):
             raise ValueError(problem)
         return v
 
+    @field_validator("namespace", mode="before")
+    @classmethod
+    def _empty_namespace_is_unset(cls, v: Any) -> Any:
+        # As kubectl and the API server read it: the default namespace.
+        return "default" if v == "" or v is None else v
+
     @field_validator("namespace")
     @classmethod
     def _namespace_is_dns_label(cls, v: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from cronsource.adapters.application.documents import default_namespace
 from cronsource.adapters.application.inputs import FieldError, FieldErrors
 from cronsource.domain.calendars import CalendarError, CalendarSpec, calendar_spec
 from cronsource.domain.manifest import CronWorkflowManifest, parse_manifest
@@ -61,8 +62,7 @@ def admit(doc: Any, namespace: str, name: str | None = None) -> CronWorkflowMani
         bad = "<manifest>"
     if bad is not None:
         raise FieldErrors([{"field": bad, "in": "body", "message": "must be a finite number"}])
-    if isinstance(doc, dict) and isinstance(doc.get("metadata"), dict):
-        doc["metadata"].setdefault("namespace", namespace)
+    default_namespace(doc, namespace)
     try:
         m = parse_manifest(doc)  # a ManifestError is answered by the problem table
     except OverflowError:

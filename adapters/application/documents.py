@@ -398,6 +398,15 @@ def load_json(data: bytes | str, source: str) -> Any:
 # ---------------------------------------------------------------------- manifests from clients
 
 
+def default_namespace(doc: Any, namespace: str | None) -> None:
+    """`namespace` (`-n`, the request path's) for a document whose `metadata.namespace` is
+    unset: missing, null or empty, which kubectl and the API server read alike (an empty one
+    was refused as 'must not be empty')."""
+    meta = doc.get("metadata") if isinstance(doc, dict) else None
+    if namespace and isinstance(meta, dict) and not meta.get("namespace"):
+        meta["namespace"] = namespace
+
+
 def from_client(doc: Any) -> Any:
     """A manifest as a client sent it, minus what only the server sets.
 

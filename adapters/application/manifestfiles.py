@@ -21,6 +21,7 @@ from typing import Any, BinaryIO, TypeGuard
 from cronsource.adapters.application.documents import (
     MAX_INPUT_BYTES,
     DocumentError,
+    default_namespace,
     from_client,
     load_json,
     load_yaml,
@@ -201,8 +202,7 @@ def admit_files(
                 except CalendarError as e:
                     out.bad(path, [f"{source}: {e}"])
                     continue
-                if namespace and isinstance(doc.get("metadata"), dict):
-                    doc["metadata"].setdefault("namespace", namespace)
+                default_namespace(doc, namespace)
                 out.calendar_documents.append(doc)
                 continue
             if (only_cronworkflows and kind != "CronWorkflow") or is_other_kind(doc):
@@ -216,8 +216,7 @@ def admit_files(
                     )
                 out.skipped.append((source, shown))
                 continue
-            if namespace and isinstance(doc, dict) and isinstance(doc.get("metadata"), dict):
-                doc["metadata"].setdefault("namespace", namespace)
+            default_namespace(doc, namespace)
             try:
                 manifest = parse_manifest(doc, source)
             except ManifestError as e:

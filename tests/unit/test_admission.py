@@ -67,7 +67,7 @@ def test_names_must_be_dns_1123_subdomains(name: str) -> None:
         pytest.param("default\n", id="final newline"),
         pytest.param("a.b", id="dots are not allowed in a label"),
         pytest.param("n" * 64, id="64 characters"),
-        pytest.param("", id="empty"),
+        # "" is unset, as kubectl reads it (tests/unit/test_cli.py), not refused
     ],
 )
 def test_namespaces_must_be_dns_1123_labels(namespace: str) -> None:

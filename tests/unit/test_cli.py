@@ -266,6 +266,18 @@ def test_bad_store_url_is_a_clear_error(tmp_path):
     assert res.exit_code == 1 and "mysql://x" in res.output
 
 
+def test_an_empty_namespace_is_unset_as_kubectl_reads_it(run):
+    """`metadata.namespace: ""` was refused ("must not be empty"); kubectl reads it as unset:
+    `-n`'s namespace, else default."""
+    doc = {**GOOD, "metadata": {"name": "blank", "namespace": ""}}
+    assert run("lint", write(run.tmp, "m.yaml", [doc])).exit_code == 0
+    assert run("-n", "team-a", "apply", "-f", write(run.tmp, "m.yaml", [doc])).exit_code == 0
+    assert run("-n", "team-a", "get", "blank").exit_code == 0
+    other = {**GOOD, "metadata": {"name": "plain", "namespace": ""}}
+    assert run("apply", "-f", write(run.tmp, "o.yaml", [other])).exit_code == 0
+    assert run("get", "plain").exit_code == 0
+
+
 def test_namespace_flag_applies_to_manifests_without_one(run):
     doc = {**GOOD, "metadata": {"name": "nsless"}}
     assert run("-n", "team-a", "apply", "-f", write(run.tmp, "m.yaml", [doc])).exit_code == 0
