@@ -388,7 +388,12 @@ def _zone(name: str) -> tzinfo:
         return UTC
     # Names that resolve to the host's own settings or to leap-second ("right/") files would
     # make the same CronWorkflow fire differently on different machines.
-    if name in ("localtime", "posixrules") or name.startswith(("posix/", "right/")):
+    if name in ("Local", "localtime", "posixrules"):
+        raise ScheduleError(
+            f"time zone {name!r} is the host's own (Argo's controller reads 'Local' as its"
+            " zone); name an IANA zone, such as 'Europe/Berlin'"
+        )
+    if name.startswith(("posix/", "right/")):
         raise ScheduleError(f"unknown time zone {name!r}")
     try:
         return ZoneInfo(name)
