@@ -661,7 +661,8 @@ class CronService(Application[UUID]):
             log.warning("snapshots of %d CronWorkflow(s) not stored: %s", len(aggs), e)
             return False
         for a in aggs:
-            self.snapshot_versions[a.id] = a.version
+            # The highest: a copy of the version before the last may be among them.
+            self.snapshot_versions[a.id] = max(self.snapshot_versions.get(a.id, 0), a.version)
         return True
 
     def snapshot_to_cover(self, aggs: Sequence[CronWorkflow]) -> None:
@@ -688,13 +689,8 @@ class CronService(Application[UUID]):
         before = [
             a for a in self.load_many(last_but_one).values() if a.version == last_but_one[a.id]
         ]
-        if fresh:
-            self.take_snapshots(fresh)
-        if before:
-            try:
-                snapshots.put([CronWorkflowSnapshot.take(a) for a in before])
-            except Exception as e:
-                log.warning("snapshots of %d CronWorkflow(s) not stored: %s", len(before), e)
+        if fresh or before:
+            self.take_snapshots(fresh + before)
 
     def snapshot_tails(self, aggs: Sequence[CronWorkflow]) -> int:
         """Snapshot those of `aggs` (copies as saved, no pending events) that have events

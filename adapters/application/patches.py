@@ -50,7 +50,7 @@ def apply_merge_patch(live: dict[str, Any], patch: Any) -> dict[str, Any]:
         raise FieldError("<body>", "a merge patch is a JSON object", "body")
     patched = merge_patch(copy.deepcopy(live), patch)
     identity_kept(live, patched)
-    return server_fields_dropped(live, dict(patched))
+    return unset_suspend_is_false(live, server_fields_dropped(live, dict(patched)))
 
 
 def apply_json_patch(live: dict[str, Any], patch: Any) -> Any:
@@ -95,7 +95,7 @@ def apply_json_patch(live: dict[str, Any], patch: Any) -> Any:
             raise FieldError(field, f"{what}: {type(e).__name__}: {e}", "body") from None
     if isinstance(doc, dict):
         identity_kept(live, doc)
-        return server_fields_dropped(live, doc)
+        return unset_suspend_is_false(live, server_fields_dropped(live, doc))
     return doc
 
 
@@ -119,15 +119,19 @@ def identity_kept(live: dict[str, Any], patched: dict[str, Any]) -> None:
 def server_fields_dropped(live: dict[str, Any], patched: dict[str, Any]) -> dict[str, Any]:
     """The patched object without `metadata.generation`: the server moves it on a spec
     change, which a value copied from the live object would stop, and a client's own value
-    is ignored (documents.from_client), as the API server ignores it.
-
-    And with `spec.suspend: false` where the patch removed it (a merge patch's null, a JSON
-    patch's remove): a field the object no longer has is unset, which Argo reads as false.
-    A document that does not name `suspend` keeps the live suspension (a file applied, a
-    PUT), so without this the removal changed the spec and left it suspended."""
+    is ignored (documents.from_client), as the API server ignores it."""
     after = patched.get("metadata")
     if isinstance(after, dict):
         after.pop("generation", None)
+    return patched
+
+
+def unset_suspend_is_false(live: dict[str, Any], patched: dict[str, Any]) -> dict[str, Any]:
+    """The patched object with `spec.suspend: false` where the patch removed it (a merge
+    patch's null, a JSON patch's remove): a field the object no longer has is unset, which
+    Argo reads as false. A document that does not name `suspend` keeps the live suspension
+    (a file applied, a PUT), so without this the removal changed the spec and left it
+    suspended."""
     spec, was = patched.get("spec"), live.get("spec") or {}
     if isinstance(spec, dict) and "suspend" in was and "suspend" not in spec:
         spec["suspend"] = False

@@ -7,8 +7,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
+import stat
 import sys
-import tempfile
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -150,9 +151,11 @@ def _aside(path: Path) -> Path | None:
     is."""
     if path.exists() and not path.is_file():
         return None
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    os.close(fd)
-    return Path(name)
+    aside = path.with_name(f".{path.name}.{secrets.token_hex(6)}.part")
+    # The mode `open` gives a new file (0666 less the umask), or the earlier export's.
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o666
+    os.close(os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode))
+    return aside
 
 
 def _put_in_place(aside: Path, path: Path) -> None:
@@ -162,14 +165,7 @@ def _put_in_place(aside: Path, path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.chmod(aside, 0o644 & ~_umask())
     os.replace(aside, path)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 @cli.command(name="check")

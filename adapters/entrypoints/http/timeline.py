@@ -11,7 +11,7 @@ from typing import Any
 
 from cronsource.adapters.infrastructure.readside.observations import Window
 from cronsource.adapters.infrastructure.readside.rows import skip_last
-from cronsource.domain.manifest import ANNOTATION_DST_POLICY
+from cronsource.domain.manifest import scheduling_options
 from cronsource.domain.schedule import (
     CompiledSchedule,
     ScheduleError,
@@ -110,7 +110,7 @@ def _schedule_of(row: StatusRow) -> CompiledSchedule | None:
         *(spec.get("schedules") or []),
         *([spec["schedule"]] if spec.get("schedule") else []),
     ]
-    policy = (row.metadata.get("annotations") or {}).get(ANNOTATION_DST_POLICY, "once")
+    policy = scheduling_options(dict(row.metadata.get("annotations") or {})).dst_policy
     try:
         resolved = resolve_schedules(expressions, row.namespace, row.name)
         if not resolved or needs_anchor(resolved):
