@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hmac
 from typing import Annotated, cast, get_args, get_origin
-from urllib.parse import urlsplit
 
 from fastapi import Depends, Request
 from fastapi.dependencies.models import Dependant
@@ -88,8 +87,13 @@ async def require_token(request: Request, settings: Settings, creds: BearerCrede
 
 
 def _hostname(value: str) -> str:
-    """The host of a `Host` header or of an origin URL, without scheme, port or brackets."""
-    return urlsplit(value if "://" in value else f"//{value}").hostname or value
+    """The host of a `Host` header or of an origin URL, without scheme, port or brackets.
+    By hand, not `urlsplit`: that one raises on `[::1` and reads `127.0.0.1:1:junk` as
+    127.0.0.1, where a malformed header must name no loopback host."""
+    host = value.split("://", 1)[-1].split("/", 1)[0]
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
 def _loopback_request(request: Request) -> None:
